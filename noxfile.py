@@ -1,0 +1,54 @@
+"""nox sessions: tests, typecheck (mypy --strict), lint (ruff), docs, benchmarks, oracle fixtures."""
+
+from __future__ import annotations
+
+import nox
+
+
+nox.options.error_on_external_run = True
+nox.options.sessions = ("tests", "typecheck", "lint")
+
+PYTHONS = ["3.11"]  # the only interpreter on our machines; pyproject declares >=3.11
+
+
+@nox.session(python=PYTHONS)
+def tests(session: nox.Session) -> None:
+    """Run the test suite (pi oracle interop tests included when node/npm are present)."""
+    session.install("-e", ".[test]")
+    session.run("pytest", *session.posargs)
+
+
+@nox.session(python=PYTHONS)
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict on the package (settings in pyproject.toml)."""
+    session.install("-e", ".[dev]")
+    session.run("mypy")
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check and format check."""
+    session.install("ruff")
+    session.run("ruff", "check", "src", "tests", "benchmarks")
+    session.run("ruff", "format", "--check", "src", "tests", "benchmarks")
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the Sphinx docs, nitpicky, warnings as errors."""
+    session.install("-e", ".[docs,cli]")
+    session.run("sphinx-build", "-n", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
+
+
+@nox.session(python=PYTHONS)
+def benchmarks(session: nox.Session) -> None:
+    """Run the benchmarks (side by side with the pi oracle where node is available)."""
+    session.install("-e", ".[test]")
+    session.run("python", "-m", "benchmarks", *session.posargs)
+
+
+@nox.session(python=PYTHONS)
+def oracle_live(session: nox.Session) -> None:
+    """Opt-in: run the tests that call OpenClaw's oracle live (about 560 MB of npm packages)."""
+    session.install("-e", ".[test]")
+    session.run("pytest", "-m", "oracle", "--run-openclaw-live", *session.posargs)

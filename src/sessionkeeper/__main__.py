@@ -1,0 +1,6 @@
+"""``python -m sessionkeeper``: the command line."""
+
+from sessionkeeper.cli import main
+
+
+main()

@@ -1,0 +1,188 @@
+"""
+File-system primitives shared by every layer (DESIGN "Files", "Reliability and security targets").
+
+- :func:`atomic_write_bytes`: temp file ``<name>.<pid>.<uuid>.tmp`` in the same directory, fsync,
+  rename over the target, fsync of the directory. A crash leaves the old file or the new one.
+- :func:`backup_file`: copy to ``<name>.bak.<ISO stamp with ':' and '.' as '-'>`` with mode 0600
+  before any repair or migration rewrite.
+- :func:`check_safe_name`: refuse ids and names that could escape their directory.
+- Files are created 0600 and directories 0700.
+
+These are synchronous: callers in async code run them through ``anyio.to_thread``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+from sessionkeeper.exceptions import UnsafePathError
+
+
+__all__ = (
+    "DIR_MODE",
+    "FILE_MODE",
+    "atomic_write_bytes",
+    "backup_file",
+    "backup_name",
+    "check_safe_name",
+    "ensure_dir",
+    "fsync_dir",
+    "iso_stamp",
+    "temp_name",
+)
+
+FILE_MODE = 0o600
+"""Mode of every file sessionkeeper creates."""
+
+DIR_MODE = 0o700
+"""Mode of every directory sessionkeeper creates."""
+
+
+def iso_stamp(now_ms: int | None = None) -> str:
+    """
+    Return an ISO-8601 UTC stamp usable in file names: ``2026-05-07T10-11-12-345Z``.
+
+    Args:
+        now_ms: Time in ms since the epoch; ``None`` means the current time.
+
+    Returns:
+        ``Date.toISOString()`` of that time with ``:`` and ``.`` replaced by ``-`` (the form pi and
+        OpenClaw use in artifact names).
+    """
+    if now_ms is None:
+        when = _dt.datetime.now(tz=_dt.UTC)
+    else:
+        when = _dt.datetime.fromtimestamp(now_ms / 1000, tz=_dt.UTC)
+    text = when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+    return text.replace(":", "-").replace(".", "-")
+
+
+def check_safe_name(value: str, *, what: str = "name") -> str:
+    """
+    Check that ``value`` can be used as one path component inside a sessions directory.
+
+    Args:
+        value: A session id, thread id, agent id or file name.
+        what: How to call it in the error message.
+
+    Returns:
+        ``value`` unchanged.
+
+    Raises:
+        UnsafePathError: ``value`` is empty, ``.`` or ``..``, or contains ``/``, ``\\`` or NUL.
+    """
+    if not value or value in {".", ".."} or any(ch in value for ch in ("/", "\\", "\0")):
+        raise UnsafePathError(
+            f"unsafe {what}: {value!r} could escape the sessions directory", value=value
+        )
+    return value
+
+
+def ensure_dir(path: Path) -> None:
+    """Create ``path`` and missing parents with mode 0700 (existing directories are left as they are)."""
+    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+
+
+def fsync_dir(path: Path) -> None:
+    """fsync a directory so a rename or create in it is durable (no-op where unsupported)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        with contextlib.suppress(OSError):
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def temp_name(target: Path) -> Path:
+    """Return a unique temp path next to ``target``: ``<name>.<pid>.<uuid>.tmp`` (DESIGN "Files")."""
+    return target.with_name(f"{target.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+
+
+def atomic_write_bytes(target: Path, data: bytes, *, fsync: bool = True) -> None:
+    """
+    Replace ``target`` with ``data`` atomically.
+
+    Writes a temp file in the same directory (mode 0600), fsyncs it, renames it over ``target``,
+    then fsyncs the directory. On any error the temp file is removed and ``target`` is untouched.
+
+    Args:
+        target: The file to replace or create.
+        data: The complete new content.
+        fsync: ``False`` skips both fsyncs (tests, scratch files); the rename stays atomic.
+
+    Raises:
+        OSError: The write or rename failed.
+    """
+    ensure_dir(target.parent)
+    tmp = temp_name(target)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    if fsync:
+        fsync_dir(target.parent)
+
+
+def backup_name(target: Path, now_ms: int | None = None) -> Path:
+    """Return ``<name>.bak.<stamp>`` next to ``target`` (see :func:`iso_stamp`)."""
+    return target.with_name(f"{target.name}.bak.{iso_stamp(now_ms)}")
+
+
+def backup_file(target: Path, *, now_ms: int | None = None) -> Path:
+    """
+    Copy ``target`` to a new 0600 backup file before it is repaired or rewritten.
+
+    Never overwrites an earlier backup: a numeric suffix is added when the name is taken.
+
+    Args:
+        target: The file to back up.
+        now_ms: Time for the stamp in ms since the epoch; ``None`` means now.
+
+    Returns:
+        The backup path.
+
+    Raises:
+        OSError: The copy failed (the caller must then not modify ``target``).
+    """
+    dest = backup_name(target, now_ms)
+    counter = 1
+    while True:
+        try:
+            fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+            break
+        except FileExistsError:
+            dest = backup_name(target, now_ms).with_name(
+                f"{backup_name(target, now_ms).name}.{counter}"
+            )
+            counter += 1
+    try:
+        with open(target, "rb") as src, os.fdopen(fd, "wb") as out:
+            shutil.copyfileobj(src, out)
+            out.flush()
+            os.fsync(out.fileno())
+    except BaseException:
+        with contextlib.suppress(OSError):
+            dest.unlink()
+        raise
+    os.chmod(dest, FILE_MODE)
+    return dest

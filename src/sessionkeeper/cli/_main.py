@@ -1,0 +1,71 @@
+"""The root click group, the error-to-exit-code mapping and the command registry."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Any, NoReturn
+
+import click
+
+from sessionkeeper.exceptions import (
+    ConfigError,
+    SessionKeeperError,
+    TranscriptFormatError,
+    TranscriptNotFoundError,
+    UnsafePathError,
+)
+
+
+__all__ = ("EXIT_BAD_INPUT", "EXIT_ERROR", "EXIT_OK", "cli", "fail", "main")
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_BAD_INPUT = 2
+
+# One module per command (or command group); each exposes ``COMMANDS: tuple[click.Command, ...]``.
+_COMMAND_MODULES: tuple[str, ...] = ()
+
+_BAD_INPUT_ERRORS = (ConfigError, TranscriptFormatError, TranscriptNotFoundError, UnsafePathError)
+
+
+def fail(message: str, *, code: int = EXIT_ERROR) -> NoReturn:
+    """Print ``sessionkeeper: error: <message>`` on stderr (one line) and exit with ``code``."""
+    first_line = " ".join(message.split("\n")).strip()
+    click.echo(f"sessionkeeper: error: {first_line}", err=True)
+    sys.exit(code)
+
+
+class _Group(click.Group):
+    """Maps sessionkeeper errors to one stderr line and a documented exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except _BAD_INPUT_ERRORS as err:
+            fail(str(err), code=EXIT_BAD_INPUT)
+        except SessionKeeperError as err:
+            fail(str(err), code=EXIT_ERROR)
+        except OSError as err:
+            fail(f"{err.strerror or err} ({err.filename})" if err.filename else str(err))
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="sessionkeeper")
+def cli() -> None:
+    """sessionkeeper: inspect, compact and maintain agent session transcripts and stores."""
+
+
+def _register() -> None:
+    for name in _COMMAND_MODULES:
+        module = importlib.import_module(f"sessionkeeper.cli._{name}")
+        for command in module.COMMANDS:
+            cli.add_command(command)
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``sessionkeeper`` script and ``python -m sessionkeeper``."""
+    cli.main(args=argv, prog_name="sessionkeeper")

@@ -1,0 +1,263 @@
+"""
+The exception tree of sessionkeeper.
+
+Every error the library raises on purpose derives from :class:`SessionKeeperError`, so a host can catch
+the whole family with one ``except``. Where a builtin exception means the same thing, the class also
+derives from it (a :class:`ConfigError` is a :class:`ValueError`, a :class:`SessionBusyError` is a
+:class:`TimeoutError`), so generic handlers keep working.
+
+::
+
+    SessionKeeperError
+    ├── ConfigError (ValueError)                   bad setting value; names the key
+    ├── UnsafePathError (ValueError)               id/key/thread id that would escape the sessions dir
+    ├── TranscriptError
+    │   ├── TranscriptFormatError (ValueError)     not a transcript / bad line; names file and line
+    │   ├── TranscriptNotFoundError (FileNotFoundError)
+    │   └── EntryNotFoundError (KeyError)          unknown entry id (branch target, label target, leaf)
+    ├── StoreError
+    │   ├── StoreCorruptError (ValueError)         unreadable sessions.json / sqlite; a 0600 backup was made
+    │   └── SessionNotFoundError (KeyError)        no SessionEntry for a session key
+    ├── LockError
+    │   └── SessionBusyError (TimeoutError)        write lock not acquired in time; owner and wait attached
+    ├── CompactionError                            compaction could not produce a usable summary
+    │   └── CompactionCancelled                    a ``session_before_compact`` hook cancelled it
+    ├── ProviderError
+    │   ├── DuplicateProviderError (ValueError)    a compaction provider id registered twice
+    │   └── UnknownProviderError (LookupError)     settings name a provider that is not registered
+    ├── ModelClientError                           the host's ModelClient failed (wraps the cause)
+    └── ContextOverflowError                       the context still does not fit after every recovery
+
+Exceptions from dependencies (msgspec, cattrs, OSError from the file system) are translated at the
+boundary with ``raise ... from err``; the original stays available as ``__cause__``.
+
+Cancellation (anyio/asyncio cancellation, a caller's abort) is *not* an error of this tree: it
+propagates unchanged.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+__all__ = (
+    "CompactionCancelled",
+    "CompactionError",
+    "ConfigError",
+    "ContextOverflowError",
+    "DuplicateProviderError",
+    "EntryNotFoundError",
+    "LockError",
+    "ModelClientError",
+    "ProviderError",
+    "SessionBusyError",
+    "SessionKeeperError",
+    "SessionNotFoundError",
+    "StoreCorruptError",
+    "StoreError",
+    "TranscriptError",
+    "TranscriptFormatError",
+    "TranscriptNotFoundError",
+    "UnknownProviderError",
+    "UnsafePathError",
+)
+
+
+class SessionKeeperError(Exception):
+    """Root of every error raised by sessionkeeper on purpose."""
+
+
+class ConfigError(SessionKeeperError, ValueError):
+    """
+    A configuration value could not be understood.
+
+    Attributes:
+        key: The dotted config key at fault (``"session.maintenance.pruneAfter"``), or ``None`` when the
+            error is about the whole document.
+    """
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        self.key = key
+        super().__init__(f"{key}: {message}" if key else message)
+
+
+class UnsafePathError(SessionKeeperError, ValueError):
+    """
+    A session id, thread id, agent id or file name would resolve outside its sessions directory.
+
+    Raised for ``..`` segments, path separators, NUL bytes and empty names (DESIGN "Files").
+
+    Attributes:
+        value: The refused value.
+    """
+
+    def __init__(self, message: str, *, value: str) -> None:
+        self.value = value
+        super().__init__(message)
+
+
+class TranscriptError(SessionKeeperError):
+    """Base class for transcript (JSONL session file) errors."""
+
+
+class TranscriptFormatError(TranscriptError, ValueError):
+    """
+    A file is not a usable pi session transcript, or one of its lines is invalid where it must not be.
+
+    Attributes:
+        path: The file, when known.
+        line: The 1-based line number at fault, when known.
+    """
+
+    def __init__(
+        self, message: str, *, path: Path | str | None = None, line: int | None = None
+    ) -> None:
+        self.path = Path(path) if path is not None else None
+        self.line = line
+        where = ""
+        if self.path is not None:
+            where = f"{self.path}"
+            if line is not None:
+                where += f":{line}"
+            where += ": "
+        super().__init__(f"{where}{message}")
+
+
+class TranscriptNotFoundError(TranscriptError, FileNotFoundError):
+    """The transcript file does not exist."""
+
+
+class EntryNotFoundError(TranscriptError, KeyError):
+    """
+    An entry id is not present in the transcript.
+
+    Attributes:
+        entry_id: The missing id.
+    """
+
+    def __init__(self, entry_id: str, *, message: str | None = None) -> None:
+        self.entry_id = entry_id
+        super().__init__(message or f"entry {entry_id!r} not found")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class StoreError(SessionKeeperError):
+    """Base class for session store errors."""
+
+
+class StoreCorruptError(StoreError, ValueError):
+    """
+    The store file could not be parsed. It was left in place and a 0600 backup was written.
+
+    Attributes:
+        path: The store file.
+        backup_path: Where the backup copy was written, or ``None`` if no backup could be made.
+    """
+
+    def __init__(self, message: str, *, path: Path | str, backup_path: Path | None = None) -> None:
+        self.path = Path(path)
+        self.backup_path = backup_path
+        super().__init__(f"{self.path}: {message}")
+
+
+class SessionNotFoundError(StoreError, KeyError):
+    """
+    No :class:`~sessionkeeper.SessionEntry` exists for a session key.
+
+    Attributes:
+        session_key: The key looked up.
+    """
+
+    def __init__(self, session_key: str) -> None:
+        self.session_key = session_key
+        super().__init__(f"no session for key {session_key!r}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class LockError(SessionKeeperError):
+    """Base class for write-lock errors."""
+
+
+class SessionBusyError(LockError, TimeoutError):
+    """
+    A transcript's write lock could not be acquired before the timeout (OpenClaw spec §3).
+
+    Attributes:
+        path: The file whose lock was wanted.
+        waited_ms: How long the caller waited, in milliseconds.
+        owner_pid: The pid recorded in the lock file, if it could be read.
+        owner_created_at: When the owner took the lock (ms since epoch), if known.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: Path | str,
+        waited_ms: float,
+        owner_pid: int | None = None,
+        owner_created_at: int | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.waited_ms = waited_ms
+        self.owner_pid = owner_pid
+        self.owner_created_at = owner_created_at
+        super().__init__(message)
+
+
+class CompactionError(SessionKeeperError):
+    """A compaction could not produce a usable summary; nothing was written."""
+
+
+class CompactionCancelled(CompactionError):  # noqa: N818 - the name mirrors the hook's "cancel" result
+    """
+    A ``session_before_compact`` hook cancelled the compaction; nothing was written.
+
+    Attributes:
+        reason: The reason given by the hook, if any.
+    """
+
+    def __init__(self, reason: str | None = None) -> None:
+        self.reason = reason
+        super().__init__(
+            f"compaction cancelled by hook: {reason}" if reason else "compaction cancelled by hook"
+        )
+
+
+class ProviderError(SessionKeeperError):
+    """Base class for compaction-provider registry errors."""
+
+
+class DuplicateProviderError(ProviderError, ValueError):
+    """A compaction provider with the same id is already registered (the first registration wins)."""
+
+
+class UnknownProviderError(ProviderError, LookupError):
+    """The configured compaction provider id is not registered."""
+
+
+class ModelClientError(SessionKeeperError):
+    """The host's :class:`~sessionkeeper.ModelClient` raised or returned something unusable."""
+
+
+class ContextOverflowError(SessionKeeperError):
+    """
+    The context still exceeds the model's window after every recovery step (OpenClaw spec §5.7).
+
+    The session mapping is kept: the caller decides what to tell the user.
+
+    Attributes:
+        attempts: How many overflow compactions were tried.
+        context_tokens: The last known context size in tokens, if any.
+    """
+
+    def __init__(
+        self, message: str, *, attempts: int = 0, context_tokens: int | None = None
+    ) -> None:
+        self.attempts = attempts
+        self.context_tokens = context_tokens
+        super().__init__(message)

@@ -1,0 +1,330 @@
+"""
+Message and content-block records of pi session transcripts (pi-format spec §6).
+
+Every record is a frozen ``msgspec.Struct`` whose field names are the snake_case form of the on-disk
+camelCase keys (``tool_call_id`` <-> ``toolCallId``); the field order is the order pi writes them, so
+an encoded record matches pi's bytes for the same values. Optional fields default to
+``msgspec.UNSET`` and are then absent from the JSON, as pi omits ``undefined`` properties.
+
+A message whose role is unknown, or whose shape does not match its role, is kept as an
+:class:`UnknownMessage` holding the decoded JSON object, so nothing is lost and it still counts in
+the context like pi counts it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeAlias
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+
+__all__ = (
+    "AgentMessage",
+    "AssistantContent",
+    "AssistantMessage",
+    "BashExecutionMessage",
+    "BranchSummaryMessage",
+    "CompactionSummaryMessage",
+    "ContentBlock",
+    "Cost",
+    "CustomMessage",
+    "ImageContent",
+    "StopReason",
+    "TextContent",
+    "ThinkingContent",
+    "ToolCall",
+    "ToolResultMessage",
+    "UnknownMessage",
+    "Usage",
+    "UserContent",
+    "UserMessage",
+)
+
+Number: TypeAlias = int | float
+StopReason: TypeAlias = Literal["stop", "length", "toolUse", "error", "aborted"]
+
+
+class _Block(msgspec.Struct, frozen=True, kw_only=True, rename="camel", tag_field="type"):
+    """Base of content blocks: tagged on ``type``."""
+
+
+class TextContent(_Block, tag="text", kw_only=True):
+    """
+    A text block: ``{"type": "text", "text": ..., "textSignature"?: ...}`` (spec §6.1).
+
+    Attributes:
+        text: The text.
+        text_signature: Provider message id or ``{v:1,id,phase?}`` JSON string (OpenAI Responses).
+    """
+
+    text: str
+    text_signature: str | UnsetType = UNSET
+
+
+class ThinkingContent(_Block, tag="thinking", kw_only=True):
+    """
+    A thinking (reasoning) block (spec §6.1).
+
+    Attributes:
+        thinking: The reasoning text (may be empty).
+        thinking_signature: Anthropic signature or OpenAI reasoning item JSON.
+        redacted: ``True`` when the opaque payload lives in ``thinking_signature``.
+    """
+
+    thinking: str
+    thinking_signature: str | UnsetType = UNSET
+    redacted: bool | UnsetType = UNSET
+
+
+class ImageContent(_Block, tag="image", kw_only=True):
+    """
+    An image block: base64 ``data`` and its ``mime_type`` (spec §6.1).
+
+    Attributes:
+        data: Base64-encoded image bytes.
+        mime_type: e.g. ``"image/png"``.
+    """
+
+    data: str
+    mime_type: str
+
+
+class ToolCall(_Block, tag="toolCall", kw_only=True):
+    """
+    A tool call inside an assistant message (spec §6.1).
+
+    Attributes:
+        id: The tool call id; the matching :class:`ToolResultMessage` carries it as ``tool_call_id``.
+        name: The tool name.
+        arguments: The JSON arguments object, key order preserved.
+        thought_signature: Google's thought signature, when present.
+    """
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    thought_signature: str | UnsetType = UNSET
+
+
+UserContent: TypeAlias = TextContent | ImageContent
+AssistantContent: TypeAlias = TextContent | ThinkingContent | ToolCall
+ContentBlock: TypeAlias = TextContent | ThinkingContent | ImageContent | ToolCall
+
+
+class Cost(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """Cost of one reply in USD, split like :class:`Usage` (spec §6.3)."""
+
+    input: Number = 0
+    output: Number = 0
+    cache_read: Number = 0
+    cache_write: Number = 0
+    total: Number = 0
+
+
+class Usage(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """
+    Token usage reported by the provider for one reply (spec §6.3).
+
+    Attributes:
+        input: Input tokens (provider semantics; Anthropic excludes cache reads/writes).
+        output: Output tokens.
+        cache_read: Tokens read from the prompt cache.
+        cache_write: Tokens written to the prompt cache.
+        total_tokens: Total as reported or computed by pi; absent in old files.
+        cost: Cost in USD.
+    """
+
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    total_tokens: int | UnsetType = UNSET
+    cost: Cost = msgspec.field(default_factory=Cost)
+
+
+class _Message(msgspec.Struct, frozen=True, kw_only=True, rename="camel", tag_field="role"):
+    """Base of messages: tagged on ``role``."""
+
+
+class UserMessage(_Message, tag="user", kw_only=True):
+    """
+    A user turn (spec §6.2).
+
+    Attributes:
+        content: A plain string, or text/image blocks (pi's own prompts use blocks).
+        timestamp: Unix time in ms.
+    """
+
+    content: str | list[UserContent]
+    timestamp: Number
+
+
+class AssistantMessage(_Message, tag="assistant", kw_only=True):
+    """
+    A model reply (spec §6.3). Error and aborted replies are stored too.
+
+    Attributes:
+        content: Text, thinking and tool-call blocks (may be empty).
+        api: Wire API (``"anthropic-messages"``, ``"openai-responses"``, ...).
+        provider: Provider id (``"anthropic"``, ``"openai"``, ...).
+        model: Requested model id.
+        usage: Token usage and cost.
+        stop_reason: ``stop | length | toolUse | error | aborted``.
+        timestamp: Unix time in ms.
+        error_message: Set for ``error`` and usually ``aborted``.
+        response_id: Provider response id (pi 0.73.1).
+        response_model: Concrete model when it differs from ``model`` (pi 0.73.1).
+        diagnostics: Provider diagnostics (pi 0.73.1), kept as JSON objects.
+    """
+
+    content: list[AssistantContent]
+    api: str
+    provider: str
+    model: str
+    usage: Usage = msgspec.field(default_factory=Usage)
+    stop_reason: StopReason | str = "stop"
+    timestamp: Number = 0
+    error_message: str | UnsetType = UNSET
+    response_id: str | UnsetType = UNSET
+    response_model: str | UnsetType = UNSET
+    diagnostics: list[dict[str, Any]] | UnsetType = UNSET
+
+
+class ToolResultMessage(_Message, tag="toolResult", kw_only=True):
+    """
+    The result of one tool call (spec §6.4).
+
+    Attributes:
+        tool_call_id: Id of the :class:`ToolCall` this answers.
+        tool_name: Name of the tool.
+        content: Text and image blocks.
+        details: Tool-specific JSON (never sent to the model).
+        is_error: Whether the tool failed.
+        timestamp: Unix time in ms.
+    """
+
+    tool_call_id: str
+    tool_name: str
+    content: list[UserContent]
+    is_error: bool = False
+    timestamp: Number = 0
+    details: Any | UnsetType = UNSET
+
+
+class BashExecutionMessage(_Message, tag="bashExecution", kw_only=True):
+    """
+    A user ``!cmd`` / ``!!cmd`` shell command and its output (spec §6.5).
+
+    Attributes:
+        command: The command line.
+        output: Its output (possibly truncated).
+        exit_code: Exit status, ``None``/absent when unknown.
+        cancelled: Whether it was cancelled.
+        truncated: Whether ``output`` was truncated.
+        timestamp: Unix time in ms.
+        full_output_path: Where the full output was saved, when truncated.
+        exclude_from_context: ``True`` for ``!!cmd``: not sent to the model.
+    """
+
+    command: str
+    output: str
+    exit_code: int | None | UnsetType = UNSET
+    cancelled: bool = False
+    truncated: bool = False
+    full_output_path: str | UnsetType = UNSET
+    timestamp: Number = 0
+    exclude_from_context: bool | UnsetType = UNSET
+
+
+class CustomMessage(_Message, tag="custom", kw_only=True):
+    """
+    An extension-injected message (spec §6.5); built from a ``custom_message`` entry.
+
+    Attributes:
+        custom_type: The extension's identifier.
+        content: String or text/image blocks; sent to the model as a user message.
+        display: UI hint only (hidden messages are still sent).
+        details: Extension metadata, never sent.
+        timestamp: Unix time in ms.
+    """
+
+    custom_type: str
+    content: str | list[UserContent]
+    display: bool
+    details: Any | UnsetType = UNSET
+    timestamp: Number = 0
+
+
+class BranchSummaryMessage(_Message, tag="branchSummary", kw_only=True):
+    """
+    Synthesised from a non-empty ``branch_summary`` entry (spec §9 item 4).
+
+    Attributes:
+        summary: The summary text.
+        from_id: The entry id the summary was attached at, or ``"root"``.
+        timestamp: ``Date.parse`` of the entry timestamp, in ms.
+    """
+
+    summary: str
+    from_id: str
+    timestamp: Number
+
+
+class CompactionSummaryMessage(_Message, tag="compactionSummary", kw_only=True):
+    """
+    Synthesised from the latest ``compaction`` entry on the path (spec §9 item 6a).
+
+    Attributes:
+        summary: The summary text.
+        tokens_before: Estimated context tokens before that compaction.
+        timestamp: ``Date.parse`` of the entry timestamp, in ms.
+    """
+
+    summary: str
+    tokens_before: Number
+    timestamp: Number
+
+
+class UnknownMessage:
+    """
+    A message with an unknown role, or whose fields do not fit its role's record.
+
+    It is kept as the decoded JSON object and written back unchanged, so files from newer or other
+    writers survive a round trip, and it takes part in the context like any message (spec §9 item 4).
+
+    Attributes:
+        raw: The JSON object as decoded.
+    """
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self.raw = raw
+
+    @property
+    def role(self) -> str | None:
+        """The ``role`` value, if it is a string."""
+        role = self.raw.get("role")
+        return role if isinstance(role, str) else None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, UnknownMessage) and other.raw == self.raw
+
+    def __hash__(self) -> int:  # pragma: no cover - raw dicts are unhashable by design
+        raise TypeError("UnknownMessage is unhashable")
+
+    def __repr__(self) -> str:
+        return f"UnknownMessage({self.raw!r})"
+
+
+KnownMessage: TypeAlias = (
+    UserMessage
+    | AssistantMessage
+    | ToolResultMessage
+    | BashExecutionMessage
+    | CustomMessage
+    | BranchSummaryMessage
+    | CompactionSummaryMessage
+)
+AgentMessage: TypeAlias = KnownMessage | UnknownMessage
