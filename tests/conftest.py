@@ -8,15 +8,12 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"
 PI_SAMPLES = DATA / "pi"
 OPENCLAW_SAMPLES = DATA / "openclaw"
 
-settings.register_profile(
-    "ci", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+settings.register_profile("ci", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=50, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 

@@ -24,9 +24,7 @@ def test_unsafe_names_are_refused(bad: str) -> None:
     assert info.value.value == bad
 
 
-@pytest.mark.parametrize(
-    "good", ["abc", "01a22b5d-28b9-73d6-80df-18694d1efde8", "x..y", "topic-12"]
-)
+@pytest.mark.parametrize("good", ["abc", "01a22b5d-28b9-73d6-80df-18694d1efde8", "x..y", "topic-12"])
 def test_safe_names_pass(good: str) -> None:
     assert check_safe_name(good) == good
 

@@ -2,5 +2,4 @@
 
 from sessionkeeper.cli import main
 
-
 main()

@@ -11,7 +11,6 @@ from typing import Protocol, runtime_checkable
 
 import anyio
 
-
 __all__ = ("SYSTEM_CLOCK", "Clock", "SystemClock")
 
 

@@ -22,7 +22,6 @@ from pathlib import Path
 
 from sessionkeeper.exceptions import UnsafePathError
 
-
 __all__ = (
     "DIR_MODE",
     "FILE_MODE",
@@ -77,9 +76,7 @@ def check_safe_name(value: str, *, what: str = "name") -> str:
         UnsafePathError: ``value`` is empty, ``.`` or ``..``, or contains ``/``, ``\\`` or NUL.
     """
     if not value or value in {".", ".."} or any(ch in value for ch in ("/", "\\", "\0")):
-        raise UnsafePathError(
-            f"unsafe {what}: {value!r} could escape the sessions directory", value=value
-        )
+        raise UnsafePathError(f"unsafe {what}: {value!r} could escape the sessions directory", value=value)
     return value
 
 
@@ -134,7 +131,7 @@ def atomic_write_bytes(target: Path, data: bytes, *, fsync: bool = True) -> None
                 os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, target)
+        tmp.replace(target)
     except BaseException:
         with contextlib.suppress(OSError):
             tmp.unlink()
@@ -171,12 +168,10 @@ def backup_file(target: Path, *, now_ms: int | None = None) -> Path:
             fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
             break
         except FileExistsError:
-            dest = backup_name(target, now_ms).with_name(
-                f"{backup_name(target, now_ms).name}.{counter}"
-            )
+            dest = backup_name(target, now_ms).with_name(f"{backup_name(target, now_ms).name}.{counter}")
             counter += 1
     try:
-        with open(target, "rb") as src, os.fdopen(fd, "wb") as out:
+        with target.open("rb") as src, os.fdopen(fd, "wb") as out:
             shutil.copyfileobj(src, out)
             out.flush()
             os.fsync(out.fileno())
@@ -184,5 +179,5 @@ def backup_file(target: Path, *, now_ms: int | None = None) -> Path:
         with contextlib.suppress(OSError):
             dest.unlink()
         raise
-    os.chmod(dest, FILE_MODE)
+    dest.chmod(FILE_MODE)
     return dest

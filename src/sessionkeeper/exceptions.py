@@ -39,7 +39,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 __all__ = (
     "CompactionCancelled",
     "CompactionError",
@@ -109,9 +108,7 @@ class TranscriptFormatError(TranscriptError, ValueError):
         line: The 1-based line number at fault, when known.
     """
 
-    def __init__(
-        self, message: str, *, path: Path | str | None = None, line: int | None = None
-    ) -> None:
+    def __init__(self, message: str, *, path: Path | str | None = None, line: int | None = None) -> None:
         self.path = Path(path) if path is not None else None
         self.line = line
         where = ""
@@ -255,9 +252,7 @@ class ContextOverflowError(SessionKeeperError):
         context_tokens: The last known context size in tokens, if any.
     """
 
-    def __init__(
-        self, message: str, *, attempts: int = 0, context_tokens: int | None = None
-    ) -> None:
+    def __init__(self, message: str, *, attempts: int = 0, context_tokens: int | None = None) -> None:
         self.attempts = attempts
         self.context_tokens = context_tokens
         super().__init__(message)

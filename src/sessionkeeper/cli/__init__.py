@@ -8,5 +8,4 @@ from __future__ import annotations
 
 from sessionkeeper.cli._main import cli, main
 
-
 __all__ = ("cli", "main")

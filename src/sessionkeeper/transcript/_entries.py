@@ -1,5 +1,5 @@
 """
-Entry records of pi session transcripts, version 3 (pi-format spec §3–5).
+Entry records of pi session transcripts, version 3 (pi-format spec §3-5).
 
 Each line of a transcript is the header (:class:`SessionHeader`) or one entry. Entries are frozen
 ``msgspec.Struct`` records tagged on ``type`` with pi's field order; optional fields default to
@@ -17,7 +17,6 @@ from msgspec import UNSET, UnsetType
 
 from sessionkeeper.transcript._messages import AgentMessage, UserContent
 
-
 __all__ = (
     "CURRENT_SESSION_VERSION",
     "BranchSummaryEntry",
@@ -27,11 +26,11 @@ __all__ = (
     "LabelEntry",
     "MessageEntry",
     "ModelChangeEntry",
-    "TranscriptEntry",
     "SessionHeader",
     "SessionInfoEntry",
     "ThinkingLevel",
     "ThinkingLevelChangeEntry",
+    "TranscriptEntry",
     "UnknownEntry",
 )
 
@@ -45,7 +44,7 @@ class _Record(msgspec.Struct, frozen=True, kw_only=True, rename="camel", tag_fie
     """Base of all transcript lines: tagged on ``type``."""
 
 
-class SessionHeader(_Record, tag="session", kw_only=True):
+class SessionHeader(_Record, tag="session", frozen=True, kw_only=True):
     """
     The first line of a transcript (spec §3). Not part of the entry tree.
 
@@ -64,7 +63,7 @@ class SessionHeader(_Record, tag="session", kw_only=True):
     parent_session: str | UnsetType = UNSET
 
 
-class MessageEntry(_Record, tag="message", kw_only=True):
+class MessageEntry(_Record, tag="message", frozen=True, kw_only=True):
     """
     One conversation message (spec §5.1).
 
@@ -81,7 +80,7 @@ class MessageEntry(_Record, tag="message", kw_only=True):
     message: AgentMessage
 
 
-class ThinkingLevelChangeEntry(_Record, tag="thinking_level_change", kw_only=True):
+class ThinkingLevelChangeEntry(_Record, tag="thinking_level_change", frozen=True, kw_only=True):
     """
     The session's thinking level changed (spec §5.2).
 
@@ -95,7 +94,7 @@ class ThinkingLevelChangeEntry(_Record, tag="thinking_level_change", kw_only=Tru
     thinking_level: ThinkingLevel | str
 
 
-class ModelChangeEntry(_Record, tag="model_change", kw_only=True):
+class ModelChangeEntry(_Record, tag="model_change", frozen=True, kw_only=True):
     """
     The session's model changed (spec §5.3).
 
@@ -111,7 +110,7 @@ class ModelChangeEntry(_Record, tag="model_change", kw_only=True):
     model_id: str
 
 
-class CompactionEntry(_Record, tag="compaction", kw_only=True):
+class CompactionEntry(_Record, tag="compaction", frozen=True, kw_only=True):
     """
     A persistent summary of everything on the path before ``first_kept_entry_id`` (spec §5.4).
 
@@ -133,7 +132,7 @@ class CompactionEntry(_Record, tag="compaction", kw_only=True):
     from_hook: bool | UnsetType = UNSET
 
 
-class BranchSummaryEntry(_Record, tag="branch_summary", kw_only=True):
+class BranchSummaryEntry(_Record, tag="branch_summary", frozen=True, kw_only=True):
     """
     A summary of a branch the conversation came back from (spec §5.5).
 
@@ -153,7 +152,7 @@ class BranchSummaryEntry(_Record, tag="branch_summary", kw_only=True):
     from_hook: bool | UnsetType = UNSET
 
 
-class CustomEntry(_Record, tag="custom", kw_only=True):
+class CustomEntry(_Record, tag="custom", frozen=True, kw_only=True):
     """
     Extension state, never part of the model context (spec §5.6).
 
@@ -171,7 +170,7 @@ class CustomEntry(_Record, tag="custom", kw_only=True):
     timestamp: str
 
 
-class CustomMessageEntry(_Record, tag="custom_message", kw_only=True):
+class CustomMessageEntry(_Record, tag="custom_message", frozen=True, kw_only=True):
     """
     An extension-injected message that IS sent to the model, as a user message (spec §5.7).
 
@@ -191,7 +190,7 @@ class CustomMessageEntry(_Record, tag="custom_message", kw_only=True):
     timestamp: str
 
 
-class LabelEntry(_Record, tag="label", kw_only=True):
+class LabelEntry(_Record, tag="label", frozen=True, kw_only=True):
     """
     Sets (non-empty ``label``) or clears (absent/empty) the bookmark of ``target_id`` (spec §5.8).
 
@@ -205,7 +204,7 @@ class LabelEntry(_Record, tag="label", kw_only=True):
     label: str | UnsetType = UNSET
 
 
-class SessionInfoEntry(_Record, tag="session_info", kw_only=True):
+class SessionInfoEntry(_Record, tag="session_info", frozen=True, kw_only=True):
     """
     The session's display name (spec §5.9); the latest one in file order wins, empty clears it.
     """

@@ -18,7 +18,6 @@ from typing import Any, Literal, TypeAlias
 import msgspec
 from msgspec import UNSET, UnsetType
 
-
 __all__ = (
     "AgentMessage",
     "AssistantContent",
@@ -49,7 +48,7 @@ class _Block(msgspec.Struct, frozen=True, kw_only=True, rename="camel", tag_fiel
     """Base of content blocks: tagged on ``type``."""
 
 
-class TextContent(_Block, tag="text", kw_only=True):
+class TextContent(_Block, tag="text", frozen=True, kw_only=True):
     """
     A text block: ``{"type": "text", "text": ..., "textSignature"?: ...}`` (spec §6.1).
 
@@ -62,7 +61,7 @@ class TextContent(_Block, tag="text", kw_only=True):
     text_signature: str | UnsetType = UNSET
 
 
-class ThinkingContent(_Block, tag="thinking", kw_only=True):
+class ThinkingContent(_Block, tag="thinking", frozen=True, kw_only=True):
     """
     A thinking (reasoning) block (spec §6.1).
 
@@ -77,7 +76,7 @@ class ThinkingContent(_Block, tag="thinking", kw_only=True):
     redacted: bool | UnsetType = UNSET
 
 
-class ImageContent(_Block, tag="image", kw_only=True):
+class ImageContent(_Block, tag="image", frozen=True, kw_only=True):
     """
     An image block: base64 ``data`` and its ``mime_type`` (spec §6.1).
 
@@ -90,7 +89,7 @@ class ImageContent(_Block, tag="image", kw_only=True):
     mime_type: str
 
 
-class ToolCall(_Block, tag="toolCall", kw_only=True):
+class ToolCall(_Block, tag="toolCall", frozen=True, kw_only=True):
     """
     A tool call inside an assistant message (spec §6.1).
 
@@ -147,7 +146,7 @@ class _Message(msgspec.Struct, frozen=True, kw_only=True, rename="camel", tag_fi
     """Base of messages: tagged on ``role``."""
 
 
-class UserMessage(_Message, tag="user", kw_only=True):
+class UserMessage(_Message, tag="user", frozen=True, kw_only=True):
     """
     A user turn (spec §6.2).
 
@@ -160,7 +159,7 @@ class UserMessage(_Message, tag="user", kw_only=True):
     timestamp: Number
 
 
-class AssistantMessage(_Message, tag="assistant", kw_only=True):
+class AssistantMessage(_Message, tag="assistant", frozen=True, kw_only=True):
     """
     A model reply (spec §6.3). Error and aborted replies are stored too.
 
@@ -191,7 +190,7 @@ class AssistantMessage(_Message, tag="assistant", kw_only=True):
     diagnostics: list[dict[str, Any]] | UnsetType = UNSET
 
 
-class ToolResultMessage(_Message, tag="toolResult", kw_only=True):
+class ToolResultMessage(_Message, tag="toolResult", frozen=True, kw_only=True):
     """
     The result of one tool call (spec §6.4).
 
@@ -212,7 +211,7 @@ class ToolResultMessage(_Message, tag="toolResult", kw_only=True):
     details: Any | UnsetType = UNSET
 
 
-class BashExecutionMessage(_Message, tag="bashExecution", kw_only=True):
+class BashExecutionMessage(_Message, tag="bashExecution", frozen=True, kw_only=True):
     """
     A user ``!cmd`` / ``!!cmd`` shell command and its output (spec §6.5).
 
@@ -229,7 +228,7 @@ class BashExecutionMessage(_Message, tag="bashExecution", kw_only=True):
 
     command: str
     output: str
-    exit_code: int | None | UnsetType = UNSET
+    exit_code: int | UnsetType | None = UNSET
     cancelled: bool = False
     truncated: bool = False
     full_output_path: str | UnsetType = UNSET
@@ -237,7 +236,7 @@ class BashExecutionMessage(_Message, tag="bashExecution", kw_only=True):
     exclude_from_context: bool | UnsetType = UNSET
 
 
-class CustomMessage(_Message, tag="custom", kw_only=True):
+class CustomMessage(_Message, tag="custom", frozen=True, kw_only=True):
     """
     An extension-injected message (spec §6.5); built from a ``custom_message`` entry.
 
@@ -256,7 +255,7 @@ class CustomMessage(_Message, tag="custom", kw_only=True):
     timestamp: Number = 0
 
 
-class BranchSummaryMessage(_Message, tag="branchSummary", kw_only=True):
+class BranchSummaryMessage(_Message, tag="branchSummary", frozen=True, kw_only=True):
     """
     Synthesised from a non-empty ``branch_summary`` entry (spec §9 item 4).
 
@@ -271,7 +270,7 @@ class BranchSummaryMessage(_Message, tag="branchSummary", kw_only=True):
     timestamp: Number
 
 
-class CompactionSummaryMessage(_Message, tag="compactionSummary", kw_only=True):
+class CompactionSummaryMessage(_Message, tag="compactionSummary", frozen=True, kw_only=True):
     """
     Synthesised from the latest ``compaction`` entry on the path (spec §9 item 6a).
 
