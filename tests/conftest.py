@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"
 PI_SAMPLES = DATA / "pi"

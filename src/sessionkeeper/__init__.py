@@ -19,6 +19,7 @@ from sessionkeeper._clock import Clock as Clock
 from sessionkeeper._clock import SystemClock as SystemClock
 from sessionkeeper.exceptions import SessionKeeperError as SessionKeeperError
 
+
 try:
     __version__ = version("sessionkeeper")
 except PackageNotFoundError:  # pragma: no cover - running from a source tree without install

@@ -2,4 +2,5 @@
 
 from sessionkeeper.cli import main
 
+
 main()

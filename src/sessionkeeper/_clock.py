@@ -11,6 +11,7 @@ from typing import Protocol, runtime_checkable
 
 import anyio
 
+
 __all__ = ("SYSTEM_CLOCK", "Clock", "SystemClock")
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from sessionkeeper.exceptions import UnsafePathError
 
+
 __all__ = (
     "DIR_MODE",
     "FILE_MODE",

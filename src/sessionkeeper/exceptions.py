@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+
 __all__ = (
     "CompactionCancelled",
     "CompactionError",

@@ -8,4 +8,5 @@ from __future__ import annotations
 
 from sessionkeeper.cli._main import cli, main
 
+
 __all__ = ("cli", "main")

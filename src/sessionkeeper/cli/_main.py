@@ -16,6 +16,7 @@ from sessionkeeper.exceptions import (
     UnsafePathError,
 )
 
+
 __all__ = ("EXIT_BAD_INPUT", "EXIT_ERROR", "EXIT_OK", "cli", "fail", "main")
 
 EXIT_OK = 0

@@ -17,6 +17,7 @@ from msgspec import UNSET, UnsetType
 
 from sessionkeeper.transcript._messages import AgentMessage, UserContent
 
+
 __all__ = (
     "CURRENT_SESSION_VERSION",
     "BranchSummaryEntry",

@@ -18,6 +18,7 @@ from typing import Any, Literal, TypeAlias
 import msgspec
 from msgspec import UNSET, UnsetType
 
+
 __all__ = (
     "AgentMessage",
     "AssistantContent",
