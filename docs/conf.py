@@ -1,0 +1,28 @@
+"""Sphinx configuration for the sessionkeeper docs (MyST markdown + autodoc with napoleon)."""
+
+from __future__ import annotations
+
+from importlib.metadata import version as _version
+
+
+project = "sessionkeeper"
+author = "sessionkeeper developers"
+copyright = "2026, sessionkeeper developers"  # noqa: A001 - Sphinx's name
+release = _version("sessionkeeper")
+version = ".".join(release.split(".")[:2])
+
+extensions = [
+    "myst_parser",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.intersphinx",
+    "sphinx.ext.doctest",
+]
+source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
+myst_enable_extensions = ["colon_fence"]
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
+napoleon_google_docstring = True
+intersphinx_mapping = {"python": ("https://docs.python.org/3", None)}
+exclude_patterns = ["_build"]
+nitpicky = False

@@ -1,0 +1,73 @@
+"""Project-level contracts: the README's commands, CI, public exports, packaging metadata."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import sessionkeeper
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _readme_commands() -> list[str]:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```sh\n(.*?)```", text, flags=re.DOTALL)
+    return [line.strip() for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def test_readme_has_exactly_two_install_and_run_lines() -> None:
+    commands = _readme_commands()
+    assert len(commands) == 2
+    demo, tests = commands
+    assert demo.startswith("python3 -m venv .venv") and demo.endswith("sessionkeeper demo")
+    assert tests.startswith("python3 -m venv .venv") and "pytest" in tests
+
+
+def test_ci_runs_the_readme_test_line_verbatim() -> None:
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert _readme_commands()[1] in ci
+
+
+def _public_modules() -> list[str]:
+    names = ["sessionkeeper"]
+    for info in pkgutil.walk_packages(sessionkeeper.__path__, "sessionkeeper."):
+        parts = info.name.split(".")
+        if any(part.startswith("_") for part in parts[1:]):
+            continue
+        names.append(info.name)
+    return names
+
+
+@pytest.mark.parametrize("name", _public_modules())
+def test_public_module_all_is_a_tuple_of_defined_names(name: str) -> None:
+    module = importlib.import_module(name)
+    exported = getattr(module, "__all__", None)
+    if name.startswith("sessionkeeper.cli"):
+        pytest.importorskip("click")
+    assert isinstance(exported, tuple), f"{name}.__all__ must be a tuple"
+    assert len(set(exported)) == len(exported), f"{name}.__all__ has duplicates"
+    missing = [item for item in exported if not hasattr(module, item)]
+    assert not missing, f"{name}.__all__ names undefined attributes: {missing}"
+
+
+def test_every_exception_derives_from_the_root() -> None:
+    from sessionkeeper import exceptions
+
+    for item in exceptions.__all__:
+        cls = getattr(exceptions, item)
+        assert issubclass(cls, exceptions.SessionKeeperError), item
+
+
+def test_package_is_typed_and_declares_python() -> None:
+    assert (Path(sessionkeeper.__file__).parent / "py.typed").exists()
+    meta = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    assert meta["project"]["requires-python"] == ">=3.11"
+    for dep in ("attrs", "cattrs", "msgspec", "anyio", "tiktoken"):
+        assert any(d.startswith(dep) for d in meta["project"]["dependencies"]), dep
