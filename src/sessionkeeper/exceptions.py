@@ -17,9 +17,12 @@ derives from it (a :class:`ConfigError` is a :class:`ValueError`, a :class:`Sess
     │   └── EntryNotFoundError (KeyError)          unknown entry id (branch target, label target, leaf)
     ├── StoreError
     │   ├── StoreCorruptError (ValueError)         unreadable sessions.json / sqlite; a 0600 backup was made
+    │   ├── InvalidSessionEntryError (ValueError)  a SessionEntry value or patch that cannot be stored
     │   └── SessionNotFoundError (KeyError)        no SessionEntry for a session key
     ├── LockError
-    │   └── SessionBusyError (TimeoutError)        write lock not acquired in time; owner and wait attached
+    │   ├── SessionBusyError (TimeoutError)        write lock not acquired in time; owner and wait attached
+    │   │   └── StaleLockError                     a live owner's lock is stale (too old / over max hold): reported, not taken
+    │   └── LockNotHeldError                       a lock handle no longer holds its lock (released, disposed, watchdog)
     ├── CompactionError                            compaction could not produce a usable summary
     │   └── CompactionCancelled                    a ``session_before_compact`` hook cancelled it
     ├── ProviderError
@@ -47,12 +50,15 @@ __all__ = (
     "ContextOverflowError",
     "DuplicateProviderError",
     "EntryNotFoundError",
+    "InvalidSessionEntryError",
     "LockError",
+    "LockNotHeldError",
     "ModelClientError",
     "ProviderError",
     "SessionBusyError",
     "SessionKeeperError",
     "SessionNotFoundError",
+    "StaleLockError",
     "StoreCorruptError",
     "StoreError",
     "TranscriptError",
@@ -160,6 +166,10 @@ class StoreCorruptError(StoreError, ValueError):
         super().__init__(f"{self.path}: {message}")
 
 
+class InvalidSessionEntryError(StoreError, ValueError):
+    """A session entry, or a patch for one, is not a JSON object of the ``SessionEntry`` shape."""
+
+
 class SessionNotFoundError(StoreError, KeyError):
     """
     No :class:`~sessionkeeper.SessionEntry` exists for a session key.
@@ -204,6 +214,46 @@ class SessionBusyError(LockError, TimeoutError):
         self.waited_ms = waited_ms
         self.owner_pid = owner_pid
         self.owner_created_at = owner_created_at
+        super().__init__(message)
+
+
+class StaleLockError(SessionBusyError):
+    """
+    The lock file is stale but may not be taken: its owner is alive and only too old or over its own
+    ``maxHoldMs`` (OpenClaw spec §3 ``SessionWriteLockStaleError``; DESIGN D8: reported, never evicted).
+
+    Attributes:
+        stale_reasons: The inspection's reasons, e.g. ``("too-old", "hold-exceeded")``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        path: Path | str,
+        waited_ms: float,
+        stale_reasons: tuple[str, ...],
+        owner_pid: int | None = None,
+        owner_created_at: int | None = None,
+    ) -> None:
+        self.stale_reasons = stale_reasons
+        super().__init__(
+            message, path=path, waited_ms=waited_ms, owner_pid=owner_pid, owner_created_at=owner_created_at
+        )
+
+
+class LockNotHeldError(LockError):
+    """
+    A write-lock handle was used after it stopped holding its lock.
+
+    Attributes:
+        path: The transcript the lock was for.
+        reason: ``"released"``, ``"disposed"`` or ``"max-hold-exceeded"`` (the watchdog released it).
+    """
+
+    def __init__(self, message: str, *, path: Path | str, reason: str) -> None:
+        self.path = Path(path)
+        self.reason = reason
         super().__init__(message)
 
 
