@@ -1,0 +1,639 @@
+"""
+``SessionEntry``: one row of OpenClaw's ``sessions.json`` (spec openclaw.md §1.2), and its merge (§1.3).
+
+The record is a frozen ``msgspec.Struct`` with every field of OpenClaw 2026.7.35's ``SessionEntry`` type,
+snake_case in Python and camelCase on disk. Optional fields default to ``msgspec.UNSET`` and are then
+absent from the JSON. Keys this library does not know, and known keys whose value does not fit the
+declared type, are kept verbatim in :attr:`SessionEntry.extra` and written back unchanged, so a round trip
+through :func:`session_entry_from_dict` / :func:`session_entry_to_dict` loses nothing.
+
+Encode entries with :func:`session_entry_to_dict` or :func:`encode_session_entry` (they flatten
+``extra`` back into the object); a plain ``msgspec.json.encode(entry)`` would nest it under ``"~extra"``.
+"""
+
+from __future__ import annotations
+
+import math
+import posixpath
+import re
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any, Final, Literal, TypeAlias
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from sessionkeeper.exceptions import InvalidSessionEntryError
+
+
+__all__ = (
+    "ChatType",
+    "SessionEntry",
+    "SessionStatus",
+    "encode_session_entry",
+    "is_safe_store_session_id",
+    "is_valid_transcript_session_id",
+    "merge_session_entry",
+    "normalize_persisted_entry",
+    "rewrite_session_file_for_new_session_id",
+    "session_entry_from_dict",
+    "session_entry_to_dict",
+)
+
+ChatType: TypeAlias = Literal["direct", "group", "channel"]
+SessionStatus: TypeAlias = Literal["running", "done", "failed", "killed", "timeout"]
+
+_EXTRA_WIRE_NAME: Final = "~extra"
+
+
+class SessionEntry(
+    msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defaults=True, repr_omit_defaults=True
+):
+    """
+    One session's metadata in the store, keyed by session key (OpenClaw spec §1.2).
+
+    Timestamps are integers in **milliseconds since the epoch**; token counts are tokens; costs are USD.
+    Every field but :attr:`extra` maps to the camelCase key of the same name (``session_id`` ->
+    ``sessionId``). Absent optional fields are ``msgspec.UNSET``.
+
+    OpenClaw's type requires ``sessionId`` and ``updatedAt``, and every entry this library creates or
+    merges (:func:`merge_session_entry`, :class:`~sessionkeeper.store.SessionStore`) has both. OpenClaw's
+    loader nonetheless keeps rows without ``updatedAt`` (maintenance sorts them as oldest, §2.3) and
+    removes a ``sessionId`` that is unsafe as a file name when no ``sessionFile`` is set (§1.1); such rows
+    read from disk have ``UNSET`` there, so that they survive a rewrite unchanged.
+
+    Nested objects (``origin``, ``deliveryContext``, ``route``, ``skillsSnapshot``, ...) are plain JSON
+    values (``dict``/``list``), so their unknown sub-fields are preserved too.
+
+    Attributes:
+        extra: Unknown top-level keys, and known keys whose stored value did not match the declared type,
+            as decoded JSON values keyed by their on-disk (camelCase) name. Written back unchanged.
+    """
+
+    # required by OpenClaw's type (see the class docstring for rows read from disk)
+    session_id: str | UnsetType = UNSET
+    updated_at: int | UnsetType = UNSET
+    # lifecycle
+    session_started_at: int | UnsetType = UNSET
+    last_interaction_at: int | UnsetType = UNSET
+    last_activity_at: int | UnsetType = UNSET
+    archived_at: int | UnsetType = UNSET
+    pinned_at: int | UnsetType = UNSET
+    last_read_at: int | UnsetType = UNSET
+    marked_unread_at: int | UnsetType = UNSET
+    lifecycle_revision: str | UnsetType = UNSET
+    started_at: int | UnsetType = UNSET
+    ended_at: int | UnsetType = UNSET
+    runtime_ms: int | UnsetType = UNSET
+    status: SessionStatus | UnsetType = UNSET
+    aborted_last_run: bool | UnsetType = UNSET
+    system_sent: bool | UnsetType = UNSET
+    abort_cutoff_message_sid: str | UnsetType = UNSET
+    abort_cutoff_timestamp: int | UnsetType = UNSET
+    restart_recovery_runs: list[Any] | UnsetType = UNSET
+    # transcript
+    session_file: str | UnsetType = UNSET
+    usage_family_key: str | UnsetType = UNSET
+    usage_family_session_ids: list[str] | UnsetType = UNSET
+    # lineage
+    spawned_by: str | UnsetType = UNSET
+    spawned_workspace_dir: str | UnsetType = UNSET
+    spawned_cwd: str | UnsetType = UNSET
+    parent_session_key: str | UnsetType = UNSET
+    forked_from_parent: bool | UnsetType = UNSET
+    spawn_depth: int | UnsetType = UNSET
+    subagent_role: Literal["orchestrator", "leaf"] | UnsetType = UNSET
+    subagent_control_scope: Literal["children", "none"] | UnsetType = UNSET
+    inherited_tool_deny: list[str] | UnsetType = UNSET
+    inherited_tool_allow: list[str] | UnsetType = UNSET
+    plugin_owner_id: str | UnsetType = UNSET
+    # toggles
+    chat_type: ChatType | UnsetType = UNSET
+    thinking_level: str | UnsetType = UNSET
+    fast_mode: bool | Literal["auto"] | UnsetType = UNSET
+    verbose_level: str | UnsetType = UNSET
+    trace_level: str | UnsetType = UNSET
+    reasoning_level: str | UnsetType = UNSET
+    elevated_level: str | UnsetType = UNSET
+    tts_auto: Literal["off", "always", "inbound", "tagged"] | UnsetType = UNSET
+    response_usage: Literal["on", "off", "tokens", "full"] | UnsetType = UNSET
+    send_policy: Literal["allow", "deny"] | UnsetType = UNSET
+    queue_mode: Literal["steer", "followup", "collect", "interrupt"] | UnsetType = UNSET
+    queue_debounce_ms: int | UnsetType = UNSET
+    queue_cap: int | UnsetType = UNSET
+    queue_drop: Literal["old", "new", "summarize"] | UnsetType = UNSET
+    group_activation: Literal["mention", "always"] | UnsetType = UNSET
+    group_activation_needs_system_intro: bool | UnsetType = UNSET
+    exec_host: str | UnsetType = UNSET
+    exec_security: str | UnsetType = UNSET
+    exec_ask: str | UnsetType = UNSET
+    exec_node: str | UnsetType = UNSET
+    # model selection
+    provider_override: str | UnsetType = UNSET
+    model_override: str | UnsetType = UNSET
+    model_override_source: Literal["auto", "user"] | UnsetType = UNSET
+    model_override_fallback_origin_provider: str | UnsetType = UNSET
+    model_override_fallback_origin_model: str | UnsetType = UNSET
+    auth_profile_override: str | UnsetType = UNSET
+    auth_profile_override_source: Literal["auto", "user"] | UnsetType = UNSET
+    auth_profile_override_compaction_count: int | UnsetType = UNSET
+    agent_runtime_override: str | UnsetType = UNSET
+    live_model_switch_pending: bool | UnsetType = UNSET
+    model_provider: str | UnsetType = UNSET
+    model: str | UnsetType = UNSET
+    agent_harness_id: str | UnsetType = UNSET
+    fallback_notice_selected_model: str | UnsetType = UNSET
+    fallback_notice_active_model: str | UnsetType = UNSET
+    fallback_notice_reason: str | UnsetType = UNSET
+    # tokens and cost
+    input_tokens: int | UnsetType = UNSET
+    output_tokens: int | UnsetType = UNSET
+    total_tokens: int | UnsetType = UNSET
+    total_tokens_fresh: bool | UnsetType = UNSET
+    cache_read: int | UnsetType = UNSET
+    cache_write: int | UnsetType = UNSET
+    estimated_cost_usd: float | UnsetType = UNSET
+    context_tokens: int | UnsetType = UNSET
+    context_budget_status: dict[str, Any] | UnsetType = UNSET
+    # compaction and memory flush
+    compaction_count: int | UnsetType = UNSET
+    compaction_checkpoints: list[Any] | UnsetType = UNSET
+    memory_flush_at: int | UnsetType = UNSET
+    memory_flush_compaction_count: int | UnsetType = UNSET
+    memory_flush_context_hash: str | UnsetType = UNSET
+    memory_flush_failure_count: int | UnsetType = UNSET
+    memory_flush_last_failed_at: int | UnsetType = UNSET
+    memory_flush_last_failure_error: str | UnsetType = UNSET
+    # routing and labels
+    label: str | UnsetType = UNSET
+    category: str | UnsetType = UNSET
+    display_name: str | UnsetType = UNSET
+    channel: str | UnsetType = UNSET
+    group_id: str | UnsetType = UNSET
+    subject: str | UnsetType = UNSET
+    group_channel: str | UnsetType = UNSET
+    space: str | UnsetType = UNSET
+    origin: dict[str, Any] | UnsetType = UNSET
+    route: dict[str, Any] | UnsetType = UNSET
+    delivery_context: dict[str, Any] | UnsetType = UNSET
+    last_channel: str | UnsetType = UNSET
+    last_to: str | UnsetType = UNSET
+    last_account_id: str | UnsetType = UNSET
+    last_thread_id: str | int | UnsetType = UNSET
+    ambient_transcript_watermarks: dict[str, Any] | UnsetType = UNSET
+    # other
+    cli_session_ids: dict[str, str] | UnsetType = UNSET
+    cli_session_bindings: dict[str, Any] | UnsetType = UNSET
+    claude_cli_session_id: str | UnsetType = UNSET
+    skills_snapshot: dict[str, Any] | UnsetType = UNSET
+    system_prompt_report: dict[str, Any] | UnsetType = UNSET
+    plugin_extensions: dict[str, Any] | UnsetType = UNSET
+    plugin_extension_slot_keys: dict[str, Any] | UnsetType = UNSET
+    plugin_next_turn_injections: dict[str, Any] | UnsetType = UNSET
+    plugin_debug_entries: list[Any] | UnsetType = UNSET
+    goal: dict[str, Any] | UnsetType = UNSET
+    pending_skill_suggestion: dict[str, Any] | UnsetType = UNSET
+    quota_suspension: dict[str, Any] | UnsetType = UNSET
+    subagent_recovery: dict[str, Any] | UnsetType = UNSET
+    acp: dict[str, Any] | UnsetType = UNSET
+    # everything else, verbatim
+    extra: dict[str, Any] = msgspec.field(default_factory=dict, name=_EXTRA_WIRE_NAME)
+
+    @property
+    def is_archived(self) -> bool:
+        """``True`` when :attr:`archived_at` is set (archived sessions are hidden from active lists)."""
+        return self.archived_at is not UNSET
+
+    @property
+    def is_pinned(self) -> bool:
+        """``True`` when :attr:`pinned_at` is set (pinned sessions list first)."""
+        return self.pinned_at is not UNSET
+
+    def get(self, wire_name: str, default: Any = None) -> Any:
+        """
+        Return a field by its on-disk camelCase name, typed or from :attr:`extra`.
+
+        Args:
+            wire_name: ``"updatedAt"``, ``"heartbeatTaskState"``, ...
+            default: Returned when the key is absent.
+        """
+        attr = _WIRE_TO_ATTR.get(wire_name)
+        if attr is not None:
+            value = getattr(self, attr)
+            if value is not UNSET:
+                return value
+        return self.extra.get(wire_name, default)
+
+
+_FIELDS: Final = msgspec.structs.fields(SessionEntry)
+_WIRE_TO_ATTR: Final[dict[str, str]] = {
+    f.encode_name: f.name for f in _FIELDS if f.encode_name != _EXTRA_WIRE_NAME
+}
+_ATTR_TO_WIRE: Final[dict[str, str]] = {attr: wire for wire, attr in _WIRE_TO_ATTR.items()}
+_PATH_RE: Final = re.compile(r"^\$\.(\w+)")
+
+
+def _int_wire_fields() -> frozenset[str]:
+    names: set[str] = set()
+    for f in _FIELDS:
+        args = getattr(f.type, "__args__", (f.type,))
+        if int in args and float not in args:
+            names.add(f.encode_name)
+    return frozenset(names)
+
+
+_INT_WIRE_FIELDS: Final = _int_wire_fields()
+
+
+def session_entry_from_dict(raw: Mapping[str, Any]) -> SessionEntry:
+    """
+    Build a :class:`SessionEntry` from one decoded JSON object of ``sessions.json``, losing nothing.
+
+    Known keys are typed; unknown keys, and known keys whose value does not fit the declared type (for
+    example ``"compactionCount": "3"``), go to :attr:`SessionEntry.extra` unchanged. Integral floats in
+    integer fields (``1.0``) are read as ints, as JavaScript makes no difference between them.
+
+    Args:
+        raw: The JSON object (camelCase keys).
+
+    Returns:
+        The entry. No validation beyond types is applied here: the store's load-time shape check (§1.4)
+        is :func:`sessionkeeper.store.normalize_persisted_entry`.
+
+    Raises:
+        InvalidSessionEntryError: ``raw`` is not a mapping.
+    """
+    if not isinstance(raw, Mapping):
+        raise InvalidSessionEntryError(f"a session entry must be a JSON object, got {type(raw).__name__}")
+    typed: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in _WIRE_TO_ATTR:
+            if key in _INT_WIRE_FIELDS and isinstance(value, float) and value.is_integer():
+                value = int(value)
+            typed[key] = value
+        else:
+            extra[key] = value
+    for _ in range(len(typed) + 1):
+        try:
+            entry = msgspec.convert(typed, SessionEntry)
+            break
+        except msgspec.ValidationError as err:
+            match = _PATH_RE.match(str(err).rsplit(" - at `", 1)[-1].rstrip("`"))
+            bad = match.group(1) if match else None
+            if bad is None or bad not in typed:
+                raise InvalidSessionEntryError(f"session entry not readable: {err}") from err
+            extra[bad] = typed.pop(bad)
+    else:  # pragma: no cover - each round removes one key
+        raise InvalidSessionEntryError("session entry not readable")
+    if extra:
+        # keep the file's key order for the untyped keys
+        ordered = {k: extra[k] for k in raw if k in extra}
+        entry = msgspec.structs.replace(entry, extra=ordered)
+    return entry
+
+
+def session_entry_to_dict(entry: SessionEntry) -> dict[str, Any]:
+    """
+    Return the JSON object of ``entry`` (camelCase keys, absent fields omitted, :attr:`extra` flattened).
+
+    A typed field that is set wins over a key of the same name left in ``extra``.
+    """
+    data: dict[str, Any] = msgspec.to_builtins(entry)
+    extra = data.pop(_EXTRA_WIRE_NAME, None)
+    if extra:
+        for key, value in entry.extra.items():
+            if key not in data:
+                data[key] = value
+    return data
+
+
+def encode_session_entry(entry: SessionEntry) -> bytes:
+    """Return the compact JSON encoding of :func:`session_entry_to_dict` (UTF-8 bytes)."""
+    return msgspec.json.encode(session_entry_to_dict(entry))
+
+
+# --------------------------------------------------------------------------------------------- merge
+
+_DELETE: Final = UNSET
+"""In a patch, ``UNSET`` as a value removes the key (JavaScript's ``{...existing, key: undefined}``)."""
+
+
+def _normalize_optional_string(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return None
+    trimmed = value.strip()
+    return trimmed or None
+
+
+def rewrite_session_file_for_new_session_id(
+    session_file: Any, *, previous_session_id: str, next_session_id: str
+) -> str | None:
+    """
+    Rewrite a ``sessionFile`` path when the session id changes (OpenClaw ``session-file-rotation.ts``).
+
+    ``<prev>.jsonl`` becomes ``<next>.jsonl``; ``<prev>-topic-<t>.jsonl`` becomes ``<next>-topic-<t>.jsonl``;
+    a fork/successor name ``<ISO stamp>_<prev>.jsonl`` becomes ``<ISO stamp>_<next>.jsonl``. The directory
+    part is kept (joined and normalised like Node's ``path.join``).
+
+    Returns:
+        The new path, or ``None`` when the file name does not derive from ``previous_session_id`` (the
+        caller then keeps the old value).
+    """
+    trimmed = _normalize_optional_string(session_file)
+    if trimmed is None:
+        return None
+    base = posixpath.basename(trimmed)
+    if not base.endswith(".jsonl"):
+        return None
+    without_ext = base[: -len(".jsonl")]
+    directory = posixpath.dirname(trimmed)
+    if without_ext == previous_session_id:
+        return _node_join(directory, f"{next_session_id}.jsonl")
+    if without_ext.startswith(f"{previous_session_id}-topic-"):
+        return _node_join(directory, f"{next_session_id}{base[len(previous_session_id) :]}")
+    fork = _FORK_NAME_RE.match(without_ext)
+    if fork is not None and fork.group(2) == previous_session_id:
+        return _node_join(directory, f"{fork.group(1)}_{next_session_id}.jsonl")
+    return None
+
+
+_FORK_NAME_RE: Final = re.compile(r"^(\d{4}-\d{2}-\d{2}T[\w-]+(?:Z|[+-]\d{2}(?:-\d{2})?)?)_(.+)$", re.ASCII)
+
+
+def _node_join(directory: str, name: str) -> str:
+    return posixpath.normpath(posixpath.join(directory or ".", name))
+
+
+def _normalize_ts(value: Any, now_ms: int) -> int | float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if not math.isfinite(value) or value < 0:
+        return None
+    return min(value, now_ms)
+
+
+def _patch_to_wire(patch: SessionEntry | Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(patch, SessionEntry):
+        return session_entry_to_dict(patch)
+    wire: dict[str, Any] = {}
+    for key, value in patch.items():
+        if not isinstance(key, str):
+            raise InvalidSessionEntryError(f"patch keys must be strings, got {key!r}")
+        if key == "extra" and isinstance(value, Mapping):
+            wire.update(value)
+            continue
+        wire[_ATTR_TO_WIRE.get(key, key)] = value
+    return wire
+
+
+def _normalize_runtime_model_fields(entry: dict[str, Any]) -> None:
+    model = _normalize_optional_string(entry.get("model"))
+    provider = _normalize_optional_string(entry.get("modelProvider"))
+    if model is None:
+        entry.pop("model", None)
+        entry.pop("modelProvider", None)
+        return
+    entry["model"] = model
+    if provider is None:
+        entry.pop("modelProvider", None)
+    else:
+        entry["modelProvider"] = provider
+
+
+def merge_session_entry(
+    existing: SessionEntry | None,
+    patch: SessionEntry | Mapping[str, Any],
+    *,
+    now_ms: int,
+    preserve_activity: bool = False,
+    new_session_id: Callable[[], str] | None = None,
+) -> SessionEntry:
+    """
+    Merge ``patch`` into ``existing`` exactly as OpenClaw's ``mergeSessionEntry`` (spec §1.3).
+
+    - ``sessionId`` = patch's, else existing's, else a new id (``new_session_id()``, default uuid4).
+    - ``updatedAt`` = ``max(existing, patch, now)``, each first clamped to at most ``now_ms``; negative or
+      non-finite values are ignored. With ``preserve_activity`` (``mergeSessionEntryPreserveActivity``,
+      for inbound metadata and route updates) an existing entry keeps its ``updatedAt``.
+    - New entry: ``sessionStartedAt`` = patch's, else ``updatedAt``. Existing entry: kept while the
+      session id is unchanged, else ``updatedAt`` (unless the patch sets it).
+    - When the session id changes, ``sessionFile`` (patch's if given, else existing's) is rewritten to
+      the new id (:func:`rewrite_session_file_for_new_session_id`).
+    - A patch that sets ``model`` to a new value without ``modelProvider`` drops ``modelProvider``; blank
+      ``model``/``modelProvider`` are removed, and a missing or blank ``model`` removes both.
+
+    Args:
+        existing: The stored entry, or ``None`` for a new one.
+        patch: Fields to set: a :class:`SessionEntry`, or a mapping keyed by Python names
+            (``session_id``) or on-disk names (``sessionId``, and any unknown key). A value of
+            ``msgspec.UNSET`` removes the key; an ``extra`` mapping is merged key by key.
+        now_ms: The current time in ms since the epoch (from the store's :class:`~sessionkeeper.Clock`).
+        preserve_activity: Keep the existing ``updatedAt`` (see above).
+        new_session_id: Factory for a new session id; default ``str(uuid.uuid4())`` like OpenClaw.
+
+    Returns:
+        The merged entry (a new object; the inputs are unchanged).
+
+    Raises:
+        InvalidSessionEntryError: A patch key is not a string, or the result is not a valid entry.
+    """
+    p = _patch_to_wire(patch)
+    old = session_entry_to_dict(existing) if existing is not None else None
+
+    def present(d: Mapping[str, Any] | None, key: str) -> Any:
+        if d is None:
+            return None
+        value = d.get(key)
+        return None if value is UNSET else value
+
+    session_id = present(p, "sessionId")
+    if session_id is None:
+        session_id = present(old, "sessionId")
+    if session_id is None:
+        session_id = new_session_id() if new_session_id is not None else str(uuid.uuid4())
+
+    existing_updated = _normalize_ts(present(old, "updatedAt"), now_ms)
+    patch_updated = _normalize_ts(present(p, "updatedAt"), now_ms)
+    updated_at: int | float
+    if preserve_activity and old is not None:
+        updated_at = (
+            existing_updated
+            if existing_updated is not None
+            else patch_updated
+            if patch_updated is not None
+            else now_ms
+        )
+    else:
+        updated_at = max(existing_updated or 0, patch_updated or 0, now_ms)
+
+    patch_started = present(p, "sessionStartedAt")
+    merged: dict[str, Any]
+    if old is None:
+        merged = dict(p)
+        merged["sessionId"] = session_id
+        merged["updatedAt"] = updated_at
+        merged["sessionStartedAt"] = patch_started if patch_started is not None else updated_at
+    else:
+        merged = {**old, **p}
+        merged["sessionId"] = session_id
+        merged["updatedAt"] = updated_at
+        if patch_started is not None:
+            merged["sessionStartedAt"] = patch_started
+        elif old.get("sessionId") == session_id:
+            merged["sessionStartedAt"] = old.get("sessionStartedAt", UNSET)
+        else:
+            merged["sessionStartedAt"] = updated_at
+        previous_id = old.get("sessionId")
+        if previous_id != session_id and isinstance(previous_id, str):
+            source = p["sessionFile"] if "sessionFile" in p else old.get("sessionFile")
+            rewritten = rewrite_session_file_for_new_session_id(
+                None if source is UNSET else source,
+                previous_session_id=previous_id,
+                next_session_id=session_id,
+            )
+            if rewritten is not None:
+                merged["sessionFile"] = rewritten
+        if "model" in p and "modelProvider" not in p:
+            patched_model = _normalize_optional_string(present(p, "model"))
+            existing_model = _normalize_optional_string(old.get("model"))
+            if patched_model and patched_model != existing_model:
+                merged.pop("modelProvider", None)
+    for key in [k for k, v in merged.items() if v is UNSET]:
+        del merged[key]
+    _normalize_runtime_model_fields(merged)
+    return session_entry_from_dict(merged)
+
+
+# ------------------------------------------------------------------------------- load-time shape check
+
+_SAFE_STORE_SESSION_ID_RE: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$")
+_TRANSCRIPT_SESSION_ID_RE: Final = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$", re.IGNORECASE)
+_CHECKPOINT_NAME_RE: Final = re.compile(
+    r"^(.+)\.checkpoint\.([0-9a-f]{8}-[0-9a-f]{4}-[1-5][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12})\.jsonl$",
+    re.IGNORECASE,
+)
+
+
+def is_safe_store_session_id(value: Any) -> bool:
+    """
+    OpenClaw's store-load check of a ``sessionId`` (``store-entry-shape.ts`` ``isSafeSessionId``, §1.1).
+
+    The trimmed id is non-empty, at most 255 characters, has no ``/`` or ``\\``, is not ``.``/``..`` and
+    matches ``^[A-Za-z0-9][A-Za-z0-9._:@-]*$``. An entry whose id fails this is dropped on load.
+    """
+    if not isinstance(value, str):
+        return False
+    trimmed = value.strip()
+    if not trimmed or len(trimmed) > 255:
+        return False
+    if "/" in trimmed or "\\" in trimmed or trimmed in {".", ".."}:
+        return False
+    return _SAFE_STORE_SESSION_ID_RE.match(trimmed) is not None
+
+
+def is_valid_transcript_session_id(value: str) -> bool:
+    """
+    OpenClaw's ``validateSessionId`` (``paths.ts``, §1.1): may ``<id>.jsonl`` name a transcript?
+
+    The trimmed id matches ``^[a-z0-9][a-z0-9._-]{0,127}$`` (case-insensitive) and ``<id>.jsonl`` is not
+    a compaction-checkpoint file name (``<sid>.checkpoint.<uuid>.jsonl``).
+    """
+    trimmed = value.strip()
+    return (
+        _TRANSCRIPT_SESSION_ID_RE.match(trimmed) is not None
+        and _CHECKPOINT_NAME_RE.match(f"{trimmed}.jsonl") is None
+    )
+
+
+def normalize_persisted_entry(raw: Any) -> dict[str, Any] | None:
+    """
+    Apply OpenClaw's load-time normalisation to one stored row (spec §1.1, §1.2, §1.4).
+
+    In OpenClaw's order: legacy-field migration (``provider`` -> ``channel``, ``lastProvider`` ->
+    ``lastChannel``, ``room`` -> ``groupChannel`` or deleted), the shape check
+    (``normalizePersistedSessionEntryShape``: a non-object row or an unsafe ``sessionId`` drops the row; an
+    id unusable as a transcript name is removed when no ``sessionFile`` is set, else trimmed; a non-string
+    ``sessionFile`` is removed; an invalid ``updatedAt`` becomes 0, an absent one stays absent), the
+    runtime model fields (blank ``model`` removes ``model`` and ``modelProvider``; values trimmed), and
+    the runtime-only ``skillsSnapshot.resolvedSkills`` is stripped.
+
+    OpenClaw also rewrites delivery, pending-delivery and plugin-extension fields into canonical form;
+    those are kept exactly as stored here (nothing is lost, OpenClaw reads them either way).
+
+    Args:
+        raw: One value of the decoded ``sessions.json`` object.
+
+    Returns:
+        The normalised JSON object (a new dict when anything changed, else ``raw`` itself), or ``None``
+        when OpenClaw drops the row.
+    """
+    if not isinstance(raw, dict):
+        return None
+    entry: dict[str, Any] = raw
+    changed = False
+
+    def edit() -> dict[str, Any]:
+        nonlocal entry, changed
+        if not changed:
+            entry = dict(entry)
+            changed = True
+        return entry
+
+    # legacy migrations (store-migrations.ts)
+    if not isinstance(entry.get("channel"), str) and isinstance(entry.get("provider"), str):
+        e = edit()
+        e["channel"] = e.pop("provider")
+    if not isinstance(entry.get("lastChannel"), str) and isinstance(entry.get("lastProvider"), str):
+        e = edit()
+        e["lastChannel"] = e.pop("lastProvider")
+    if not isinstance(entry.get("groupChannel"), str) and isinstance(entry.get("room"), str):
+        e = edit()
+        e["groupChannel"] = e.pop("room")
+    elif "room" in entry:
+        del edit()["room"]
+    # shape check (store-entry-shape.ts)
+    session_file = entry.get("sessionFile")
+    session_file_trimmed = session_file.strip() if isinstance(session_file, str) else None
+    if "sessionId" in entry:
+        session_id = entry["sessionId"]
+        if not is_safe_store_session_id(session_id):
+            return None
+        trimmed = session_id.strip()
+        if not is_valid_transcript_session_id(trimmed) and not session_file_trimmed:
+            del edit()["sessionId"]
+        elif trimmed != session_id:
+            edit()["sessionId"] = trimmed
+    if "sessionFile" in entry and not isinstance(entry["sessionFile"], str):
+        del edit()["sessionFile"]
+    if "updatedAt" in entry:
+        updated = entry["updatedAt"]
+        valid = (
+            isinstance(updated, int | float)
+            and not isinstance(updated, bool)
+            and math.isfinite(updated)
+            and updated >= 0
+        )
+        if not valid:
+            edit()["updatedAt"] = 0
+    # runtime model fields (types.ts normalizeSessionRuntimeModelFields)
+    model = _normalize_optional_string(entry.get("model"))
+    if model is None:
+        if "model" in entry or "modelProvider" in entry:
+            e = edit()
+            e.pop("model", None)
+            e.pop("modelProvider", None)
+    else:
+        if entry["model"] != model:
+            edit()["model"] = model
+        provider = _normalize_optional_string(entry.get("modelProvider"))
+        if provider is None:
+            if "modelProvider" in entry:
+                del edit()["modelProvider"]
+        elif entry["modelProvider"] != provider:
+            edit()["modelProvider"] = provider
+    # runtime-only skills cache
+    snapshot = entry.get("skillsSnapshot")
+    if isinstance(snapshot, dict) and "resolvedSkills" in snapshot:
+        edit()["skillsSnapshot"] = {k: v for k, v in snapshot.items() if k != "resolvedSkills"}
+    return entry
