@@ -41,8 +41,15 @@ CURRENT_SESSION_VERSION = 3
 ThinkingLevel: TypeAlias = Literal["off", "minimal", "low", "medium", "high", "xhigh"]
 
 
-class _Record(msgspec.Struct, frozen=True, kw_only=True, rename="camel", tag_field="type"):
-    """Base of all transcript lines: tagged on ``type``."""
+class _Record(
+    msgspec.Struct, frozen=True, kw_only=True, rename="camel", tag_field="type", forbid_unknown_fields=True
+):
+    """
+    Base of all transcript lines: tagged on ``type``.
+
+    Unknown fields are refused when decoding, so such a line is kept as an :class:`UnknownEntry`
+    (lossless) instead of losing them.
+    """
 
 
 class SessionHeader(_Record, tag="session", frozen=True, kw_only=True):

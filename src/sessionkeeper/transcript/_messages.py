@@ -45,8 +45,10 @@ Number: TypeAlias = int | float
 StopReason: TypeAlias = Literal["stop", "length", "toolUse", "error", "aborted"]
 
 
-class _Block(msgspec.Struct, frozen=True, kw_only=True, rename="camel", tag_field="type"):
-    """Base of content blocks: tagged on ``type``."""
+class _Block(
+    msgspec.Struct, frozen=True, kw_only=True, rename="camel", tag_field="type", forbid_unknown_fields=True
+):
+    """Base of content blocks: tagged on ``type``; a block with unknown fields does not decode."""
 
 
 class TextContent(_Block, tag="text", frozen=True, kw_only=True):
@@ -112,7 +114,7 @@ AssistantContent: TypeAlias = TextContent | ThinkingContent | ToolCall
 ContentBlock: TypeAlias = TextContent | ThinkingContent | ImageContent | ToolCall
 
 
-class Cost(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+class Cost(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=True):
     """Cost of one reply in USD, split like :class:`Usage` (spec §6.3)."""
 
     input: Number = 0
@@ -122,7 +124,7 @@ class Cost(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     total: Number = 0
 
 
-class Usage(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+class Usage(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=True):
     """
     Token usage reported by the provider for one reply (spec §6.3).
 
@@ -143,8 +145,15 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     cost: Cost = msgspec.field(default_factory=Cost)
 
 
-class _Message(msgspec.Struct, frozen=True, kw_only=True, rename="camel", tag_field="role"):
-    """Base of messages: tagged on ``role``."""
+class _Message(
+    msgspec.Struct, frozen=True, kw_only=True, rename="camel", tag_field="role", forbid_unknown_fields=True
+):
+    """
+    Base of messages: tagged on ``role``.
+
+    Unknown fields are refused when decoding, so a message with fields this library does not know is
+    kept as an :class:`UnknownMessage` (lossless) instead of losing them.
+    """
 
 
 class UserMessage(_Message, tag="user", frozen=True, kw_only=True):

@@ -1,0 +1,311 @@
+"""
+JSON <-> record conversion for transcript lines (pi-format spec §2-6), lossless by construction.
+
+Decoding goes through the decoded JSON object (``dict``): a line becomes a typed record only when the
+record can write back exactly what was read. Otherwise it is kept as :class:`UnknownEntry` /
+:class:`UnknownMessage` holding the object itself. "Exactly" means:
+
+- no field the record does not know (the records refuse unknown fields);
+- every field the record would write with a default value is present in the JSON (an assistant message
+  without ``usage`` would otherwise gain ``"usage": {...zeros}`` when written back or shown);
+- the values have the record's types (a known ``type`` with an unexpected shape is not an error).
+
+Encoding writes pi's ``JSON.stringify`` form: compact, non-ASCII raw, optional fields absent. Lone UTF-16
+surrogates cannot be stored in UTF-8: they are replaced by U+FFFD before writing (field report B02), so
+every line this library writes is valid UTF-8 JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Final
+
+import msgspec
+
+from sessionkeeper.transcript._entries import (
+    BranchSummaryEntry,
+    CompactionEntry,
+    CustomEntry,
+    CustomMessageEntry,
+    LabelEntry,
+    MessageEntry,
+    ModelChangeEntry,
+    SessionHeader,
+    SessionInfoEntry,
+    ThinkingLevelChangeEntry,
+    TranscriptEntry,
+    UnknownEntry,
+)
+from sessionkeeper.transcript._messages import (
+    AgentMessage,
+    AssistantMessage,
+    BashExecutionMessage,
+    BranchSummaryMessage,
+    CompactionSummaryMessage,
+    CustomMessage,
+    KnownMessage,
+    ToolResultMessage,
+    UnknownMessage,
+    UserMessage,
+)
+
+
+__all__ = (
+    "decode_json_line",
+    "encode_entry",
+    "encode_header",
+    "encode_message",
+    "entry_from_json",
+    "entry_to_builtins",
+    "has_lone_surrogate",
+    "header_from_json",
+    "message_from_json",
+    "message_to_builtins",
+    "scrub_surrogates",
+)
+
+_ENTRY_TYPES: Final[dict[str, type[Any]]] = {
+    "thinking_level_change": ThinkingLevelChangeEntry,
+    "model_change": ModelChangeEntry,
+    "compaction": CompactionEntry,
+    "branch_summary": BranchSummaryEntry,
+    "custom": CustomEntry,
+    "custom_message": CustomMessageEntry,
+    "label": LabelEntry,
+    "session_info": SessionInfoEntry,
+}
+
+_MESSAGE_TYPES: Final[dict[str, type[Any]]] = {
+    "user": UserMessage,
+    "assistant": AssistantMessage,
+    "toolResult": ToolResultMessage,
+    "bashExecution": BashExecutionMessage,
+    "custom": CustomMessage,
+    "branchSummary": BranchSummaryMessage,
+    "compactionSummary": CompactionSummaryMessage,
+}
+
+# Keys a record writes even when they were absent (their default is not UNSET): they must be present.
+_REQUIRED_PRESENT: Final[dict[str, tuple[str, ...]]] = {
+    "assistant": ("usage", "stopReason", "timestamp"),
+    "toolResult": ("isError", "timestamp"),
+    "bashExecution": ("cancelled", "truncated", "timestamp"),
+    "custom": ("timestamp",),
+}
+_USAGE_KEYS: Final = ("input", "output", "cacheRead", "cacheWrite", "cost")
+_COST_KEYS: Final = ("input", "output", "cacheRead", "cacheWrite", "total")
+_MESSAGE_ENTRY_KEYS: Final = frozenset({"type", "id", "parentId", "timestamp", "message"})
+_HEADER_KEYS: Final = ("version", "id", "timestamp", "cwd", "parentSession")
+
+_LONE_SURROGATE = re.compile(r"[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]")
+
+
+def has_lone_surrogate(text: str) -> bool:
+    """Return ``True`` when ``text`` holds a UTF-16 surrogate that is not part of a valid pair."""
+    return not text.isascii() and _LONE_SURROGATE.search(text) is not None
+
+
+def scrub_surrogates(value: Any) -> Any:
+    """
+    Return ``value`` (any JSON value) with every lone surrogate replaced by U+FFFD (field report B02).
+
+    Valid pairs (``"\\ud83d\\ude00"``) are joined into the astral character they encode. Containers are
+    copied only when something changed.
+    """
+    if isinstance(value, str):
+        if value.isascii():
+            return value
+        # Python strings never hold a *pair* of surrogate code points once joined by json/msgspec, but
+        # strings built by callers may: join valid pairs first, then replace what is left.
+        if any("\ud800" <= ch <= "\udfff" for ch in value):
+            return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+        return value
+    if isinstance(value, dict):
+        return {scrub_surrogates(k): scrub_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrub_surrogates(v) for v in value]
+    return value
+
+
+def _enc_hook(obj: Any) -> Any:
+    if isinstance(obj, UnknownMessage | UnknownEntry):
+        return obj.raw
+    raise NotImplementedError(f"cannot encode {type(obj).__name__}")
+
+
+_ENCODER = msgspec.json.Encoder(enc_hook=_enc_hook)
+
+
+def _encode(value: Any) -> bytes:
+    try:
+        return _ENCODER.encode(value)
+    except UnicodeEncodeError:
+        return _ENCODER.encode(scrub_surrogates(msgspec.to_builtins(value, enc_hook=_enc_hook)))
+
+
+def encode_entry(entry: TranscriptEntry) -> bytes:
+    """
+    Encode one entry as its JSONL line, without the trailing newline (pi's ``JSON.stringify`` form).
+
+    Lone surrogates become U+FFFD (see module docstring).
+    """
+    return _encode(entry)
+
+
+def encode_header(header: SessionHeader | dict[str, Any]) -> bytes:
+    """Encode the header line (a typed header, or the header JSON object as read), without newline."""
+    return _encode(header)
+
+
+def encode_message(message: AgentMessage) -> bytes:
+    """Encode one message as compact JSON (the shape pi's ``SessionContext.messages`` items have)."""
+    return _encode(message)
+
+
+def message_to_builtins(message: AgentMessage) -> Any:
+    """Return ``message`` as plain JSON values (dicts with pi's camelCase keys, in pi's order)."""
+    if isinstance(message, UnknownMessage):
+        return message.raw
+    return msgspec.to_builtins(message, enc_hook=_enc_hook)
+
+
+def entry_to_builtins(entry: TranscriptEntry | SessionHeader) -> Any:
+    """Return an entry (or header) as plain JSON values, with pi's camelCase keys in pi's order."""
+    if isinstance(entry, UnknownEntry):
+        return entry.raw
+    return msgspec.to_builtins(entry, enc_hook=_enc_hook)
+
+
+def decode_json_line(line: bytes) -> tuple[Any, bool, bool]:
+    """
+    Decode one JSONL line the way pi's reader does (``JSON.parse`` on the UTF-8 decoded text).
+
+    Returns:
+        ``(value, bad_utf8, lone_surrogates)``: the decoded value with lone surrogates replaced by
+        U+FFFD; whether invalid UTF-8 bytes were replaced by U+FFFD (as Node's UTF-8 decoder does);
+        whether lone surrogate escapes were found.
+
+    Raises:
+        ValueError: The line is not valid JSON (``msgspec.DecodeError`` / ``json.JSONDecodeError``).
+    """
+    try:
+        return msgspec.json.decode(line), False, False
+    except msgspec.DecodeError:
+        pass
+    bad_utf8 = False
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        text = line.decode("utf-8", "replace")
+        bad_utf8 = True
+    value = json.loads(text)
+    scrubbed = scrub_surrogates(value)
+    lone = _contains_lone(value)
+    return scrubbed, bad_utf8, lone
+
+
+def _contains_lone(value: Any) -> bool:
+    if isinstance(value, str):
+        return has_lone_surrogate(value)
+    if isinstance(value, dict):
+        return any(_contains_lone(k) or _contains_lone(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_contains_lone(v) for v in value)
+    return False
+
+
+def _complete(role: str, raw: dict[str, Any]) -> bool:
+    required = _REQUIRED_PRESENT.get(role)
+    if required is None:
+        return True
+    if any(key not in raw for key in required):
+        return False
+    if role == "assistant":
+        usage = raw["usage"]
+        if not isinstance(usage, dict) or any(key not in usage for key in _USAGE_KEYS):
+            return False
+        cost = usage["cost"]
+        if not isinstance(cost, dict) or any(key not in cost for key in _COST_KEYS):
+            return False
+    return True
+
+
+def message_from_json(raw: dict[str, Any]) -> AgentMessage:
+    """
+    Turn a decoded message object into its typed record, or an :class:`UnknownMessage` (lossless).
+
+    Args:
+        raw: The ``message`` value of a ``message`` entry (normally a dict with a ``role``).
+
+    Returns:
+        The typed record when the object round-trips exactly through it (see module docstring),
+        otherwise ``UnknownMessage(raw)``.
+    """
+    role = raw.get("role")
+    if not isinstance(role, str):
+        return UnknownMessage(raw)
+    cls = _MESSAGE_TYPES.get(role)
+    if cls is None or not _complete(role, raw):
+        return UnknownMessage(raw)
+    try:
+        result: KnownMessage = msgspec.convert(raw, cls)
+    except msgspec.ValidationError:
+        return UnknownMessage(raw)
+    return result
+
+
+def entry_from_json(raw: dict[str, Any]) -> TranscriptEntry:
+    """
+    Turn a decoded entry object (not the header) into its typed record, or an :class:`UnknownEntry`.
+
+    A ``message`` entry whose message has an unknown role or shape keeps the typed
+    :class:`MessageEntry` with an :class:`UnknownMessage` inside; an entry of a known type whose own
+    fields do not fit becomes an :class:`UnknownEntry` (pi-format spec §5.10, lossless).
+    """
+    kind = raw.get("type")
+    if kind == "message":
+        if (
+            raw.keys() <= _MESSAGE_ENTRY_KEYS
+            and isinstance(raw.get("id"), str)
+            and "parentId" in raw
+            and (raw["parentId"] is None or isinstance(raw["parentId"], str))
+            and isinstance(raw.get("timestamp"), str)
+            and isinstance(raw.get("message"), dict)
+        ):
+            return MessageEntry(
+                id=raw["id"],
+                parent_id=raw["parentId"],
+                timestamp=raw["timestamp"],
+                message=message_from_json(raw["message"]),
+            )
+        return UnknownEntry(raw)
+    cls = _ENTRY_TYPES.get(kind) if isinstance(kind, str) else None
+    if cls is None or "parentId" not in raw:
+        return UnknownEntry(raw)
+    try:
+        entry: TranscriptEntry = msgspec.convert(raw, cls)
+    except msgspec.ValidationError:
+        return UnknownEntry(raw)
+    return entry
+
+
+def header_from_json(raw: dict[str, Any]) -> SessionHeader:
+    """
+    Build the typed header from the header object (extra legacy keys are ignored, spec §3).
+
+    The caller keeps ``raw`` to write the header back unchanged.
+
+    Raises:
+        msgspec.ValidationError: A known header field has the wrong type.
+    """
+    known: dict[str, Any] = {key: raw[key] for key in _HEADER_KEYS if key in raw}
+    known["type"] = "session"
+    if not isinstance(known.get("timestamp"), str):
+        known["timestamp"] = ""
+    if known.get("version") is not None and not isinstance(known["version"], int):
+        known.pop("version")
+    for key in ("cwd", "parentSession"):
+        if key in known and not isinstance(known[key], str):
+            known.pop(key)
+    return msgspec.convert(known, SessionHeader)

@@ -1,0 +1,297 @@
+"""
+Context reconstruction: the messages, thinking level and model of one leaf (pi-format spec §9).
+
+:func:`build_session_context` is pi 0.73.1's ``buildSessionContext`` (DESIGN decision 1: exact, nothing
+added or dropped), with one safety difference: a ``parentId`` cycle ends the path walk at the first
+entry that would repeat (pi would loop forever). Entries of a known type with an unexpected shape
+(:class:`UnknownEntry`) are interpreted from their JSON the way pi's untyped code reads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+from msgspec import UNSET, UnsetType
+
+from sessionkeeper.transcript._codec import message_from_json, message_to_builtins
+from sessionkeeper.transcript._entries import (
+    BranchSummaryEntry,
+    CompactionEntry,
+    CustomMessageEntry,
+    MessageEntry,
+    ModelChangeEntry,
+    ThinkingLevelChangeEntry,
+    TranscriptEntry,
+    UnknownEntry,
+)
+from sessionkeeper.transcript._messages import (
+    AgentMessage,
+    AssistantMessage,
+    BranchSummaryMessage,
+    CompactionSummaryMessage,
+    CustomMessage,
+    UnknownMessage,
+)
+from sessionkeeper.transcript._time import parse_iso_ms
+
+
+__all__ = (
+    "ModelRef",
+    "SessionContext",
+    "build_context_from_path",
+    "build_session_context",
+    "walk_path",
+)
+
+
+@attrs.frozen(kw_only=True)
+class ModelRef:
+    """
+    The model a context was last produced with (pi's ``{provider, modelId}``).
+
+    Attributes:
+        provider: Provider id, e.g. ``"anthropic"``.
+        model_id: Model id, e.g. ``"claude-sonnet-4-5"``.
+    """
+
+    provider: str
+    model_id: str
+
+    def to_json(self) -> dict[str, str]:
+        """Return ``{"provider": ..., "modelId": ...}``."""
+        return {"provider": self.provider, "modelId": self.model_id}
+
+
+@attrs.frozen(kw_only=True)
+class SessionContext:
+    """
+    What the model sees for one leaf: pi's ``SessionContext`` (spec §9), nothing added or dropped.
+
+    Attributes:
+        messages: The rebuilt messages, root first (compaction summary first when there is one).
+        thinking_level: The last ``thinking_level_change`` on the path, ``"off"`` without one.
+        model: The last ``model_change`` or assistant message's model on the path, or ``None``.
+    """
+
+    messages: tuple[AgentMessage, ...] = ()
+    thinking_level: str = "off"
+    model: ModelRef | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """
+        Return pi's exact JSON shape as plain values:
+        ``{"messages": [...], "thinkingLevel": str, "model": {"provider", "modelId"} | None}``.
+        """
+        return {
+            "messages": [message_to_builtins(m) for m in self.messages],
+            "thinkingLevel": self.thinking_level,
+            "model": self.model.to_json() if self.model is not None else None,
+        }
+
+
+EMPTY_CONTEXT = SessionContext()
+
+
+def walk_path(leaf: TranscriptEntry, by_id: Mapping[str, TranscriptEntry]) -> list[TranscriptEntry]:
+    """
+    Return the path from a root to ``leaf`` (root first) by following ``parentId`` links.
+
+    The walk stops at a ``None``/empty/missing parent (spec §9 item 2). Cycle guard (deviation from
+    pi, which loops forever): when the next parent is an entry already on the path, the walk stops and
+    the current entry is treated as the root.
+    """
+    path = [leaf]
+    seen = {id(leaf)}
+    current = leaf
+    while True:
+        parent_id = current.parent_id
+        if not parent_id:
+            break
+        parent = by_id.get(parent_id)
+        if parent is None or id(parent) in seen:
+            break
+        seen.add(id(parent))
+        path.append(parent)
+        current = parent
+    path.reverse()
+    return path
+
+
+def _kind(entry: TranscriptEntry) -> str:
+    if isinstance(entry, UnknownEntry):
+        return entry.type
+    return type(entry).__struct_config__.tag  # type: ignore[return-value]
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _raw_model(raw: Any) -> ModelRef | None:
+    if not isinstance(raw, dict):
+        return None
+    provider, model = _str(raw.get("provider")), _str(raw.get("model"))
+    if provider is None or model is None:
+        return None
+    return ModelRef(provider=provider, model_id=model)
+
+
+def _compaction_message(entry: TranscriptEntry) -> AgentMessage:
+    if isinstance(entry, CompactionEntry):
+        return CompactionSummaryMessage(
+            summary=entry.summary,
+            tokens_before=entry.tokens_before,
+            timestamp=parse_iso_ms(entry.timestamp),
+        )
+    raw = entry.raw if isinstance(entry, UnknownEntry) else {}
+    synthesized: dict[str, Any] = {"role": "compactionSummary"}
+    for key in ("summary", "tokensBefore"):
+        if key in raw:
+            synthesized[key] = raw[key]
+    synthesized["timestamp"] = parse_iso_ms(raw.get("timestamp", ""))
+    return message_from_json(synthesized)
+
+
+def _entry_message(entry: TranscriptEntry) -> AgentMessage | None:
+    """pi's ``appendMessage`` mapping (spec §9 item 4); ``None`` = the entry adds nothing."""
+    if isinstance(entry, MessageEntry):
+        return entry.message
+    if isinstance(entry, CustomMessageEntry):
+        return CustomMessage(
+            custom_type=entry.custom_type,
+            content=entry.content,
+            display=entry.display,
+            details=entry.details,
+            timestamp=parse_iso_ms(entry.timestamp),
+        )
+    if isinstance(entry, BranchSummaryEntry):
+        if not entry.summary:
+            return None
+        return BranchSummaryMessage(
+            summary=entry.summary, from_id=entry.from_id, timestamp=parse_iso_ms(entry.timestamp)
+        )
+    if not isinstance(entry, UnknownEntry):
+        return None
+    raw = entry.raw
+    kind = entry.type
+    if kind == "message":
+        message = raw.get("message")
+        return message_from_json(message) if isinstance(message, dict) else None
+    if kind == "custom_message":
+        synthesized: dict[str, Any] = {"role": "custom"}
+        for key in ("customType", "content", "display", "details"):
+            if key in raw:
+                synthesized[key] = raw[key]
+        synthesized["timestamp"] = parse_iso_ms(raw.get("timestamp", ""))
+        return message_from_json(synthesized)
+    if kind == "branch_summary" and raw.get("summary"):
+        synthesized = {"role": "branchSummary", "summary": raw["summary"]}
+        if "fromId" in raw:
+            synthesized["fromId"] = raw["fromId"]
+        synthesized["timestamp"] = parse_iso_ms(raw.get("timestamp", ""))
+        return message_from_json(synthesized)
+    return None
+
+
+def build_context_from_path(path: Sequence[TranscriptEntry]) -> SessionContext:
+    """
+    Rebuild the context from a path (root first, leaf last): spec §9 items 3-7.
+
+    Thinking level and model are scanned over the whole path; the last compaction on the path emits
+    its summary first, then the kept entries from its ``first_kept_entry_id`` (if that id is on the
+    path before it; otherwise none), then every entry after it.
+    """
+    thinking_level = "off"
+    model: ModelRef | None = None
+    compaction: TranscriptEntry | None = None
+    for entry in path:
+        if isinstance(entry, MessageEntry):
+            message = entry.message
+            if isinstance(message, AssistantMessage):
+                model = ModelRef(provider=message.provider, model_id=message.model)
+            elif isinstance(message, UnknownMessage) and message.raw.get("role") == "assistant":
+                model = _raw_model(message.raw) or model
+        elif isinstance(entry, ThinkingLevelChangeEntry):
+            thinking_level = entry.thinking_level
+        elif isinstance(entry, ModelChangeEntry):
+            model = ModelRef(provider=entry.provider, model_id=entry.model_id)
+        elif isinstance(entry, CompactionEntry):
+            compaction = entry
+        elif isinstance(entry, UnknownEntry):
+            kind, raw = entry.type, entry.raw
+            if kind == "thinking_level_change":
+                thinking_level = _str(raw.get("thinkingLevel")) or thinking_level
+            elif kind == "model_change":
+                provider, model_id = _str(raw.get("provider")), _str(raw.get("modelId"))
+                if provider is not None and model_id is not None:
+                    model = ModelRef(provider=provider, model_id=model_id)
+            elif kind == "message":
+                inner = raw.get("message")
+                if isinstance(inner, dict) and inner.get("role") == "assistant":
+                    model = _raw_model(inner) or model
+            elif kind == "compaction":
+                compaction = entry
+
+    messages: list[AgentMessage] = []
+    if compaction is None:
+        for entry in path:
+            item = _entry_message(entry)
+            if item is not None:
+                messages.append(item)
+        return SessionContext(messages=tuple(messages), thinking_level=thinking_level, model=model)
+
+    messages.append(_compaction_message(compaction))
+    compaction_id = compaction.id
+    compaction_index = next(
+        i for i, e in enumerate(path) if _kind(e) == "compaction" and e.id == compaction_id
+    )
+    if isinstance(compaction, CompactionEntry):
+        first_kept: Any = compaction.first_kept_entry_id
+    else:
+        first_kept = compaction.raw.get("firstKeptEntryId") if isinstance(compaction, UnknownEntry) else None
+    found = False
+    for entry in path[:compaction_index]:
+        if not found and entry.id == first_kept and first_kept is not None:
+            found = True
+        if found:
+            item = _entry_message(entry)
+            if item is not None:
+                messages.append(item)
+    for entry in path[compaction_index + 1 :]:
+        item = _entry_message(entry)
+        if item is not None:
+            messages.append(item)
+    return SessionContext(messages=tuple(messages), thinking_level=thinking_level, model=model)
+
+
+def build_session_context(
+    entries: Sequence[TranscriptEntry],
+    *,
+    leaf_id: str | UnsetType | None = UNSET,
+    by_id: Mapping[str, TranscriptEntry] | None = None,
+) -> SessionContext:
+    """
+    Rebuild the model context for a leaf exactly as pi's ``buildSessionContext`` (spec §9).
+
+    Args:
+        entries: All entries in file order (the header excluded).
+        leaf_id: ``None`` -> the empty context (navigated to before the first entry). A known id ->
+            that entry. ``UNSET`` (default), ``""`` or an id that is not present -> the last entry of
+            ``entries``.
+        by_id: Id index (later duplicates win); built from ``entries`` when ``None``.
+
+    Returns:
+        The :class:`SessionContext`; empty (``"off"``, no model) when there are no entries.
+    """
+    if leaf_id is None:
+        return EMPTY_CONTEXT
+    if by_id is None:
+        by_id = {entry.id: entry for entry in entries}
+    leaf = by_id.get(leaf_id) if isinstance(leaf_id, str) and leaf_id else None
+    if leaf is None:
+        if not entries:
+            return EMPTY_CONTEXT
+        leaf = entries[-1]
+    return build_context_from_path(walk_path(leaf, by_id))
