@@ -1,0 +1,117 @@
+"""
+What each file of a sessions directory is (OpenClaw spec §2.4, ``artifacts.ts``).
+
+Archives (``<file>.deleted|reset|bak.<stamp>``, legacy ``sessions.json.bak.<n>``), compaction checkpoint
+transcripts, trajectory sidecars, store temp files and primary transcripts, plus the archive time stamp
+format. Pure name logic: nothing here touches the disk.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from typing import Final, Literal
+
+
+__all__ = (
+    "STORE_TEMP_STALE_MS",
+    "ArchiveReason",
+    "archive_name",
+    "archive_stamp",
+    "archive_timestamp_ms",
+    "is_archive_name",
+    "is_checkpoint_transcript_name",
+    "is_primary_transcript_name",
+    "is_store_temp_name",
+    "is_trajectory_name",
+    "trajectory_names",
+)
+
+ArchiveReason = Literal["deleted", "reset", "bak"]
+
+STORE_TEMP_STALE_MS: Final = 5 * 60 * 1000
+"""Store temp files older than this (5 min) are removable (spec §1.5, §2.4)."""
+
+# OpenClaw's stamp replaces ':' only (2026-09-21T12-00-00.000Z); our own _fs.iso_stamp also replaces '.',
+# so both forms are recognised.
+_STAMP = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2})-(\d{2})-(\d{2})(?:[.-](\d{3}))?Z$")
+_LEGACY_STORE_BACKUP = re.compile(r"^sessions\.json\.bak\.\d+$")
+_CHECKPOINT = re.compile(
+    r"^(.+)\.checkpoint\.([0-9a-f]{8}-[0-9a-f]{4}-[1-5][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12})\.jsonl$",
+    re.IGNORECASE,
+)
+_TEMP_ID = r"(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32})"
+
+
+def archive_stamp(now_ms: int) -> str:
+    """``Date.toISOString()`` with ``:`` as ``-`` (``2026-09-21T12-00-00.000Z``): OpenClaw's archive stamp."""
+    when = _dt.datetime.fromtimestamp(now_ms / 1000, tz=_dt.UTC)
+    return when.strftime("%Y-%m-%dT%H-%M-%S.") + f"{when.microsecond // 1000:03d}Z"
+
+
+def archive_name(file_name: str, reason: ArchiveReason, now_ms: int) -> str:
+    """``<file>.<reason>.<stamp>`` (spec §2.4)."""
+    return f"{file_name}.{reason}.{archive_stamp(now_ms)}"
+
+
+def archive_timestamp_ms(file_name: str, reason: ArchiveReason) -> int | None:
+    """
+    The time stamp of an archive of the given reason, in ms since the epoch, or ``None``.
+
+    Reads the text after the last ``.<reason>.`` marker (``parseSessionArchiveTimestamp``).
+    """
+    marker = f".{reason}."
+    index = file_name.rfind(marker)
+    if index < 0:
+        return None
+    match = _STAMP.match(file_name[index + len(marker) :])
+    if not match:
+        return None
+    year, month, day, hour, minute, second, millis = match.groups()
+    try:
+        when = _dt.datetime(
+            int(year), int(month), int(day), int(hour), int(minute), int(second), tzinfo=_dt.UTC
+        )
+    except ValueError:
+        return None
+    return int(when.timestamp()) * 1000 + int(millis or 0)
+
+
+def is_archive_name(file_name: str) -> bool:
+    """True for ``*.deleted|reset|bak.<stamp>`` archives and legacy ``sessions.json.bak.<n>``."""
+    if _LEGACY_STORE_BACKUP.match(file_name):
+        return True
+    return any(archive_timestamp_ms(file_name, reason) is not None for reason in ("deleted", "reset", "bak"))
+
+
+def is_checkpoint_transcript_name(file_name: str) -> bool:
+    """True for ``<sessionId>.checkpoint.<uuid v1-5>.jsonl``."""
+    return _CHECKPOINT.match(file_name) is not None
+
+
+def is_trajectory_name(file_name: str) -> bool:
+    """True for ``*.trajectory.jsonl`` and ``*.trajectory-path.json`` sidecars."""
+    return file_name.endswith((".trajectory.jsonl", ".trajectory-path.json"))
+
+
+def is_primary_transcript_name(file_name: str) -> bool:
+    """True for a live transcript: ends ``.jsonl`` and is not a trajectory, checkpoint or archive."""
+    if file_name == "sessions.json" or not file_name.endswith(".jsonl"):
+        return False
+    if file_name.endswith(".trajectory.jsonl") or is_checkpoint_transcript_name(file_name):
+        return False
+    return not is_archive_name(file_name)
+
+
+def is_store_temp_name(file_name: str, store_name: str = "sessions.json") -> bool:
+    """True for ``<store>.[<pid>.]<uuid>.tmp`` (OpenClaw's dashed UUID, or our 32-hex form)."""
+    pattern = rf"^{re.escape(store_name)}\.(?:\d+\.)?{_TEMP_ID}\.tmp$"
+    return re.match(pattern, file_name, re.IGNORECASE) is not None
+
+
+def trajectory_names(transcript_name: str) -> tuple[str, str]:
+    """
+    The trajectory sidecars of a transcript: ``<base>.trajectory-path.json``, ``<base>.trajectory.jsonl``.
+    """
+    base = transcript_name[:-6] if transcript_name.endswith(".jsonl") else transcript_name
+    return f"{base}.trajectory-path.json", f"{base}.trajectory.jsonl"

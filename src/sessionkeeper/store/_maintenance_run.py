@@ -1,0 +1,294 @@
+"""
+``run_maintenance``: plan store maintenance on a sessions directory and carry the plan out.
+
+The plan comes from the pure planner (:func:`sessionkeeper.store.plan_maintenance`); this module only
+does the I/O: it lists the directory, finds held transcript locks, commits the entry removals through
+the store backend's atomic transaction (no update of a concurrent writer is lost), then archives and
+deletes exactly the planned files. A dry run (or warn mode) stops after planning, so it reports exactly
+what the enforce run then does (DESIGN D6).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+import attrs
+
+from sessionkeeper._clock import SYSTEM_CLOCK, Clock
+from sessionkeeper._fs import backup_file
+from sessionkeeper.exceptions import StoreCorruptError
+from sessionkeeper.store._entry import SessionEntry, session_entry_to_dict
+from sessionkeeper.store._json import JsonFileStoreBackend
+from sessionkeeper.store._maintenance import (
+    FileAction,
+    MaintenancePlan,
+    MaintenanceReport,
+    StoreFile,
+    plan_maintenance,
+)
+from sessionkeeper.store._maintenance_settings import MaintenanceMode, MaintenanceSettings
+
+
+__all__ = ("held_transcript_locks", "list_store_files", "run_maintenance")
+
+_STORE_NAME = "sessions.json"
+
+
+def list_store_files(sessions_dir: Path) -> list[StoreFile]:
+    """
+    The regular files directly in ``sessions_dir`` (symlinks and subdirectories excluded), with sizes
+    in bytes and mtimes in ms since epoch. A missing directory lists as empty.
+    """
+    out: list[StoreFile] = []
+    try:
+        scanner = os.scandir(sessions_dir)
+    except FileNotFoundError:
+        return out
+    with scanner:
+        for item in scanner:
+            try:
+                if not item.is_file(follow_symlinks=False):
+                    continue
+                st = item.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            out.append(StoreFile(name=item.name, size=st.st_size, mtime_ms=st.st_mtime_ns / 1_000_000))
+    return out
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def _lock_held(lock_path: Path) -> bool:
+    """A transcript lock is held when its owner pid is alive; an unreadable lock counts as held."""
+    try:
+        payload = json.loads(lock_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return False
+    except (OSError, ValueError):
+        return True
+    pid = payload.get("pid") if isinstance(payload, dict) else None
+    if isinstance(pid, bool) or not isinstance(pid, int):
+        return True
+    return _pid_alive(pid)
+
+
+def held_transcript_locks(sessions_dir: Path, files: Iterable[StoreFile]) -> frozenset[str]:
+    """
+    Names of the transcripts in ``sessions_dir`` whose ``<transcript>.lock`` is held by a live process
+    (OpenClaw's lock file, spec §3: ``{"pid": …, "createdAt": …}``). Maintenance keeps their entries and
+    never moves the files (DESIGN D6, field report B19).
+    """
+    held: set[str] = set()
+    for file in files:
+        if file.name.endswith(".jsonl.lock") and _lock_held(sessions_dir / file.name):
+            held.add(file.name[: -len(".lock")])
+    return frozenset(held)
+
+
+def _resolve_backend(store: Any) -> tuple[JsonFileStoreBackend, bool]:
+    if isinstance(store, JsonFileStoreBackend):
+        return store, False
+    backend = getattr(store, "backend", None)
+    if isinstance(backend, JsonFileStoreBackend):
+        return backend, False
+    if isinstance(store, str | os.PathLike):
+        return JsonFileStoreBackend(Path(store), durable=True), True
+    raise TypeError(
+        "run_maintenance needs a sessions directory, a sessions.json path, or a JSON-file store "
+        f"(got {type(store).__name__})"
+    )
+
+
+def _check_not_empty(path: Path) -> None:
+    """An empty ``sessions.json`` is not an empty store: maintenance would orphan every transcript (B21)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return
+    if data.strip():
+        return
+    backup = backup_file(path) if data else None
+    raise StoreCorruptError(
+        "the store file is empty; maintenance refuses to treat it as an empty store "
+        "(every transcript would look unreferenced); the file was left unchanged",
+        path=path,
+        backup_path=backup,
+    )
+
+
+def _entries_as_dicts(entries: dict[str, SessionEntry]) -> dict[str, dict[str, Any]]:
+    return {key: session_entry_to_dict(entry) for key, entry in entries.items()}
+
+
+def _plan(
+    backend: JsonFileStoreBackend,
+    entries: dict[str, SessionEntry],
+    *,
+    settings: MaintenanceSettings,
+    now_ms: int,
+    active_keys: Iterable[str],
+    on_save: bool,
+) -> MaintenancePlan:
+    sessions_dir = backend.path.parent
+    own_lock = f"{backend.path.name}.lock"  # the backend's cross-process lock file, not a session artifact
+    files = [f for f in list_store_files(sessions_dir) if f.name != own_lock]
+    locked = held_transcript_locks(sessions_dir, files)
+    raw: dict[str, Any] = dict.fromkeys(backend.last_load.dropped_keys)
+    raw.update(_entries_as_dicts(entries))
+    return plan_maintenance(
+        raw,
+        files=files,
+        settings=settings,
+        now_ms=now_ms,
+        sessions_dir=sessions_dir,
+        active_keys=active_keys,
+        locked_files=locked,
+        on_save=on_save,
+        store_name=backend.path.name,
+    )
+
+
+def _execute_files(sessions_dir: Path, actions: tuple[FileAction, ...]) -> tuple[list[FileAction], list[str]]:
+    done: list[FileAction] = []
+    warnings: list[str] = []
+    for action in actions:
+        source = sessions_dir / action.name
+        lock = sessions_dir / f"{action.name}.lock"
+        if action.name.endswith(".jsonl") and _lock_held(lock):
+            warnings.append(f"skipped {action.name}: its transcript lock was taken meanwhile")
+            continue
+        try:
+            if action.action == "archive":
+                assert action.archive_name is not None
+                target = sessions_dir / action.archive_name
+                if target.exists():
+                    warnings.append(f"skipped archiving {action.name}: {action.archive_name} exists")
+                    continue
+                source.rename(target)
+            else:
+                source.unlink()
+        except FileNotFoundError:
+            warnings.append(f"skipped {action.name}: it disappeared meanwhile")
+            continue
+        except OSError as err:
+            warnings.append(f"could not {action.action} {action.name}: {err.strerror or err}")
+            continue
+        done.append(action)
+    return done, warnings
+
+
+async def run_maintenance(
+    store: Path | str | JsonFileStoreBackend | Any,
+    *,
+    settings: MaintenanceSettings | None = None,
+    mode: MaintenanceMode | None = None,
+    dry_run: bool = False,
+    now_ms: int | None = None,
+    active_keys: Iterable[str] = (),
+    on_save: bool = False,
+    clock: Clock = SYSTEM_CLOCK,
+) -> MaintenanceReport:
+    """
+    Run store maintenance on a sessions directory (OpenClaw spec §2, DESIGN D6).
+
+    Order (OpenClaw's applied order): model-run probes older than 24 h, entries older than
+    ``pruneAfter``, the ``maxEntries`` cap, ``*.deleted.<stamp>`` archives of the removed entries'
+    transcripts (trajectory sidecars deleted), archive retention, the disk budget, and, for a cleanup
+    (``on_save=False``), unreferenced artifacts older than ``pruneAfter`` and store temp files older than
+    5 minutes. The store is committed first (atomically, under the backend's lock), then the files are
+    archived or deleted, so a crash leaves at worst unreferenced files for the next run.
+
+    Args:
+        store: A sessions directory, its ``sessions.json``, a :class:`JsonFileStoreBackend`, or an object
+            with a ``backend`` attribute holding one.
+        settings: Maintenance settings; default :class:`MaintenanceSettings` (OpenClaw's defaults).
+        mode: Overrides ``settings.mode``: ``"enforce"`` applies, ``"warn"`` only reports.
+        dry_run: Plan and report; change nothing.
+        now_ms: Time to evaluate the rules at (ms since epoch); default ``clock.now_ms()``.
+        active_keys: Session keys that must survive (running sessions; D6). ``agent:<id>:main`` and
+            entries whose transcript lock is held are always kept.
+        on_save: Run the automatic maintenance of a store write (the count rules wait for the
+            high-water mark, no unreferenced-artifact pass) instead of ``sessions cleanup``.
+        clock: The clock for ``now_ms``.
+
+    Returns:
+        The report: every removal and file action with its reason, bytes before/after, the disk budget
+        and unreferenced-artifact summaries, warnings. ``applied`` tells whether anything was carried out.
+
+    Raises:
+        StoreCorruptError: ``sessions.json`` is empty or not a JSON object (a 0600 backup is written;
+            nothing is changed).
+        SessionBusyError: The store lock was not acquired in time.
+        TypeError: ``store`` is not a supported store.
+    """
+    settings = settings or MaintenanceSettings()
+    effective_mode: MaintenanceMode = mode or settings.mode
+    now = clock.now_ms() if now_ms is None else int(now_ms)
+    keys = tuple(active_keys)
+    backend, owned = _resolve_backend(store)
+    try:
+        await anyio.to_thread.run_sync(_check_not_empty, backend.path)
+        if dry_run or effective_mode == "warn":
+            entries = await backend.load_all()
+            plan = await anyio.to_thread.run_sync(
+                lambda: _plan(
+                    backend, entries, settings=settings, now_ms=now, active_keys=keys, on_save=on_save
+                )
+            )
+            warnings = list(plan.report.warnings)
+            return _finish(
+                plan.report, mode=effective_mode, dry_run=dry_run, applied=False, warnings=warnings
+            )
+
+        def transact(working: dict[str, SessionEntry]) -> MaintenancePlan:
+            plan = _plan(backend, working, settings=settings, now_ms=now, active_keys=keys, on_save=on_save)
+            if plan.store_changed and backend.last_load.dropped_keys and backend.path.exists():
+                backup_file(backend.path, now_ms=now)  # a repair (dropping unsafe rows): back up first
+            for removal in plan.report.removals:
+                working.pop(removal.key, None)
+            return plan
+
+        plan = await backend.transaction(transact)
+        done, warnings = await anyio.to_thread.run_sync(
+            _execute_files, backend.path.parent, plan.report.file_actions
+        )
+        report = plan.report
+        if len(done) != len(report.file_actions):
+            skipped = {a.name for a in report.file_actions} - {a.name for a in done}
+            freed = sum(a.size for a in report.file_actions if a.name in skipped and a.action == "delete")
+            report = _replace(report, file_actions=tuple(done), bytes_after=report.bytes_after + freed)
+        return _finish(
+            report, mode=effective_mode, dry_run=False, applied=True, warnings=[*report.warnings, *warnings]
+        )
+    finally:
+        if owned:
+            await backend.aclose()
+
+
+def _replace(report: MaintenanceReport, **changes: Any) -> MaintenanceReport:
+    return attrs.evolve(report, **changes)
+
+
+def _finish(
+    report: MaintenanceReport, *, mode: str, dry_run: bool, applied: bool, warnings: list[str]
+) -> MaintenanceReport:
+    return _replace(
+        report, mode=mode, dry_run=dry_run, applied=applied, warnings=tuple(dict.fromkeys(warnings))
+    )
