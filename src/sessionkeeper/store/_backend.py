@@ -1,0 +1,141 @@
+"""
+The ``StoreBackend`` protocol: where session entries live (DESIGN "Storage backends").
+
+Every backend stores ``session key -> SessionEntry`` with the same semantics, proved by the conformance
+suite in :mod:`sessionkeeper.testing.conformance`:
+
+- reads return what the last committed write stored (unknown fields included);
+- :meth:`StoreBackend.update` and :meth:`StoreBackend.transaction` are atomic read-modify-write
+  operations: concurrent callers (tasks, threads, processes where the backend is shared between them)
+  never lose an update;
+- a write either happens completely or not at all;
+- iteration order is insertion order (a new key goes last; updating a key keeps its place).
+
+All methods are async (anyio: asyncio and trio); blocking I/O runs in worker threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Protocol, TypeVar, runtime_checkable
+
+import attrs
+
+from sessionkeeper.store._entry import SessionEntry
+
+
+__all__ = ("EntryUpdater", "LoadReport", "StoreBackend", "StoreTransaction", "diff_entries")
+
+T = TypeVar("T")
+
+EntryUpdater = Callable[[SessionEntry | None], SessionEntry | None]
+"""
+The function given to :meth:`StoreBackend.update`: receives the stored entry (``None`` when the key is
+absent) and returns the entry to store, or ``None`` to leave the store unchanged (nothing is written).
+It runs while the backend's writer lock is held: keep it quick and free of I/O.
+"""
+
+StoreTransaction = Callable[[dict[str, SessionEntry]], T]
+"""
+The function given to :meth:`StoreBackend.transaction`: receives a private, mutable ``dict`` copy of the
+whole store (insertion-ordered) and edits it in place (assign, ``del``, ``pop``); its return value is
+returned to the caller. The edits are committed atomically when it returns; if it raises, nothing is.
+"""
+
+
+@attrs.frozen(kw_only=True)
+class LoadReport:
+    """
+    What the last load of a file-backed store found (OpenClaw's load-time normalisation, spec §1.4).
+
+    Attributes:
+        entry_count: Entries kept.
+        dropped_keys: Keys whose rows failed OpenClaw's shape check and were dropped, as OpenClaw drops
+            them (unsafe ``sessionId``, non-object row). They disappear from the file at the next write.
+        normalized_keys: Keys whose rows were normalised on load (legacy field migration, a removed
+            unsafe ``sessionId``, an invalid ``updatedAt`` set to 0, blank model fields, ...).
+    """
+
+    entry_count: int = 0
+    dropped_keys: tuple[str, ...] = ()
+    normalized_keys: tuple[str, ...] = ()
+
+
+@runtime_checkable
+class StoreBackend(Protocol):
+    """
+    **Protocol:** persistent ``session key -> SessionEntry`` storage used by
+    :class:`~sessionkeeper.store.SessionStore`.
+
+    Implementations: :class:`~sessionkeeper.store.InMemoryStoreBackend`,
+    :class:`~sessionkeeper.store.JsonFileStoreBackend` (OpenClaw's ``sessions.json``),
+    :class:`~sessionkeeper.store.SqliteStoreBackend`. Run
+    :func:`sessionkeeper.testing.conformance.run_backend_conformance` against a new one.
+
+    Errors: a store that cannot be parsed raises :class:`~sessionkeeper.exceptions.StoreCorruptError`
+    (after a 0600 backup), a writer lock not acquired in time raises
+    :class:`~sessionkeeper.exceptions.SessionBusyError`; ``OSError`` from the file system propagates.
+    """
+
+    async def load_all(self) -> dict[str, SessionEntry]:
+        """Return every entry, in insertion order (a new dict the caller may keep)."""
+        ...
+
+    async def get(self, session_key: str) -> SessionEntry | None:
+        """Return the entry stored under ``session_key`` (exact key), or ``None``."""
+        ...
+
+    async def keys(self) -> list[str]:
+        """Return every session key, in insertion order."""
+        ...
+
+    async def put(self, session_key: str, entry: SessionEntry) -> None:
+        """Store ``entry`` under ``session_key``, replacing any previous entry."""
+        ...
+
+    async def update(self, session_key: str, fn: EntryUpdater) -> SessionEntry | None:
+        """
+        Atomically replace the entry under ``session_key`` with ``fn(current)``.
+
+        Returns:
+            The entry stored afterwards: ``fn``'s result, or the unchanged current entry (``None`` if
+            absent) when ``fn`` returned ``None``.
+        """
+        ...
+
+    async def delete(self, session_key: str) -> bool:
+        """Remove ``session_key``; return ``True`` if it existed."""
+        ...
+
+    async def transaction(self, fn: StoreTransaction[T]) -> T:
+        """Run ``fn`` on a mutable copy of the whole store and commit its edits atomically (maintenance)."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release resources (connections, file handles). The backend is unusable afterwards."""
+        ...
+
+
+def diff_entries(
+    before: Mapping[str, SessionEntry], after: Mapping[str, SessionEntry]
+) -> tuple[dict[str, SessionEntry], list[str]]:
+    """
+    Return the upserts (changed or new keys, in ``after``'s order) and removals between two snapshots.
+
+    Entries are compared by identity first, then by value.
+    """
+    upserts: dict[str, SessionEntry] = {}
+    for key, entry in after.items():
+        old = before.get(key)
+        if old is None or (old is not entry and old != entry):
+            upserts[key] = entry
+    removals = [key for key in before if key not in after]
+    return upserts, removals
+
+
+def check_entry(session_key: object, entry: object) -> None:
+    """Raise ``TypeError`` unless ``session_key`` is a ``str`` and ``entry`` a :class:`SessionEntry`."""
+    if not isinstance(session_key, str):
+        raise TypeError(f"session keys are strings, got {type(session_key).__name__}")
+    if not isinstance(entry, SessionEntry):
+        raise TypeError(f"expected a SessionEntry for {session_key!r}, got {type(entry).__name__}")

@@ -1,0 +1,293 @@
+"""
+``SqliteStoreBackend``: the session store in one SQLite file (stdlib ``sqlite3``, WAL; DESIGN
+"Storage backends").
+
+One row per session key holding the entry's JSON object (the same object ``sessions.json`` would hold,
+unknown fields included), so an update touches one row: O(1) whatever the store size, where a JSON store
+rewrites the whole file. OpenClaw itself moved its store to SQLite in 2026.8.
+
+Schema (``PRAGMA user_version = 1``)::
+
+    CREATE TABLE session_entries (
+        seq         INTEGER PRIMARY KEY AUTOINCREMENT,   -- insertion order
+        session_key TEXT NOT NULL UNIQUE,
+        entry       TEXT NOT NULL                        -- the SessionEntry JSON object
+    )
+
+Concurrency: every write is one ``BEGIN IMMEDIATE`` transaction, so writers in other threads and
+processes are serialised by SQLite itself (``busy_timeout``); readers never block writers (WAL).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Any, Final, Literal, TypeVar
+
+import anyio.to_thread
+import msgspec
+
+from sessionkeeper._fs import FILE_MODE, backup_file, ensure_dir
+from sessionkeeper.exceptions import SessionBusyError, StoreCorruptError
+from sessionkeeper.store._backend import EntryUpdater, StoreTransaction, check_entry, diff_entries
+from sessionkeeper.store._entry import (
+    SessionEntry,
+    encode_session_entry,
+    session_entry_from_dict,
+)
+
+
+__all__ = ("SQLITE_FILE_NAME", "SqliteStoreBackend", "SqliteSynchronous")
+
+T = TypeVar("T")
+
+SQLITE_FILE_NAME: Final = "sessions.sqlite"
+"""The SQLite store file in a sessions directory (DESIGN "Files")."""
+
+SqliteSynchronous = Literal["FULL", "NORMAL", "OFF", "EXTRA"]
+
+_SCHEMA_VERSION: Final = 1
+_SCHEMA: Final = """
+CREATE TABLE IF NOT EXISTS session_entries (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    session_key TEXT NOT NULL UNIQUE,
+    entry TEXT NOT NULL
+)
+"""
+_UPSERT: Final = (
+    "INSERT INTO session_entries (session_key, entry) VALUES (?, ?) "
+    "ON CONFLICT(session_key) DO UPDATE SET entry = excluded.entry"
+)
+
+
+class SqliteStoreBackend:
+    """
+    A :class:`~sessionkeeper.store.StoreBackend` on a SQLite database in WAL mode.
+
+    Args:
+        path: The database file (``sessions.sqlite``), or the sessions directory to hold it. Created with
+            mode 0600 (directory 0700) when missing.
+        synchronous: SQLite's ``PRAGMA synchronous``. ``"FULL"`` (default) makes every committed update
+            durable (an fsync of the WAL per commit). ``"NORMAL"`` is safe against application crashes
+            and keeps the database consistent after a power loss, but may lose the last commits then;
+            it is several times faster. ``"OFF"`` is for scratch stores only.
+        busy_timeout_s: How long a writer waits for another connection's write transaction before
+            raising :class:`~sessionkeeper.exceptions.SessionBusyError` (default 10 s).
+
+    Raises (from the methods):
+        StoreCorruptError: The file is not a SQLite database of this schema, or a row is not a JSON
+            object (the file is left unchanged; a 0600 backup is written for an unreadable file).
+        SessionBusyError: The database stayed locked past ``busy_timeout_s``.
+    """
+
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        synchronous: SqliteSynchronous = "FULL",
+        busy_timeout_s: float = 10.0,
+    ) -> None:
+        target = Path(path)
+        if target.is_dir() or (not target.suffix and not target.exists()):
+            target = target / SQLITE_FILE_NAME
+        if synchronous not in ("FULL", "NORMAL", "OFF", "EXTRA"):
+            raise ValueError(f"synchronous must be FULL, NORMAL, OFF or EXTRA, got {synchronous!r}")
+        self.path: Path = target
+        self.synchronous: SqliteSynchronous = synchronous
+        self.busy_timeout_s = busy_timeout_s
+        self._mutex = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"SqliteStoreBackend({str(self.path)!r}, synchronous={self.synchronous!r})"
+
+    # ------------------------------------------------------------------ connection
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._closed:
+            raise RuntimeError("the store backend is closed")
+        if self._conn is not None:
+            return self._conn
+        ensure_dir(self.path.parent)
+        if not self.path.exists():
+            # create it 0600 before SQLite does (SQLite would use the umask)
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, FILE_MODE))
+        try:
+            conn = sqlite3.connect(
+                self.path,
+                timeout=self.busy_timeout_s,
+                isolation_level=None,
+                check_same_thread=False,
+            )
+        except sqlite3.Error as err:
+            raise self._corrupt(f"cannot open the database ({err})", err) from err
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={self.synchronous}")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version == 0:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute(_SCHEMA)
+                conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
+                conn.execute("COMMIT")
+            elif version != _SCHEMA_VERSION:
+                conn.close()
+                raise StoreCorruptError(
+                    f"unknown store schema version {version} (this library reads {_SCHEMA_VERSION})",
+                    path=self.path,
+                )
+        except sqlite3.DatabaseError as err:
+            conn.close()
+            if isinstance(err, sqlite3.OperationalError) and "locked" in str(err):
+                raise self._busy(err) from err
+            raise self._corrupt(f"not a usable SQLite store ({err})", err) from err
+        for suffix in ("-wal", "-shm"):
+            side = self.path.with_name(self.path.name + suffix)
+            if side.exists():
+                side.chmod(FILE_MODE)
+        self._conn = conn
+        return conn
+
+    def _corrupt(self, message: str, cause: Exception) -> StoreCorruptError:
+        backup = None
+        if self.path.exists() and self.path.stat().st_size > 0:
+            backup = backup_file(self.path)
+        return StoreCorruptError(
+            f"{message}; the file was left unchanged" + (f", backup: {backup}" if backup else ""),
+            path=self.path,
+            backup_path=backup,
+        )
+
+    def _busy(self, err: Exception) -> SessionBusyError:
+        return SessionBusyError(
+            f"session store {self.path} stayed locked by another writer ({err})",
+            path=self.path,
+            waited_ms=self.busy_timeout_s * 1000,
+        )
+
+    def _decode(self, key: str, text: str) -> SessionEntry:
+        try:
+            raw = msgspec.json.decode(text)
+        except msgspec.DecodeError as err:
+            raise StoreCorruptError(f"entry {key!r} is not valid JSON ({err})", path=self.path) from err
+        if not isinstance(raw, dict):
+            raise StoreCorruptError(f"entry {key!r} is not a JSON object", path=self.path)
+        return session_entry_from_dict(raw)
+
+    def _read(self, fn: Any, *args: Any) -> Any:
+        with self._mutex:
+            conn = self._connect()
+            try:
+                return fn(conn, *args)
+            except sqlite3.OperationalError as err:
+                if "locked" in str(err) or "busy" in str(err):
+                    raise self._busy(err) from err
+                raise
+
+    def _write(self, fn: Any, *args: Any) -> Any:
+        with self._mutex:
+            conn = self._connect()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as err:
+                raise self._busy(err) from err
+            try:
+                result = fn(conn, *args)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.OperationalError as err:  # pragma: no cover - COMMIT after IMMEDIATE
+                conn.execute("ROLLBACK")
+                raise self._busy(err) from err
+            return result
+
+    # ------------------------------------------------------------------ sync bodies
+
+    def _all(self, conn: sqlite3.Connection) -> dict[str, SessionEntry]:
+        rows = conn.execute("SELECT session_key, entry FROM session_entries ORDER BY seq").fetchall()
+        return {key: self._decode(key, text) for key, text in rows}
+
+    def _get(self, conn: sqlite3.Connection, key: str) -> SessionEntry | None:
+        row = conn.execute("SELECT entry FROM session_entries WHERE session_key = ?", (key,)).fetchone()
+        return None if row is None else self._decode(key, row[0])
+
+    def _keys(self, conn: sqlite3.Connection) -> list[str]:
+        return [r[0] for r in conn.execute("SELECT session_key FROM session_entries ORDER BY seq")]
+
+    def _update(self, conn: sqlite3.Connection, key: str, fn: EntryUpdater) -> SessionEntry | None:
+        row = conn.execute("SELECT entry FROM session_entries WHERE session_key = ?", (key,)).fetchone()
+        current = None if row is None else self._decode(key, row[0])
+        new = fn(current)
+        if new is None:
+            return current
+        check_entry(key, new)
+        text = encode_session_entry(new).decode()
+        if row is None or row[0] != text:
+            conn.execute(_UPSERT, (key, text))
+        return new
+
+    def _delete(self, conn: sqlite3.Connection, key: str) -> bool:
+        return conn.execute("DELETE FROM session_entries WHERE session_key = ?", (key,)).rowcount > 0
+
+    def _transaction(self, conn: sqlite3.Connection, fn: StoreTransaction[T]) -> T:
+        before = self._all(conn)
+        working = dict(before)
+        result = fn(working)
+        upserts, removals = diff_entries(before, working)
+        for key, entry in upserts.items():
+            check_entry(key, entry)
+        conn.executemany("DELETE FROM session_entries WHERE session_key = ?", [(k,) for k in removals])
+        conn.executemany(_UPSERT, [(k, encode_session_entry(e).decode()) for k, e in upserts.items()])
+        return result
+
+    # ------------------------------------------------------------------ public async API
+
+    async def load_all(self) -> dict[str, SessionEntry]:
+        """Return every entry in insertion order."""
+        result: dict[str, SessionEntry] = await anyio.to_thread.run_sync(self._read, self._all)
+        return result
+
+    async def get(self, session_key: str) -> SessionEntry | None:
+        """Return the entry under ``session_key``, or ``None`` (one indexed row read)."""
+        result: SessionEntry | None = await anyio.to_thread.run_sync(self._read, self._get, session_key)
+        return result
+
+    async def keys(self) -> list[str]:
+        """Return every session key in insertion order."""
+        result: list[str] = await anyio.to_thread.run_sync(self._read, self._keys)
+        return result
+
+    async def put(self, session_key: str, entry: SessionEntry) -> None:
+        """Store ``entry`` under ``session_key`` (one row upsert)."""
+        check_entry(session_key, entry)
+        await anyio.to_thread.run_sync(self._write, self._update, session_key, lambda _old: entry)
+
+    async def update(self, session_key: str, fn: EntryUpdater) -> SessionEntry | None:
+        """Atomically replace the entry under ``session_key`` with ``fn(current)`` (``None``: no change)."""
+        result: SessionEntry | None = await anyio.to_thread.run_sync(
+            self._write, self._update, session_key, fn
+        )
+        return result
+
+    async def delete(self, session_key: str) -> bool:
+        """Remove ``session_key``; return whether it existed."""
+        result: bool = await anyio.to_thread.run_sync(self._write, self._delete, session_key)
+        return result
+
+    async def transaction(self, fn: StoreTransaction[T]) -> T:
+        """Run ``fn`` on a copy of the whole store and apply its edits in one SQLite transaction."""
+        result: T = await anyio.to_thread.run_sync(self._write, self._transaction, fn)
+        return result
+
+    async def aclose(self) -> None:
+        """Close the connection."""
+        with self._mutex:
+            self._closed = True
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None

@@ -1,0 +1,465 @@
+"""
+``SessionStore``: the public facade over a :class:`StoreBackend` (OpenClaw spec §1.3, §1.5; DESIGN "Files").
+
+Every write goes through :func:`merge_session_entry`, so timestamps, ``sessionStartedAt``,
+``sessionFile`` rewriting and model-field normalisation follow OpenClaw exactly; time comes from the
+injected :class:`~sessionkeeper.Clock`.
+"""
+
+from __future__ import annotations
+
+import builtins
+import datetime as _dt
+import os
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Literal, Self
+
+import anyio.to_thread
+import msgspec
+from msgspec import UNSET
+
+from sessionkeeper._clock import SYSTEM_CLOCK, Clock
+from sessionkeeper._fs import FILE_MODE, fsync_dir
+from sessionkeeper.exceptions import ConfigError, SessionNotFoundError, UnsafePathError
+from sessionkeeper.store._backend import StoreBackend
+from sessionkeeper.store._entry import SessionEntry, merge_session_entry, session_entry_to_dict
+from sessionkeeper.store._json import STORE_FILE_NAME, JsonFileStoreBackend
+from sessionkeeper.store._memory import InMemoryStoreBackend
+from sessionkeeper.store._paths import archive_name, resolve_session_file, transcript_path
+from sessionkeeper.store._sqlite import SQLITE_FILE_NAME, SqliteStoreBackend
+
+
+__all__ = ("RESET_CLEARED_FIELDS", "BackendName", "SessionStore", "resolve_store_location")
+
+BackendName = Literal["json", "sqlite"]
+
+EntryPatch = SessionEntry | Mapping[str, Any]
+
+RESET_CLEARED_FIELDS: tuple[str, ...] = (
+    "inputTokens",
+    "outputTokens",
+    "cacheRead",
+    "cacheWrite",
+    "estimatedCostUsd",
+    "contextTokens",
+    "contextBudgetStatus",
+    "model",
+    "modelProvider",
+    "fallbackNoticeSelectedModel",
+    "fallbackNoticeActiveModel",
+    "fallbackNoticeReason",
+    "systemPromptReport",
+    "goal",
+    "skillsSnapshot",
+    "memoryFlushAt",
+    "memoryFlushCompactionCount",
+    "memoryFlushContextHash",
+    "memoryFlushFailureCount",
+    "memoryFlushLastFailedAt",
+    "memoryFlushLastFailureError",
+    "status",
+    "startedAt",
+    "endedAt",
+    "runtimeMs",
+    "abortedLastRun",
+    "abortCutoffMessageSid",
+    "abortCutoffTimestamp",
+    "compactionCheckpoints",
+)
+"""Per-session fields :meth:`SessionStore.reset` removes (OpenClaw ``initSessionState`` step 7, §4.3)."""
+
+
+def resolve_store_location(path: Path | str, backend: BackendName | None = None) -> tuple[Path, BackendName]:
+    """
+    Resolve ``--store`` (a sessions directory, or its ``sessions.json``/``sessions.sqlite``) to the store
+    file and backend (DESIGN "Files").
+
+    Without ``backend``: the one whose file exists, else ``"json"``.
+
+    Returns:
+        ``(store file, backend name)``.
+
+    Raises:
+        ConfigError: Both files exist and no backend was named, or the file name contradicts ``backend``.
+    """
+    target = Path(path)
+    if target.name in (STORE_FILE_NAME, SQLITE_FILE_NAME) and not target.is_dir():
+        found: BackendName = "json" if target.name == STORE_FILE_NAME else "sqlite"
+        if backend is not None and backend != found:
+            raise ConfigError(f"{target} is a {found} store, not {backend}", key="backend")
+        return target, found
+    if backend == "json":
+        return target / STORE_FILE_NAME, "json"
+    if backend == "sqlite":
+        return target / SQLITE_FILE_NAME, "sqlite"
+    if backend is not None:
+        raise ConfigError(f"unknown backend {backend!r} (json or sqlite)", key="backend")
+    has_json = (target / STORE_FILE_NAME).exists()
+    has_sqlite = (target / SQLITE_FILE_NAME).exists()
+    if has_json and has_sqlite:
+        raise ConfigError(
+            f"{target} holds both {STORE_FILE_NAME} and {SQLITE_FILE_NAME}; choose one with backend=",
+            key="backend",
+        )
+    if has_sqlite:
+        return target / SQLITE_FILE_NAME, "sqlite"
+    return target / STORE_FILE_NAME, "json"
+
+
+class SessionStore:
+    """
+    Session key -> :class:`SessionEntry`, over any :class:`StoreBackend` (OpenClaw spec §1).
+
+    Use it as an async context manager (``async with SessionStore.open(dir) as store:``) or call
+    :meth:`aclose`. All writes merge with OpenClaw's ``mergeSessionEntry`` semantics (§1.3).
+
+    Args:
+        backend: Where entries live.
+        sessions_dir: The sessions directory holding the transcripts (``None`` for a store without
+            files: :meth:`reset` and :meth:`delete` then archive nothing).
+        clock: Time source for ``updatedAt``, ``archivedAt``, ``pinnedAt`` and archive stamps.
+        new_session_id: Factory for new session ids (default: uuid4, as OpenClaw's ``randomUUID``).
+    """
+
+    def __init__(
+        self,
+        backend: StoreBackend,
+        *,
+        sessions_dir: Path | str | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        new_session_id: Callable[[], str] | None = None,
+    ) -> None:
+        self.backend = backend
+        self.sessions_dir = Path(sessions_dir) if sessions_dir is not None else None
+        self.clock = clock
+        self._new_session_id = new_session_id or (lambda: str(uuid.uuid4()))
+
+    @classmethod
+    def open(
+        cls,
+        path: Path | str,
+        *,
+        backend: BackendName | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        durable: bool = True,
+        new_session_id: Callable[[], str] | None = None,
+    ) -> SessionStore:
+        """
+        Open the store of a sessions directory (DESIGN "Files").
+
+        Args:
+            path: The sessions directory (``<root>/agents/<agentId>/sessions``), or its ``sessions.json``
+                or ``sessions.sqlite``.
+            backend: ``"json"`` or ``"sqlite"``; default: the one whose file exists, else ``"json"``.
+            clock: See :class:`SessionStore`.
+            durable: fsync every write (JSON: file + directory; SQLite: ``synchronous=FULL``, else
+                ``NORMAL``).
+            new_session_id: See :class:`SessionStore`.
+
+        Raises:
+            ConfigError: See :func:`resolve_store_location`.
+        """
+        file, name = resolve_store_location(path, backend)
+        store_backend: StoreBackend
+        if name == "json":
+            store_backend = JsonFileStoreBackend(file, durable=durable)
+        else:
+            store_backend = SqliteStoreBackend(file, synchronous="FULL" if durable else "NORMAL")
+        return cls(store_backend, sessions_dir=file.parent, clock=clock, new_session_id=new_session_id)
+
+    @classmethod
+    def in_memory(cls, *, clock: Clock = SYSTEM_CLOCK) -> SessionStore:
+        """A store on an :class:`InMemoryStoreBackend` (tests, ephemeral agents)."""
+        return cls(InMemoryStoreBackend(), clock=clock)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the backend."""
+        await self.backend.aclose()
+
+    def __repr__(self) -> str:
+        return f"SessionStore({self.backend!r})"
+
+    # ------------------------------------------------------------------ reading
+
+    async def get(self, session_key: str) -> SessionEntry | None:
+        """Return the entry of ``session_key`` (exact key), or ``None``."""
+        return await self.backend.get(session_key)
+
+    async def require(self, session_key: str) -> SessionEntry:
+        """Return the entry of ``session_key``. Raises :class:`SessionNotFoundError` when absent."""
+        entry = await self.backend.get(session_key)
+        if entry is None:
+            raise SessionNotFoundError(session_key)
+        return entry
+
+    async def list(
+        self, *, archived: bool | None = False, limit: int | None = None
+    ) -> builtins.list[tuple[str, SessionEntry]]:
+        """
+        List sessions: pinned first, then by ``updatedAt`` descending (missing ``updatedAt`` last).
+
+        Args:
+            archived: ``False`` (default): active sessions (no ``archivedAt``); ``True``: archived ones
+                only; ``None``: all.
+            limit: At most this many rows.
+
+        Returns:
+            ``(session key, entry)`` pairs. Ties keep the store's order.
+        """
+        rows = [
+            (key, entry)
+            for key, entry in (await self.backend.load_all()).items()
+            if archived is None or entry.is_archived == archived
+        ]
+
+        def sort_key(row: tuple[str, SessionEntry]) -> tuple[int, int]:
+            entry = row[1]
+            updated = entry.updated_at if isinstance(entry.updated_at, int) else -1
+            return (0 if entry.is_pinned else 1, -updated)
+
+        rows.sort(key=sort_key)
+        return rows if limit is None else rows[: max(0, limit)]
+
+    # ------------------------------------------------------------------ writing
+
+    async def update_entry(
+        self,
+        session_key: str,
+        fn: Callable[[SessionEntry], EntryPatch | None],
+        *,
+        preserve_activity: bool = False,
+    ) -> SessionEntry | None:
+        """
+        Patch an existing entry atomically (OpenClaw ``updateSessionStoreEntry``, §1.5).
+
+        ``fn`` receives the current entry and returns a patch (a mapping of fields, see
+        :func:`merge_session_entry`, or a :class:`SessionEntry`), or ``None`` to change nothing. The
+        result is ``merge_session_entry(current, patch)``. It runs under the backend's writer lock:
+        keep it quick and free of I/O.
+
+        Returns:
+            The stored entry, or ``None`` when the key is absent (nothing is written then).
+        """
+        now = self.clock.now_ms()
+
+        def apply(current: SessionEntry | None) -> SessionEntry | None:
+            if current is None:
+                return None
+            patch = fn(current)
+            if patch is None:
+                return None
+            return merge_session_entry(
+                current,
+                patch,
+                now_ms=now,
+                preserve_activity=preserve_activity,
+                new_session_id=self._new_session_id,
+            )
+
+        return await self.backend.update(session_key, apply)
+
+    async def patch(
+        self,
+        session_key: str,
+        fields: EntryPatch | None = None,
+        /,
+        *,
+        create: bool = True,
+        preserve_activity: bool = False,
+        **kwargs: Any,
+    ) -> SessionEntry:
+        """
+        Merge fields into an entry (OpenClaw ``patchSessionEntry``), creating it when absent.
+
+        Fields come from ``fields`` (a mapping keyed by Python or on-disk names, or a
+        :class:`SessionEntry`) and keyword arguments (Python names); ``msgspec.UNSET`` removes a field.
+
+        Examples:
+            ``await store.patch("agent:main:main", label="Main", thinking_level="high")``
+
+        Args:
+            create: Create the entry when absent (a new ``sessionId`` unless given). ``False`` raises
+                :class:`SessionNotFoundError` instead.
+            preserve_activity: Keep ``updatedAt`` of an existing entry (metadata that is not activity).
+
+        Returns:
+            The stored entry.
+        """
+        patch: dict[str, Any] = {}
+        if isinstance(fields, SessionEntry):
+            patch.update(session_entry_to_dict(fields))
+        elif fields is not None:
+            patch.update(fields)
+        patch.update(kwargs)
+        now = self.clock.now_ms()
+
+        def apply(current: SessionEntry | None) -> SessionEntry:
+            if current is None and not create:
+                raise SessionNotFoundError(session_key)
+            return merge_session_entry(
+                current,
+                patch,
+                now_ms=now,
+                preserve_activity=preserve_activity,
+                new_session_id=self._new_session_id,
+            )
+
+        result = await self.backend.update(session_key, apply)
+        assert result is not None
+        return result
+
+    async def _set_marker(self, session_key: str, field: str, value: Any) -> SessionEntry:
+        return await self.patch(session_key, {field: value}, create=False, preserve_activity=True)
+
+    async def archive(self, session_key: str) -> SessionEntry:
+        """Set ``archivedAt`` to now (ms); the session leaves the active list. Not counted as activity."""
+        return await self._set_marker(session_key, "archived_at", self.clock.now_ms())
+
+    async def unarchive(self, session_key: str) -> SessionEntry:
+        """Remove ``archivedAt``."""
+        return await self._set_marker(session_key, "archived_at", UNSET)
+
+    async def pin(self, session_key: str) -> SessionEntry:
+        """Set ``pinnedAt`` to now (ms); pinned sessions list first."""
+        return await self._set_marker(session_key, "pinned_at", self.clock.now_ms())
+
+    async def unpin(self, session_key: str) -> SessionEntry:
+        """Remove ``pinnedAt``."""
+        return await self._set_marker(session_key, "pinned_at", UNSET)
+
+    async def delete(self, session_key: str, *, archive_transcript: bool = True) -> bool:
+        """
+        Remove an entry. Its transcript, when no other entry still uses its ``sessionId``, is archived as
+        ``<file>.deleted.<stamp>`` (OpenClaw ``deleteSessionEntryLifecycle``, §1.5).
+
+        Returns:
+            Whether the entry existed.
+        """
+        removed: dict[str, SessionEntry] = {}
+        remaining_ids: set[str] = set()
+
+        def txn(entries: dict[str, SessionEntry]) -> None:
+            entry = entries.pop(session_key, None)
+            if entry is not None:
+                removed[session_key] = entry
+            remaining_ids.update(e.session_id for e in entries.values() if isinstance(e.session_id, str))
+
+        await self.backend.transaction(txn)
+        entry = removed.get(session_key)
+        if entry is None:
+            return False
+        if archive_transcript and isinstance(entry.session_id, str) and entry.session_id not in remaining_ids:
+            await self._archive_transcript(entry, "deleted")
+        return True
+
+    async def reset(self, session_key: str, *, cwd: str | None = None) -> SessionEntry:
+        """
+        Start a new session under ``session_key`` (OpenClaw ``resetSessionEntryLifecycle``, §1.5, §4.3).
+
+        The entry gets a new ``sessionId`` (``sessionStartedAt`` = now, ``sessionFile`` rewritten to the
+        new id), ``compactionCount`` 0, ``totalTokens`` 0 with ``totalTokensFresh``, and loses the
+        per-session fields of :data:`RESET_CLEARED_FIELDS`; toggles, overrides, labels and routing stay.
+        With a sessions directory, a new transcript header ``{type:"session",version:3,id,timestamp,cwd}``
+        is written (0600), then the old transcript is archived as ``<file>.reset.<stamp>``.
+
+        Args:
+            cwd: The header's ``cwd`` (default: the process's working directory).
+
+        Raises:
+            SessionNotFoundError: No entry for ``session_key``.
+        """
+        now = self.clock.now_ms()
+        new_id = self._new_session_id()
+        previous: dict[str, SessionEntry] = {}
+
+        def apply(current: SessionEntry | None) -> SessionEntry:
+            if current is None:
+                raise SessionNotFoundError(session_key)
+            previous["entry"] = current
+            patch: dict[str, Any] = dict.fromkeys(RESET_CLEARED_FIELDS, UNSET)
+            patch.update(
+                sessionId=new_id,
+                updatedAt=now,
+                sessionStartedAt=now,
+                lastInteractionAt=now,
+                compactionCount=0,
+                totalTokens=0,
+                totalTokensFresh=True,
+            )
+            return merge_session_entry(current, patch, now_ms=now, new_session_id=self._new_session_id)
+
+        result = await self.backend.update(session_key, apply)
+        assert result is not None
+        if self.sessions_dir is not None:
+            await anyio.to_thread.run_sync(self._write_header, result, now, cwd)
+            await self._archive_transcript(previous["entry"], "reset")
+        return result
+
+    # ------------------------------------------------------------------ transcripts
+
+    def transcript_file(self, entry: SessionEntry) -> Path | None:
+        """
+        The transcript path of ``entry``: its ``sessionFile`` (checked to stay in the sessions directory)
+        or ``<sessions dir>/<sessionId>.jsonl``; ``None`` without a sessions directory or session id.
+
+        Raises:
+            UnsafePathError: The path would leave the sessions directory.
+        """
+        if self.sessions_dir is None:
+            return None
+        if isinstance(entry.session_file, str) and entry.session_file.strip():
+            return resolve_session_file(self.sessions_dir, entry.session_file.strip())
+        if isinstance(entry.session_id, str):
+            return transcript_path(self.sessions_dir, entry.session_id)
+        return None
+
+    def _write_header(self, entry: SessionEntry, now_ms: int, cwd: str | None) -> None:
+        path = self.transcript_file(entry)
+        if path is None or path.exists():
+            return
+        stamp = _dt.datetime.fromtimestamp(now_ms / 1000, tz=_dt.UTC)
+        header = {
+            "type": "session",
+            "version": 3,
+            "id": entry.session_id,
+            "timestamp": stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now_ms % 1000:03d}Z",
+            "cwd": cwd if cwd is not None else str(Path.cwd()),
+        }
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+        try:
+            os.write(fd, msgspec.json.encode(header) + b"\n")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_dir(path.parent)
+
+    async def _archive_transcript(self, entry: SessionEntry, reason: Literal["reset", "deleted"]) -> None:
+        try:
+            path = self.transcript_file(entry)
+        except UnsafePathError:
+            return
+        if path is None:
+            return
+        target = archive_name(path, reason, self.clock.now_ms())
+
+        def move() -> None:
+            if path.exists() and not target.exists():
+                path.rename(target)
+                fsync_dir(path.parent)
+
+        await anyio.to_thread.run_sync(move)
