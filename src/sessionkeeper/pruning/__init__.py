@@ -1,0 +1,97 @@
+"""
+Context pruning and transcript hygiene: transient, per-request views of the rebuilt context.
+
+* :class:`Pruner` / :func:`prune_context_messages`: OpenClaw's cache-TTL pruning of old tool results
+  (soft trim, hard clear; OpenClaw spec §7), with :class:`PruningSettings` from
+  ``agents.defaults.contextPruning`` and the ``openclaw.cache-ttl`` TTL clock.
+* Replay policies per provider family (:func:`resolve_replay_policy`).
+
+Nothing here rewrites a transcript.
+"""
+
+from __future__ import annotations
+
+from sessionkeeper.pruning._cache_ttl import (
+    CACHE_TTL_CUSTOM_TYPE as CACHE_TTL_CUSTOM_TYPE,
+)
+from sessionkeeper.pruning._cache_ttl import (
+    build_cache_ttl_entry as build_cache_ttl_entry,
+)
+from sessionkeeper.pruning._cache_ttl import (
+    cache_ttl_marker_data as cache_ttl_marker_data,
+)
+from sessionkeeper.pruning._cache_ttl import (
+    is_cache_ttl_eligible_provider as is_cache_ttl_eligible_provider,
+)
+from sessionkeeper.pruning._cache_ttl import (
+    is_cache_ttl_expired as is_cache_ttl_expired,
+)
+from sessionkeeper.pruning._cache_ttl import (
+    read_last_cache_touch as read_last_cache_touch,
+)
+from sessionkeeper.pruning._estimate import (
+    estimate_context_chars as estimate_context_chars,
+)
+from sessionkeeper.pruning._estimate import (
+    estimate_message_chars as estimate_message_chars,
+)
+from sessionkeeper.pruning._estimate import (
+    estimate_string_chars as estimate_string_chars,
+)
+from sessionkeeper.pruning._pruner import (
+    PRUNED_IMAGE_MARKER as PRUNED_IMAGE_MARKER,
+)
+from sessionkeeper.pruning._pruner import Pruner as Pruner
+from sessionkeeper.pruning._pruner import PruneResult as PruneResult
+from sessionkeeper.pruning._pruner import PruneSkipReason as PruneSkipReason
+from sessionkeeper.pruning._pruner import (
+    prune_context_messages as prune_context_messages,
+)
+from sessionkeeper.pruning._pruner import (
+    resolve_context_window_tokens as resolve_context_window_tokens,
+)
+from sessionkeeper.pruning._replay_policy import ReplayPolicy as ReplayPolicy
+from sessionkeeper.pruning._replay_policy import (
+    resolve_replay_policy as resolve_replay_policy,
+)
+from sessionkeeper.pruning._settings import (
+    HardClearSettings as HardClearSettings,
+)
+from sessionkeeper.pruning._settings import PruningSettings as PruningSettings
+from sessionkeeper.pruning._settings import SoftTrimSettings as SoftTrimSettings
+from sessionkeeper.pruning._settings import (
+    ToolMatchSettings as ToolMatchSettings,
+)
+from sessionkeeper.pruning._thinking import (
+    drop_reasoning_from_history as drop_reasoning_from_history,
+)
+from sessionkeeper.pruning._thinking import (
+    drop_thinking_blocks as drop_thinking_blocks,
+)
+
+
+__all__ = (
+    "CACHE_TTL_CUSTOM_TYPE",
+    "PRUNED_IMAGE_MARKER",
+    "HardClearSettings",
+    "PruneResult",
+    "PruneSkipReason",
+    "Pruner",
+    "PruningSettings",
+    "ReplayPolicy",
+    "SoftTrimSettings",
+    "ToolMatchSettings",
+    "build_cache_ttl_entry",
+    "cache_ttl_marker_data",
+    "drop_reasoning_from_history",
+    "drop_thinking_blocks",
+    "estimate_context_chars",
+    "estimate_message_chars",
+    "estimate_string_chars",
+    "is_cache_ttl_eligible_provider",
+    "is_cache_ttl_expired",
+    "prune_context_messages",
+    "read_last_cache_touch",
+    "resolve_context_window_tokens",
+    "resolve_replay_policy",
+)

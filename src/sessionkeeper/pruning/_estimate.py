@@ -1,0 +1,240 @@
+"""
+The character estimate context pruning uses (OpenClaw spec §7 "Char estimate").
+
+OpenClaw's pruner measures the context in *weighted characters* and compares the total with
+``context window tokens x 4``. Text counts its UTF-16 length, except that CJK ideographs, kana,
+Hangul, Yi and fullwidth forms count 4 each; an image counts 8000 whatever its size; assistant
+thinking text and signatures count; a tool call counts the JSON length of its arguments; any role
+other than ``user``, ``assistant`` and ``toolResult`` counts 256.
+
+Everything here is measured in UTF-16 code units, like JavaScript's ``String.length``, so the numbers
+equal OpenClaw's own on the same input (checked against ``tools/openclaw-oracle/prune.mjs``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any, Final
+
+import msgspec
+
+from sessionkeeper.transcript._messages import (
+    AgentMessage,
+    AssistantMessage,
+    ImageContent,
+    TextContent,
+    ThinkingContent,
+    ToolResultMessage,
+    UnknownMessage,
+    UserMessage,
+)
+
+
+__all__ = (
+    "IMAGE_CHAR_ESTIMATE",
+    "OTHER_ROLE_CHAR_ESTIMATE",
+    "estimate_context_chars",
+    "estimate_message_chars",
+    "estimate_string_chars",
+    "slice_utf16_safe",
+    "utf16_len",
+)
+
+IMAGE_CHAR_ESTIMATE: Final = 8000
+"""Weighted chars one image block counts for, whatever its size (OpenClaw ``IMAGE_CHAR_ESTIMATE``)."""
+
+OTHER_ROLE_CHAR_ESTIMATE: Final = 256
+"""Weighted chars of a message whose role is not user, assistant or toolResult."""
+
+_MALFORMED_ARGS_CHARS: Final = 128
+
+# OpenClaw's NON_LATIN_RE: CJK radicals..ideographs (incl. kana), Yi, Hangul syllables, CJK
+# compatibility ideographs, fullwidth forms, and CJK Extension B+ (astral).
+_NON_LATIN = re.compile(
+    "[\u2e80-\u9fff\ua000-\ua4ff\uac00-\ud7af\uf900-\ufaff\uff01-\uff60\uffe0-\uffe6\U00020000-\U0002fa1f]"
+)
+# OpenClaw's CJK_SURROGATE_HIGH_RE counts pairs whose high surrogate is D840-D87E, i.e. the code
+# points U+20000-U+2FBFF (a slightly wider range than the ideograph class above: reproduced as is).
+_CJK_ASTRAL = re.compile("[\U00020000-\U0002fbff]")
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+
+
+def utf16_len(text: str) -> int:
+    """
+    Return the length of ``text`` in UTF-16 code units (JavaScript's ``String.length``).
+
+    Astral characters (emoji, CJK Extension B) count 2; everything else 1.
+    """
+    if text.isascii():
+        return len(text)
+    return len(text) + len(_ASTRAL.findall(text))
+
+
+def estimate_string_chars(text: str) -> int:
+    """
+    Return OpenClaw's CJK-weighted length of ``text`` (``estimateStringChars``, spec §7).
+
+    UTF-16 length, plus 3 for every CJK/kana/Hangul/Yi/fullwidth character (so each counts 4); a
+    CJK Extension B+ character counts 4, not 5. Pure ASCII text returns ``len(text)``.
+    """
+    if not text:
+        return 0
+    if text.isascii():
+        return len(text)
+    non_latin = len(_NON_LATIN.findall(text))
+    length = utf16_len(text)
+    if non_latin == 0:
+        return length
+    return length - len(_CJK_ASTRAL.findall(text)) + non_latin * 3
+
+
+def slice_utf16_safe(text: str, start: int, end: int | None = None) -> str:
+    """
+    Slice ``text`` by UTF-16 code-unit offsets without leaving half a surrogate pair at either edge.
+
+    Mirrors OpenClaw's ``sliceUtf16Safe``: negative offsets count from the end; a start that falls
+    inside a pair moves forward past it, an end that falls inside a pair moves back before it.
+
+    Args:
+        text: The string.
+        start: First code unit (negative: from the end).
+        end: One past the last code unit (negative: from the end; ``None``: the end).
+    """
+    length = utf16_len(text)
+    lo = max(length + start, 0) if start < 0 else min(start, length)
+    hi = length if end is None else (max(length + end, 0) if end < 0 else min(end, length))
+    if hi <= lo:
+        return ""
+    if length == len(text):  # no astral characters: code units are code points
+        return text[lo:hi]
+    units = text.encode("utf-16-le", "surrogatepass")
+
+    def unit(i: int) -> int:
+        return units[2 * i] | (units[2 * i + 1] << 8)
+
+    if 0 < lo < length and 0xDC00 <= unit(lo) <= 0xDFFF and 0xD800 <= unit(lo - 1) <= 0xDBFF:
+        lo += 1
+    if 0 < hi < length and 0xD800 <= unit(hi - 1) <= 0xDBFF and 0xDC00 <= unit(hi) <= 0xDFFF:
+        hi -= 1
+    if hi <= lo:
+        return ""
+    return units[2 * lo : 2 * hi].decode("utf-16-le", "surrogatepass")
+
+
+def _args_json_len(arguments: Any) -> int:
+    try:
+        encoded = msgspec.json.encode(arguments if arguments is not None else {})
+    except (TypeError, ValueError, OverflowError):
+        return _MALFORMED_ARGS_CHARS
+    if encoded.isascii():
+        return len(encoded)
+    return utf16_len(encoded.decode("utf-8"))
+
+
+def _malformed_text_len(block: dict[str, Any]) -> int:
+    try:
+        return estimate_string_chars(msgspec.json.encode(block).decode("utf-8"))
+    except (TypeError, ValueError, OverflowError):
+        return estimate_string_chars("[malformed text block]")
+
+
+def _raw_text_and_images(content: Iterable[Any]) -> int:
+    chars = 0
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            text = block.get("text")
+            chars += estimate_string_chars(text) if isinstance(text, str) else _malformed_text_len(block)
+        elif kind == "image":
+            chars += IMAGE_CHAR_ESTIMATE
+    return chars
+
+
+def _raw_assistant(content: Iterable[Any]) -> int:
+    chars = 0
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        text = block.get("text")
+        if kind == "text" and isinstance(text, str):
+            chars += estimate_string_chars(text)
+        if kind in ("thinking", "redacted_thinking"):
+            for key in ("thinking", "thinkingSignature"):
+                value = block.get(key)
+                if isinstance(value, str):
+                    chars += estimate_string_chars(value)
+            data = block.get("data")
+            if kind == "redacted_thinking" and isinstance(data, str):
+                chars += estimate_string_chars(data)
+        if kind == "toolCall":
+            chars += _args_json_len(block.get("arguments"))
+    return chars
+
+
+def _estimate_raw(raw: dict[str, Any]) -> int:
+    role = raw.get("role")
+    content = raw.get("content")
+    if role == "user":
+        if isinstance(content, str):
+            return estimate_string_chars(content)
+        return _raw_text_and_images(content) if isinstance(content, list) else 0
+    if role == "assistant":
+        return _raw_assistant(content) if isinstance(content, list) else 0
+    if role == "toolResult":
+        return _raw_text_and_images(content) if isinstance(content, list) else 0
+    return OTHER_ROLE_CHAR_ESTIMATE
+
+
+def _text_and_images(content: Sequence[TextContent | ImageContent]) -> int:
+    chars = 0
+    for block in content:
+        if isinstance(block, TextContent):
+            chars += estimate_string_chars(block.text)
+        else:
+            chars += IMAGE_CHAR_ESTIMATE
+    return chars
+
+
+def estimate_message_chars(message: AgentMessage) -> int:
+    """
+    Return the weighted char estimate of one message (OpenClaw ``estimateMessageChars``, spec §7).
+
+    * ``user``: its text (string or text blocks) plus 8000 per image;
+    * ``assistant``: text blocks, thinking text and signatures, and the JSON length of every tool
+      call's arguments;
+    * ``toolResult``: text blocks plus 8000 per image;
+    * any other role (bash execution, custom, summaries, unknown): 256.
+
+    An :class:`UnknownMessage` is measured from its raw JSON by the same rules (a text block whose
+    ``text`` is not a string counts the length of its JSON, as OpenClaw does).
+    """
+    if isinstance(message, ToolResultMessage):
+        return _text_and_images(message.content)
+    if isinstance(message, AssistantMessage):
+        chars = 0
+        for block in message.content:
+            if isinstance(block, TextContent):
+                chars += estimate_string_chars(block.text)
+            elif isinstance(block, ThinkingContent):
+                chars += estimate_string_chars(block.thinking)
+                if isinstance(block.thinking_signature, str):
+                    chars += estimate_string_chars(block.thinking_signature)
+            else:
+                chars += _args_json_len(block.arguments)
+        return chars
+    if isinstance(message, UserMessage):
+        if isinstance(message.content, str):
+            return estimate_string_chars(message.content)
+        return _text_and_images(message.content)
+    if isinstance(message, UnknownMessage):
+        return _estimate_raw(message.raw)
+    return OTHER_ROLE_CHAR_ESTIMATE
+
+
+def estimate_context_chars(messages: Iterable[AgentMessage]) -> int:
+    """Return the sum of :func:`estimate_message_chars` over ``messages``."""
+    return sum(estimate_message_chars(message) for message in messages)

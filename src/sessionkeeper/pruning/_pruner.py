@@ -1,0 +1,473 @@
+"""
+The cache-TTL context pruner (OpenClaw spec §7, ``context-pruning/pruner.ts`` and ``extension.ts``).
+
+Pruning works on the rebuilt context, in memory, before a model call; the transcript is never
+rewritten. Only old ``toolResult`` messages change: first each eligible result longer than
+``softTrim.maxChars`` is cut to a head and a tail with a note, then, if the context is still too
+large, eligible results are replaced by a placeholder, oldest first.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+import attrs
+import msgspec
+
+from sessionkeeper._clock import SYSTEM_CLOCK, Clock
+from sessionkeeper.pruning._cache_ttl import is_cache_ttl_eligible_provider, is_cache_ttl_expired
+from sessionkeeper.pruning._estimate import (
+    estimate_context_chars,
+    estimate_message_chars,
+    slice_utf16_safe,
+    utf16_len,
+)
+from sessionkeeper.pruning._replay_policy import resolve_replay_policy
+from sessionkeeper.pruning._settings import PruningSettings, make_tool_predicate
+from sessionkeeper.pruning._thinking import drop_thinking_blocks, message_role
+from sessionkeeper.transcript._messages import (
+    AgentMessage,
+    ImageContent,
+    TextContent,
+    ToolResultMessage,
+    UnknownMessage,
+)
+
+
+__all__ = (
+    "DEFAULT_CONTEXT_WINDOW_TOKENS",
+    "PRUNED_IMAGE_MARKER",
+    "PruneResult",
+    "PruneSkipReason",
+    "Pruner",
+    "prune_context_messages",
+    "resolve_context_window_tokens",
+)
+
+PRUNED_IMAGE_MARKER = "[image removed during context pruning]"
+"""Text that replaces an image of a pruned tool result (field report B16)."""
+
+DEFAULT_CONTEXT_WINDOW_TOKENS = 200_000
+"""Context window assumed when neither the config nor the model gives one (DESIGN D5)."""
+
+PruneSkipReason = Literal[
+    "mode-off",
+    "provider-not-eligible",
+    "no-cache-marker",
+    "ttl-disabled",
+    "ttl-not-expired",
+    "no-context-window",
+    "too-few-assistants",
+    "below-soft-trim-ratio",
+]
+
+
+@attrs.frozen(kw_only=True)
+class PruneResult:
+    """
+    What one pruning pass did.
+
+    Attributes:
+        messages: The context to send, in order (the input's own objects where unchanged).
+        changed: Whether any message was replaced.
+        soft_trimmed: Tool call ids of results that were soft-trimmed (or had their images replaced
+            by markers) and not hard-cleared afterwards, oldest first.
+        hard_cleared: Tool call ids of results replaced by the hard-clear placeholder, oldest first.
+        chars_before: Weighted char estimate of the context before pruning (spec §7 estimate; thinking
+            the replay policy drops is left out).
+        chars_after: The same estimate after pruning.
+        context_window_tokens: The window the ratios were computed against, ``None`` when unknown.
+        skipped: Why nothing was evaluated, or ``None`` when the algorithm ran (``changed`` may still
+            be ``False``, e.g. when no result was long enough to trim).
+        last_cache_touch_at: The cache-touch time the host should keep (ms since epoch): the pruning
+            time when something changed (the prompt cache is rebuilt, so the TTL restarts), else the
+            value passed in.
+    """
+
+    messages: tuple[AgentMessage, ...]
+    changed: bool
+    soft_trimmed: tuple[str, ...] = ()
+    hard_cleared: tuple[str, ...] = ()
+    chars_before: int
+    chars_after: int
+    context_window_tokens: int | None = None
+    skipped: PruneSkipReason | None = None
+    last_cache_touch_at: int | None = None
+
+    @property
+    def chars_saved(self) -> int:
+        """``chars_before - chars_after`` (weighted chars)."""
+        return self.chars_before - self.chars_after
+
+
+def _positive_int(value: float | None) -> int | None:
+    if value is None or isinstance(value, bool) or not math.isfinite(value):
+        return None
+    number = math.floor(value)
+    return number if number > 0 else None
+
+
+def resolve_context_window_tokens(
+    *,
+    configured: int | None = None,
+    model_context_tokens: int | None = None,
+    model_context_window: int | None = None,
+    context_tokens_cap: int | None = None,
+    default: int = DEFAULT_CONTEXT_WINDOW_TOKENS,
+) -> int:
+    """
+    Resolve the context window used for the pruning ratios (OpenClaw ``resolveContextWindowInfo``).
+
+    The first positive value of: the models config (``configured``), the model's ``contextTokens``,
+    the model's ``contextWindow``, ``default``; then capped by ``agents.defaults.contextTokens``
+    (``context_tokens_cap``) when that is smaller. All values in tokens.
+    """
+    tokens = (
+        _positive_int(configured)
+        or _positive_int(model_context_tokens)
+        or _positive_int(model_context_window)
+        or _positive_int(default)
+        or DEFAULT_CONTEXT_WINDOW_TOKENS
+    )
+    cap = _positive_int(context_tokens_cap)
+    return cap if cap is not None and cap < tokens else tokens
+
+
+def _tool_result_parts(message: AgentMessage) -> tuple[list[str], bool] | None:
+    """Text segments of a tool result (images as markers when it has any), and whether it has images."""
+    if isinstance(message, ToolResultMessage):
+        has_images = any(isinstance(block, ImageContent) for block in message.content)
+        parts: list[str] = []
+        for block in message.content:
+            if isinstance(block, TextContent):
+                parts.append(block.text)
+            elif has_images:
+                parts.append(PRUNED_IMAGE_MARKER)
+        return parts, has_images
+    if isinstance(message, UnknownMessage):
+        content = message.raw.get("content")
+        if not isinstance(content, list):
+            return None
+        has_images = any(isinstance(b, dict) and b.get("type") == "image" for b in content)
+        raw_parts: list[str] = []
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            if block.get("type") == "text":
+                text = block.get("text")
+                if isinstance(text, str):
+                    raw_parts.append(text)
+                else:
+                    try:
+                        raw_parts.append(msgspec.json.encode(block).decode("utf-8"))
+                    except (TypeError, ValueError, OverflowError):
+                        raw_parts.append("[malformed text block]")
+            elif has_images and block.get("type") == "image":
+                raw_parts.append(PRUNED_IMAGE_MARKER)
+        return raw_parts, has_images
+    return None
+
+
+def _with_text(message: AgentMessage, text: str) -> AgentMessage:
+    if isinstance(message, ToolResultMessage):
+        return msgspec.structs.replace(message, content=[TextContent(text=text)])
+    assert isinstance(message, UnknownMessage)
+    return UnknownMessage({**message.raw, "content": [{"type": "text", "text": text}]})
+
+
+def _tool_call_id(message: AgentMessage) -> str:
+    if isinstance(message, ToolResultMessage):
+        return message.tool_call_id
+    value = message.raw.get("toolCallId") if isinstance(message, UnknownMessage) else None
+    return value if isinstance(value, str) else ""
+
+
+def _tool_name(message: AgentMessage) -> str:
+    if isinstance(message, ToolResultMessage):
+        return message.tool_name
+    value = message.raw.get("toolName") if isinstance(message, UnknownMessage) else None
+    return value if isinstance(value, str) else ""
+
+
+def _head(parts: list[str], max_chars: int) -> str:
+    """The first ``max_chars`` UTF-16 units of ``"\\n".join(parts)``, surrogate-safe."""
+    if max_chars <= 0 or not parts:
+        return ""
+    remaining = max_chars
+    out: list[str] = []
+    for index, part in enumerate(parts):
+        if remaining <= 0:
+            break
+        if index > 0:
+            out.append("\n")
+            remaining -= 1
+            if remaining <= 0:
+                break
+        length = utf16_len(part)
+        if length <= remaining:
+            out.append(part)
+            remaining -= length
+        else:
+            out.append(slice_utf16_safe(part, 0, remaining))
+            remaining = 0
+    return "".join(out)
+
+
+def _tail(parts: list[str], max_chars: int) -> str:
+    """The last ``max_chars`` UTF-16 units of ``"\\n".join(parts)``, surrogate-safe."""
+    if max_chars <= 0 or not parts:
+        return ""
+    remaining = max_chars
+    out: list[str] = []
+    for index in range(len(parts) - 1, -1, -1):
+        if remaining <= 0:
+            break
+        part = parts[index]
+        length = utf16_len(part)
+        if length <= remaining:
+            out.append(part)
+            remaining -= length
+        else:
+            out.append(slice_utf16_safe(part, -remaining))
+            break
+        if remaining > 0 and index > 0:
+            out.append("\n")
+            remaining -= 1
+    out.reverse()
+    return "".join(out)
+
+
+def _soft_trim(message: AgentMessage, settings: PruningSettings) -> AgentMessage | None:
+    """OpenClaw ``softTrimToolResultMessage``: the trimmed message, or ``None`` when unchanged."""
+    found = _tool_result_parts(message)
+    if found is None:
+        return None
+    parts, has_images = found
+    raw_len = sum(utf16_len(part) for part in parts) + max(0, len(parts) - 1)
+    head_chars = max(0, settings.soft_trim.head_chars)
+    tail_chars = max(0, settings.soft_trim.tail_chars)
+    if raw_len <= settings.soft_trim.max_chars or head_chars + tail_chars >= raw_len:
+        return _with_text(message, "\n".join(parts)) if has_images else None
+    trimmed = f"{_head(parts, head_chars)}\n...\n{_tail(parts, tail_chars)}"
+    note = (
+        f"\n\n[Tool result trimmed: kept first {head_chars} chars and last {tail_chars} chars"
+        f" of {raw_len} chars.]"
+    )
+    return _with_text(message, trimmed + note)
+
+
+def prune_context_messages(
+    messages: Sequence[AgentMessage],
+    *,
+    settings: PruningSettings,
+    context_window_tokens: int | None,
+    drop_thinking_for_estimate: bool = False,
+    is_tool_prunable: Callable[[str], bool] | None = None,
+) -> PruneResult:
+    """
+    Run OpenClaw's soft-trim / hard-clear algorithm on a context (``pruneContextMessages``, spec §7).
+
+    No gate is applied here but the algorithm's own (window, protected ranges, ratios); see
+    :meth:`Pruner.prune` for the mode, provider and TTL gates.
+
+    1. ``ratio = chars / (context_window_tokens x 4)``; below ``soft_trim_ratio`` nothing changes.
+    2. Eligible results are the ``toolResult`` messages of prunable tools from the first ``user``
+       message up to (not including) the ``keep_last_assistants``-th last assistant message; with
+       fewer assistants nothing is pruned, with ``keep_last_assistants=0`` the tail is not protected.
+    3. Each eligible result whose joined text (blocks joined by ``\\n``, UTF-16 units) exceeds
+       ``soft_trim.max_chars`` and ``head_chars + tail_chars`` becomes ``head + "\\n...\\n" + tail``
+       followed by a note with the original size; images become ``[image removed during context
+       pruning]`` (field report B16), even in results short enough to keep.
+    4. If the ratio is still at least ``hard_clear_ratio``, hard clear is enabled and the eligible
+       results weigh at least ``min_prunable_tool_chars``, results are replaced by the placeholder,
+       oldest first, until the ratio drops below ``hard_clear_ratio``.
+
+    Args:
+        messages: The rebuilt context (message records), oldest first. Never modified.
+        settings: The pruning settings (``mode`` is not checked here).
+        context_window_tokens: The model's context window in tokens; ``None`` or ``<= 0`` prunes nothing.
+        drop_thinking_for_estimate: Leave out of the estimate the thinking blocks the replay policy
+            drops (OpenClaw passes the transcript policy's ``dropThinkingBlocks``).
+        is_tool_prunable: Overrides the predicate built from ``settings.tools``.
+
+    Returns:
+        The :class:`PruneResult`.
+    """
+    estimate_input = drop_thinking_blocks(messages) if drop_thinking_for_estimate else messages
+    total = estimate_context_chars(estimate_input)
+    chars_before = total
+
+    def unchanged(reason: PruneSkipReason | None) -> PruneResult:
+        return PruneResult(
+            messages=tuple(messages),
+            changed=False,
+            chars_before=chars_before,
+            chars_after=chars_before,
+            context_window_tokens=window,
+            skipped=reason,
+        )
+
+    window = context_window_tokens if context_window_tokens and context_window_tokens > 0 else None
+    if window is None:
+        return unchanged("no-context-window")
+    char_window = window * 4
+    keep = settings.keep_last_assistants
+    cutoff: int | None = len(messages)
+    if keep > 0:
+        cutoff = None
+        remaining = keep
+        for index in range(len(messages) - 1, -1, -1):
+            if message_role(messages[index]) == "assistant":
+                remaining -= 1
+                if remaining == 0:
+                    cutoff = index
+                    break
+    if cutoff is None:
+        return unchanged("too-few-assistants")
+    start = next((i for i, m in enumerate(messages) if message_role(m) == "user"), len(messages))
+    predicate = is_tool_prunable or make_tool_predicate(settings.tools)
+    if total / char_window < settings.soft_trim_ratio:
+        return unchanged("below-soft-trim-ratio")
+
+    out: list[AgentMessage] = list(messages)
+    prunable: list[int] = []
+    soft: dict[int, str] = {}
+    for index in range(start, cutoff):
+        message = messages[index]
+        if message_role(message) != "toolResult" or not predicate(_tool_name(message)):
+            continue
+        prunable.append(index)
+        updated = _soft_trim(message, settings)
+        if updated is None:
+            continue
+        total += estimate_message_chars(updated) - estimate_message_chars(message)
+        out[index] = updated
+        soft[index] = _tool_call_id(message)
+
+    cleared: list[int] = []
+    ratio = total / char_window
+    if (
+        ratio >= settings.hard_clear_ratio
+        and settings.hard_clear.enabled
+        and sum(estimate_message_chars(out[i]) for i in prunable) >= settings.min_prunable_tool_chars
+    ):
+        for index in prunable:
+            if ratio < settings.hard_clear_ratio:
+                break
+            before = estimate_message_chars(out[index])
+            out[index] = _with_text(out[index], settings.hard_clear.placeholder)
+            total += estimate_message_chars(out[index]) - before
+            ratio = total / char_window
+            cleared.append(index)
+            soft.pop(index, None)
+
+    changed = bool(soft) or bool(cleared)
+    return PruneResult(
+        messages=tuple(out) if changed else tuple(messages),
+        changed=changed,
+        soft_trimmed=tuple(soft[i] for i in sorted(soft)),
+        hard_cleared=tuple(_tool_call_id(messages[i]) for i in cleared),
+        chars_before=chars_before,
+        chars_after=total,
+        context_window_tokens=window,
+    )
+
+
+def _anthropic_family_default(provider: str | None, model_id: str | None, api: str | None) -> bool:
+    return is_cache_ttl_eligible_provider(provider, model_id, api)
+
+
+@attrs.frozen(kw_only=True)
+class Pruner:
+    """
+    Prunes old tool results from the context before a model call (OpenClaw spec §7, mode ``cache-ttl``).
+
+    Transient and per request: :meth:`prune` returns a new message list and never touches the
+    transcript. It runs only when all the gates of OpenClaw's ``contextPruningExtension`` pass:
+
+    * ``settings.mode`` is ``"cache-ttl"``;
+    * the provider's prompt cache expires (``is_cache_ttl_eligible``; by default the Anthropic family,
+      Anthropic models on kilocode, and Gemini 2.5/3 on the Google Generative AI API);
+    * a cache-touch time is known (the newest ``openclaw.cache-ttl`` marker, see
+      :func:`~sessionkeeper.pruning.read_last_cache_touch`), ``settings.ttl_ms > 0`` and at least
+      ``ttl_ms`` passed since that touch.
+
+    Attributes:
+        settings: The pruning settings (default: OpenClaw's, mode ``cache-ttl``).
+        is_cache_ttl_eligible: ``(provider, model_id, api) -> bool``, the host's decision whether
+            the provider's prompt cache expires (default :func:`is_cache_ttl_eligible_provider`).
+        clock: Supplies "now" when :meth:`prune` is not given ``now_ms``.
+    """
+
+    settings: PruningSettings = attrs.field(factory=PruningSettings)
+    is_cache_ttl_eligible: Callable[[str | None, str | None, str | None], bool] = _anthropic_family_default
+    clock: Clock = SYSTEM_CLOCK
+
+    def prune(
+        self,
+        messages: Sequence[AgentMessage],
+        *,
+        context_window_tokens: int | None,
+        last_cache_touch_at: int | None,
+        provider: str | None = "anthropic",
+        model_id: str | None = None,
+        api: str | None = None,
+        now_ms: int | None = None,
+        drop_thinking_for_estimate: bool | None = None,
+    ) -> PruneResult:
+        """
+        Prune ``messages`` if every gate passes (see the class docstring), else return them unchanged.
+
+        Args:
+            messages: The rebuilt context, oldest first (e.g. ``SessionContext.messages``).
+            context_window_tokens: The resolved window in tokens (see
+                :func:`resolve_context_window_tokens`); ``None`` prunes nothing.
+            last_cache_touch_at: When the prompt cache was last written, ms since epoch (the newest
+                matching ``openclaw.cache-ttl`` marker); ``None`` means never, and nothing is pruned.
+            provider: Provider id of the model about to be called.
+            model_id: Model id.
+            api: Wire API (``"anthropic-messages"``, ``"google-generative-ai"``, ...).
+            now_ms: The current time in ms since epoch (default: ``clock.now_ms()``).
+            drop_thinking_for_estimate: Leave dropped thinking out of the estimate; ``None`` asks the
+                replay policy of ``provider``/``api``/``model_id`` (its ``drop_thinking_blocks``).
+
+        Returns:
+            The :class:`PruneResult`; its ``last_cache_touch_at`` is ``now`` when something changed.
+        """
+        now = self.clock.now_ms() if now_ms is None else now_ms
+        skip: PruneSkipReason | None = None
+        if self.settings.mode != "cache-ttl":
+            skip = "mode-off"
+        elif not self.is_cache_ttl_eligible(provider, model_id, api):
+            skip = "provider-not-eligible"
+        elif not last_cache_touch_at:
+            skip = "no-cache-marker"
+        elif self.settings.ttl_ms <= 0:
+            skip = "ttl-disabled"
+        elif not is_cache_ttl_expired(last_cache_touch_at, ttl_ms=self.settings.ttl_ms, now_ms=now):
+            skip = "ttl-not-expired"
+        if drop_thinking_for_estimate is None:
+            policy = resolve_replay_policy(provider=provider, api=api, model_id=model_id)
+            drop_thinking_for_estimate = policy.drop_thinking_blocks
+        if skip is not None:
+            estimate_input = drop_thinking_blocks(messages) if drop_thinking_for_estimate else messages
+            chars = estimate_context_chars(estimate_input)
+            return PruneResult(
+                messages=tuple(messages),
+                changed=False,
+                chars_before=chars,
+                chars_after=chars,
+                context_window_tokens=context_window_tokens,
+                skipped=skip,
+                last_cache_touch_at=last_cache_touch_at,
+            )
+        result = prune_context_messages(
+            messages,
+            settings=self.settings,
+            context_window_tokens=context_window_tokens,
+            drop_thinking_for_estimate=drop_thinking_for_estimate,
+        )
+        touch = now if result.changed else last_cache_touch_at
+        return attrs.evolve(result, last_cache_touch_at=touch)
