@@ -1,0 +1,1 @@
+"""Test helpers for hosts of sessionkeeper: in-memory doubles and the backend conformance suite."""

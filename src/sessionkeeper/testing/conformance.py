@@ -1,0 +1,335 @@
+"""
+The store-backend conformance suite: every contract of :class:`~sessionkeeper.store.StoreBackend`, as
+checks runnable against any backend (DESIGN "Storage backends": one suite runs on all backends).
+
+From pytest, one test per check::
+
+    import pytest
+    from sessionkeeper.testing.conformance import CONFORMANCE_CHECKS, ConformanceCheck
+
+    @pytest.mark.anyio
+    @pytest.mark.parametrize("check", CONFORMANCE_CHECKS, ids=lambda c: c.name)
+    async def test_my_backend(check: ConformanceCheck, tmp_path):
+        await check.run(lambda: MyBackend(tmp_path / "store"), reopen=lambda: MyBackend(tmp_path / "store"))
+
+or everything at once: ``await run_backend_conformance(factory)`` (raises the first failure).
+
+``factory`` returns a new, **empty** backend each call (it may be async). ``reopen``, when given,
+returns another instance on the same storage as the last ``factory()`` result, to check persistence
+and that two instances do not lose each other's updates. Failures raise :class:`ConformanceError`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+import anyio
+import attrs
+from msgspec import UNSET
+
+from sessionkeeper.exceptions import SessionKeeperError
+from sessionkeeper.store import SessionEntry, StoreBackend, session_entry_from_dict, session_entry_to_dict
+
+
+__all__ = (
+    "CONFORMANCE_CHECKS",
+    "BackendFactory",
+    "ConformanceCheck",
+    "ConformanceError",
+    "run_backend_conformance",
+)
+
+BackendFactory = Callable[[], StoreBackend | Awaitable[StoreBackend]]
+"""Returns a new empty backend (sync or async)."""
+
+
+class ConformanceError(SessionKeeperError, AssertionError):
+    """A backend broke a :class:`~sessionkeeper.store.StoreBackend` contract (names the check)."""
+
+
+async def _make(factory: BackendFactory | None) -> StoreBackend:
+    if factory is None:
+        raise ConformanceError("this check needs a factory")
+    made = factory()
+    if inspect.isawaitable(made):
+        made = await made
+    return made  # type: ignore[return-value]
+
+
+def _expect(condition: bool, message: str) -> None:
+    if not condition:
+        raise ConformanceError(message)
+
+
+def _entry(session_id: str, updated_at: int, **fields: Any) -> SessionEntry:
+    return SessionEntry(session_id=session_id, updated_at=updated_at, **fields)
+
+
+_RICH: Final = session_entry_from_dict(
+    {
+        "sessionId": "3f1c2b9e-0000-4000-8000-000000000001",
+        "updatedAt": 1789990375000,
+        "sessionStartedAt": 1789989548000,
+        "label": "Main ✓ — ünïcode",
+        "chatType": "direct",
+        "totalTokens": 88737,
+        "totalTokensFresh": True,
+        "estimatedCostUsd": 0.125,
+        "deliveryContext": {"channel": "telegram", "to": "424242", "futureField": [1, {"x": None}]},
+        "lastThreadId": 17,
+        "pendingFinalDeliveryLastError": None,
+        "heartbeatIsolated": True,
+        "someFuturePluginState": {"nested": {"deep": ["a", 1, 2.5, False, None]}},
+        "compactionCount": "not-a-number",
+    }
+)
+
+
+@attrs.frozen(kw_only=True)
+class ConformanceCheck:
+    """
+    One contract check.
+
+    Attributes:
+        name: Short identifier (use as the pytest id).
+        doc: The rule checked.
+        needs_reopen: The check is skipped by :func:`run_backend_conformance` without ``reopen``.
+    """
+
+    name: str
+    doc: str
+    body: Callable[[BackendFactory, BackendFactory | None], Awaitable[None]]
+    needs_reopen: bool = False
+
+    async def run(self, factory: BackendFactory, *, reopen: BackendFactory | None = None) -> None:
+        """
+        Run the check on backends from ``factory`` (and ``reopen``).
+
+        Raises:
+            ConformanceError: The contract does not hold, or ``reopen`` is missing where needed.
+        """
+        if self.needs_reopen and reopen is None:
+            raise ConformanceError(f"{self.name}: needs reopen=")
+        try:
+            await self.body(factory, reopen)
+        except ConformanceError as err:
+            raise ConformanceError(f"{self.name}: {err}") from err
+
+
+async def _empty(factory: BackendFactory, _reopen: BackendFactory | None) -> None:
+    b = await _make(factory)
+    try:
+        _expect(await b.load_all() == {}, "a new backend must be empty")
+        _expect(await b.keys() == [], "keys() of an empty backend must be []")
+        _expect(await b.get("agent:main:main") is None, "get() of a missing key must be None")
+        _expect(await b.delete("agent:main:main") is False, "delete() of a missing key must be False")
+    finally:
+        await b.aclose()
+
+
+async def _round_trip(factory: BackendFactory, _reopen: BackendFactory | None) -> None:
+    b = await _make(factory)
+    try:
+        await b.put("agent:main:main", _RICH)
+        got = await b.get("agent:main:main")
+        _expect(got == _RICH, f"get() must return the stored entry, got {got!r}")
+        assert got is not None
+        _expect(
+            session_entry_to_dict(got) == session_entry_to_dict(_RICH),
+            "unknown fields and mistyped known fields must survive a round trip",
+        )
+        _expect((await b.load_all()) == {"agent:main:main": _RICH}, "load_all() must return the entry")
+    finally:
+        await b.aclose()
+
+
+async def _order(factory: BackendFactory, _reopen: BackendFactory | None) -> None:
+    b = await _make(factory)
+    try:
+        for i, key in enumerate(["k:c", "k:a", "k:b"]):
+            await b.put(key, _entry(f"s{i}", 1000 + i))
+        await b.put("k:a", _entry("s1", 5000))
+        await b.update("k:c", lambda e: _entry("s0", 6000))
+        _expect(await b.keys() == ["k:c", "k:a", "k:b"], "keys keep insertion order; updates keep places")
+        _expect(list(await b.load_all()) == ["k:c", "k:a", "k:b"], "load_all() keeps insertion order")
+        await b.delete("k:a")
+        await b.put("k:a", _entry("s9", 1))
+        _expect(await b.keys() == ["k:c", "k:b", "k:a"], "a re-created key goes last")
+    finally:
+        await b.aclose()
+
+
+async def _update(factory: BackendFactory, _reopen: BackendFactory | None) -> None:
+    b = await _make(factory)
+    try:
+        seen: list[SessionEntry | None] = []
+
+        def create(current: SessionEntry | None) -> SessionEntry:
+            seen.append(current)
+            return _entry("s1", 10)
+
+        stored = await b.update("k", create)
+        _expect(seen == [None], "update() must pass None for a missing key")
+        _expect(stored == _entry("s1", 10), "update() must return the stored entry")
+        unchanged = await b.update("k", lambda cur: None)
+        _expect(unchanged == _entry("s1", 10), "an updater returning None must change nothing")
+        none = await b.update("missing", lambda cur: None)
+        _expect(none is None, "returning None for a missing key must store nothing")
+        _expect(await b.keys() == ["k"], "returning None must not create a key")
+        await b.update("k", lambda cur: _entry("s1", 20, label="x") if cur is not None else None)
+        _expect(await b.get("k") == _entry("s1", 20, label="x"), "update() must store the new entry")
+    finally:
+        await b.aclose()
+
+
+async def _update_raises(factory: BackendFactory, _reopen: BackendFactory | None) -> None:
+    b = await _make(factory)
+    try:
+        await b.put("k", _entry("s1", 10))
+
+        def boom(current: SessionEntry | None) -> SessionEntry:
+            raise LookupError("updater failed")
+
+        try:
+            await b.update("k", boom)
+        except LookupError:
+            pass
+        else:
+            raise ConformanceError("an exception in the updater must propagate")
+        _expect(await b.get("k") == _entry("s1", 10), "a failed update must leave the entry unchanged")
+        try:
+            await b.put("k", {"sessionId": "x"})  # type: ignore[arg-type]
+        except TypeError:
+            pass
+        else:
+            raise ConformanceError("put() of a non-SessionEntry must raise TypeError")
+    finally:
+        await b.aclose()
+
+
+async def _unset_fields(factory: BackendFactory, _reopen: BackendFactory | None) -> None:
+    b = await _make(factory)
+    try:
+        legacy = session_entry_from_dict({"label": "no id, no updatedAt"})
+        await b.put("legacy", legacy)
+        got = await b.get("legacy")
+        _expect(got == legacy, "an entry without sessionId/updatedAt must be stored as is")
+        _expect(got is not None and got.updated_at is UNSET, "absent updatedAt must stay absent")
+    finally:
+        await b.aclose()
+
+
+async def _transaction(factory: BackendFactory, _reopen: BackendFactory | None) -> None:
+    b = await _make(factory)
+    try:
+        for i in range(5):
+            await b.put(f"k{i}", _entry(f"s{i}", i))
+
+        def edit(entries: dict[str, SessionEntry]) -> int:
+            del entries["k1"]
+            entries.pop("k3")
+            entries["k0"] = _entry("s0", 100)
+            entries["k9"] = _entry("s9", 9)
+            return len(entries)
+
+        result = await b.transaction(edit)
+        _expect(result == 4, "transaction() must return the function's result")
+        _expect(await b.keys() == ["k0", "k2", "k4", "k9"], "transaction edits must all be committed")
+        _expect(await b.get("k0") == _entry("s0", 100), "a modified entry must be stored")
+
+        def failing(entries: dict[str, SessionEntry]) -> None:
+            entries.clear()
+            entries["new"] = _entry("n", 1)
+            raise LookupError("abort")
+
+        try:
+            await b.transaction(failing)
+        except LookupError:
+            pass
+        else:
+            raise ConformanceError("an exception in a transaction must propagate")
+        _expect(await b.keys() == ["k0", "k2", "k4", "k9"], "a failed transaction must commit nothing")
+        snapshot = await b.load_all()
+        snapshot.clear()
+        _expect(len(await b.keys()) == 4, "load_all() must return a copy")
+    finally:
+        await b.aclose()
+
+
+async def _concurrent_tasks(factory: BackendFactory, _reopen: BackendFactory | None) -> None:
+    b = await _make(factory)
+    tasks = 40
+    try:
+        await b.put("counter", _entry("s", 0, compaction_count=0))
+
+        def bump(current: SessionEntry | None) -> SessionEntry:
+            assert current is not None
+            count = current.compaction_count if isinstance(current.compaction_count, int) else 0
+            return _entry("s", count + 1, compaction_count=count + 1)
+
+        async with anyio.create_task_group() as tg:
+            for i in range(tasks):
+                tg.start_soon(b.update, "counter", bump)
+                tg.start_soon(b.put, f"other:{i}", _entry(f"o{i}", i))
+        got = await b.get("counter")
+        _expect(
+            got is not None and got.compaction_count == tasks,
+            f"{tasks} concurrent updates must all count, got {got!r}",
+        )
+        _expect(len(await b.keys()) == tasks + 1, "concurrent puts of distinct keys must all land")
+    finally:
+        await b.aclose()
+
+
+async def _persistence(factory: BackendFactory, reopen: BackendFactory | None) -> None:
+    b = await _make(factory)
+    try:
+        await b.put("a", _RICH)
+        await b.put("b", _entry("s2", 2))
+        other = await _make(reopen)
+        try:
+            _expect(await other.load_all() == {"a": _RICH, "b": _entry("s2", 2)}, "data must persist")
+            await other.update("b", lambda cur: _entry("s2", 3))
+            await b.update("a", lambda cur: _entry("s1", 4))
+            _expect(await b.get("b") == _entry("s2", 3), "an instance must see another's committed update")
+            _expect(await other.get("a") == _entry("s1", 4), "updates from two instances must both land")
+            await other.delete("b")
+            _expect(await b.keys() == ["a"], "a delete by another instance must be visible")
+        finally:
+            await other.aclose()
+    finally:
+        await b.aclose()
+
+
+CONFORMANCE_CHECKS: tuple[ConformanceCheck, ...] = (
+    ConformanceCheck(name="empty", doc="a new backend is empty; missing keys read as None", body=_empty),
+    ConformanceCheck(name="round_trip", doc="entries round-trip, unknown fields included", body=_round_trip),
+    ConformanceCheck(name="order", doc="insertion order; updates keep places", body=_order),
+    ConformanceCheck(name="update", doc="update() semantics (None = no change)", body=_update),
+    ConformanceCheck(name="update_raises", doc="failed updates change nothing", body=_update_raises),
+    ConformanceCheck(name="unset_fields", doc="rows without sessionId/updatedAt survive", body=_unset_fields),
+    ConformanceCheck(name="transaction", doc="transactions are atomic", body=_transaction),
+    ConformanceCheck(name="concurrent_tasks", doc="no lost update across tasks", body=_concurrent_tasks),
+    ConformanceCheck(
+        name="persistence",
+        doc="a second instance sees committed data; two instances lose no update",
+        body=_persistence,
+        needs_reopen=True,
+    ),
+)
+"""Every check, in a stable order."""
+
+
+async def run_backend_conformance(factory: BackendFactory, *, reopen: BackendFactory | None = None) -> None:
+    """
+    Run every check of :data:`CONFORMANCE_CHECKS` (persistence checks only with ``reopen``).
+
+    Raises:
+        ConformanceError: The first contract that does not hold, named.
+    """
+    for check in CONFORMANCE_CHECKS:
+        if check.needs_reopen and reopen is None:
+            continue
+        await check.run(factory, reopen=reopen)
