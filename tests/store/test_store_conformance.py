@@ -76,7 +76,7 @@ async def test_conformance_detects_a_broken_backend() -> None:
             current = await self.get(session_key)
             import anyio
 
-            await anyio.sleep(0)
+            await anyio.lowlevel.checkpoint()
             new = fn(current)
             if new is not None:
                 await self.put(session_key, new)

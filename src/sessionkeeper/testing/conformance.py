@@ -55,7 +55,7 @@ async def _make(factory: BackendFactory | None) -> StoreBackend:
     made = factory()
     if inspect.isawaitable(made):
         made = await made
-    return made  # type: ignore[return-value]
+    return made
 
 
 def _expect(condition: bool, message: str) -> None:
