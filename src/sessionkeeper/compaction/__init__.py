@@ -1,0 +1,54 @@
+"""
+Compaction: summarise old history into a ``compaction`` entry and keep the recent tail verbatim.
+
+Planning is pure and pi-exact (:func:`find_cut_point`, :func:`prepare_compaction`, pi spec §13);
+reserve arithmetic and safeguard mode follow OpenClaw (spec §5); :class:`Compactor` runs the hooks,
+the summariser chain (provider -> LLM -> extractive, DESIGN D3) and writes the entry. See
+``docs/compaction.md``.
+"""
+
+from __future__ import annotations
+
+from sessionkeeper.compaction._budget import (
+    DEFAULT_CONTEXT_WINDOW,
+    compaction_threshold,
+    effective_reserve_tokens,
+    should_compact,
+)
+from sessionkeeper.compaction._chunking import (
+    adaptive_chunk_ratio,
+    chunk_messages_by_max_tokens,
+    split_messages_by_token_share,
+)
+from sessionkeeper.compaction._cut import CutPoint, find_cut_point, find_turn_start_index, is_cut_point
+from sessionkeeper.compaction._extractive import extract_identifiers, extractive_summary
+from sessionkeeper.compaction._prepare import CompactionPreparation, FileOperations, prepare_compaction
+from sessionkeeper.compaction._providers import CompactionProvider, CompactionProviderRegistry, SummaryRequest
+from sessionkeeper.compaction._serialize import serialize_conversation
+from sessionkeeper.compaction._settings import CompactionSettings, QualityGuardSettings
+
+
+__all__ = (
+    "DEFAULT_CONTEXT_WINDOW",
+    "CompactionPreparation",
+    "CompactionProvider",
+    "CompactionProviderRegistry",
+    "CompactionSettings",
+    "CutPoint",
+    "FileOperations",
+    "QualityGuardSettings",
+    "SummaryRequest",
+    "adaptive_chunk_ratio",
+    "chunk_messages_by_max_tokens",
+    "compaction_threshold",
+    "effective_reserve_tokens",
+    "extract_identifiers",
+    "extractive_summary",
+    "find_cut_point",
+    "find_turn_start_index",
+    "is_cut_point",
+    "prepare_compaction",
+    "serialize_conversation",
+    "should_compact",
+    "split_messages_by_token_share",
+)

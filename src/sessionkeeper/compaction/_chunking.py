@@ -1,0 +1,241 @@
+"""
+Chunked summarisation planning (OpenClaw 2026.7.35 ``compaction-planning.ts``, OpenClaw spec §5.5).
+
+Pure functions over message sequences: split history into token-share chunks that never separate a
+tool call from its results, pack chunks under a summariser's window, cut out oversized messages, and
+size chunks adaptively.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import attrs
+
+from sessionkeeper.compaction._cut import message_role
+from sessionkeeper.transcript import estimate_tokens
+from sessionkeeper.transcript._messages import (
+    AgentMessage,
+    AssistantMessage,
+    ToolCall,
+    ToolResultMessage,
+    UnknownMessage,
+)
+
+
+__all__ = (
+    "BASE_CHUNK_RATIO",
+    "MIN_CHUNK_RATIO",
+    "SAFETY_MARGIN",
+    "SUMMARIZATION_OVERHEAD_TOKENS",
+    "OversizedPlan",
+    "adaptive_chunk_ratio",
+    "chunk_messages_by_max_tokens",
+    "max_chunk_tokens",
+    "oversized_plan",
+    "split_messages_by_token_share",
+)
+
+BASE_CHUNK_RATIO = 0.4
+"""Default share of the summariser's window per chunk."""
+MIN_CHUNK_RATIO = 0.15
+"""Lowest adaptive chunk ratio."""
+SAFETY_MARGIN = 1.2
+"""Margin for the chars/4 estimate's inaccuracy."""
+SUMMARIZATION_OVERHEAD_TOKENS = 4096
+"""Tokens kept for prompts, previous summary and tags in each summary request."""
+
+
+def _tool_calls(message: AgentMessage) -> list[str]:
+    if isinstance(message, AssistantMessage):
+        return [block.id for block in message.content if isinstance(block, ToolCall)]
+    if isinstance(message, UnknownMessage) and message.role == "assistant":
+        content = message.raw.get("content")
+        if isinstance(content, list):
+            return [
+                str(block.get("id"))
+                for block in content
+                if isinstance(block, dict) and block.get("type") == "toolCall" and block.get("id")
+            ]
+    return []
+
+
+def _stop_reason(message: AgentMessage) -> str | None:
+    if isinstance(message, AssistantMessage):
+        return message.stop_reason
+    if isinstance(message, UnknownMessage):
+        value = message.raw.get("stopReason")
+        return value if isinstance(value, str) else None
+    return None
+
+
+def _result_id(message: AgentMessage) -> str | None:
+    if isinstance(message, ToolResultMessage):
+        return message.tool_call_id or None
+    if isinstance(message, UnknownMessage):
+        value = message.raw.get("toolCallId")
+        return value if isinstance(value, str) and value else None
+    return None
+
+
+def _normalize_parts(parts: int, count: int) -> int:
+    if parts <= 1:
+        return 1
+    return min(max(1, parts), max(1, count))
+
+
+def split_messages_by_token_share(
+    messages: Sequence[AgentMessage], *, parts: int = 2
+) -> list[list[AgentMessage]]:
+    """
+    Split ``messages`` into at most ``parts`` chunks of about equal token share (OpenClaw §5.5).
+
+    A new chunk starts before a message that would push the current chunk over ``total / parts``,
+    but only while no tool call is pending. An assistant message with tool calls (stop reason other
+    than ``aborted``/``error``; those never hold a split open) opens a pending set and remembers the
+    chunk start at that assistant; each matching tool result clears its id (a result without an id
+    clears the set). When the set empties and the chunk is over target, the chunk is split at the
+    remembered assistant. A block still pending at the end is kept whole in the last chunk.
+
+    Args:
+        messages: Messages in order.
+        parts: Maximum number of chunks (default 2).
+
+    Returns:
+        Non-empty chunks, in order; together they are exactly ``messages``.
+    """
+    if not messages:
+        return []
+    count = _normalize_parts(parts, len(messages))
+    if count <= 1:
+        return [list(messages)]
+    tokens = [estimate_tokens(message) for message in messages]
+    target = sum(tokens) / count
+    chunks: list[list[AgentMessage]] = []
+    current: list[AgentMessage] = []
+    current_tokens: list[int] = []
+    pending: set[str] = set()
+    pending_start: int | None = None
+
+    def split_at_pending() -> None:
+        nonlocal current, current_tokens, pending_start
+        if pending_start is None or pending_start <= 0 or len(chunks) >= count - 1:
+            return
+        chunks.append(current[:pending_start])
+        current = current[pending_start:]
+        current_tokens = current_tokens[pending_start:]
+        pending_start = 0
+
+    for message, size in zip(messages, tokens, strict=True):
+        if not pending and len(chunks) < count - 1 and current and sum(current_tokens) + size > target:
+            chunks.append(current)
+            current, current_tokens, pending_start = [], [], None
+        current.append(message)
+        current_tokens.append(size)
+        role = message_role(message)
+        if role == "assistant":
+            calls = _tool_calls(message)
+            keeps_pending = bool(calls) and _stop_reason(message) not in ("aborted", "error")
+            pending = set(calls) if keeps_pending else set()
+            pending_start = len(current) - 1 if keeps_pending else None
+        elif role == "toolResult" and pending:
+            result_id = _result_id(message)
+            if result_id is None:
+                pending = set()
+                pending_start = None
+            else:
+                pending.discard(result_id)
+            if not pending and len(chunks) < count - 1 and sum(current_tokens) > target:
+                split_at_pending()
+                pending_start = None
+    if pending and sum(current_tokens) > target:
+        split_at_pending()
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def chunk_messages_by_max_tokens(
+    messages: Sequence[AgentMessage], *, max_tokens: int
+) -> list[list[AgentMessage]]:
+    """
+    Greedy packing under ``floor(max_tokens / 1.2)`` tokens per chunk (OpenClaw §5.5).
+
+    A single message larger than the limit becomes a chunk of its own (the summariser then cuts it,
+    see :func:`oversized_plan`).
+    """
+    if not messages:
+        return []
+    limit = max(1, math.floor(max_tokens / SAFETY_MARGIN))
+    chunks: list[list[AgentMessage]] = []
+    current: list[AgentMessage] = []
+    current_tokens = 0
+    for message in messages:
+        size = estimate_tokens(message)
+        if current and current_tokens + size > limit:
+            chunks.append(current)
+            current, current_tokens = [], 0
+        current.append(message)
+        current_tokens += size
+        if size > limit:
+            chunks.append(current)
+            current, current_tokens = [], 0
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def adaptive_chunk_ratio(messages: Sequence[AgentMessage], *, context_window: int) -> float:
+    """
+    Chunk ratio adapted to message size: 0.4, lowered towards 0.15 when messages are big.
+
+    ``avg = total / n * 1.2 / window``; above 0.1 the ratio is ``max(0.15, 0.4 - min(2 * avg, 0.25))``.
+    """
+    if not messages or context_window <= 0:
+        return BASE_CHUNK_RATIO
+    total = sum(estimate_tokens(message) for message in messages)
+    average = total / len(messages) * SAFETY_MARGIN / context_window
+    if average > 0.1:
+        reduction = min(average * 2, BASE_CHUNK_RATIO - MIN_CHUNK_RATIO)
+        return max(MIN_CHUNK_RATIO, BASE_CHUNK_RATIO - reduction)
+    return BASE_CHUNK_RATIO
+
+
+def max_chunk_tokens(messages: Sequence[AgentMessage], *, context_window: int) -> int:
+    """``max(1, floor(window * adaptive ratio) - 4096)``: the token budget of one chunk."""
+    ratio = adaptive_chunk_ratio(messages, context_window=context_window)
+    return max(1, math.floor(context_window * ratio) - SUMMARIZATION_OVERHEAD_TOKENS)
+
+
+@attrs.frozen(kw_only=True)
+class OversizedPlan:
+    """
+    Messages split into summarisable ones and notes for those too big to summarise.
+
+    Attributes:
+        small_messages: Messages kept for the summary.
+        oversized_notes: ``[Large <role> (~NK tokens) omitted from summary]`` per dropped message.
+    """
+
+    small_messages: tuple[AgentMessage, ...]
+    oversized_notes: tuple[str, ...]
+
+
+def oversized_plan(messages: Sequence[AgentMessage], *, context_window: int) -> OversizedPlan:
+    """Drop messages whose ``tokens * 1.2 > 0.5 * context_window`` (OpenClaw §5.5 fallback)."""
+    small: list[AgentMessage] = []
+    notes: list[str] = []
+    threshold = context_window * 0.5
+    for message in messages:
+        size = estimate_tokens(message)
+        if size * SAFETY_MARGIN > threshold:
+            role = message_role(message) or "message"
+            notes.append(f"[Large {role} (~{_js_round(size / 1000)}K tokens) omitted from summary]")
+        else:
+            small.append(message)
+    return OversizedPlan(small_messages=tuple(small), oversized_notes=tuple(notes))
+
+
+def _js_round(value: float) -> int:
+    return math.floor(value + 0.5)

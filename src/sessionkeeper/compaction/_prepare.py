@@ -1,0 +1,450 @@
+"""
+Compaction planning: what to summarise, what to keep, and what the summary must carry.
+
+pi's ``prepareCompaction`` (pi spec §13.2) with the two deliberate deviations of DESIGN D1/D2:
+
+- **D1 (field report B05)**: when pi would keep everything only because a trailing tool block alone
+  exceeds the keep budget, the plan steps back to the start of that turn, so earlier history is still
+  summarised (``deviation == "B05"``; ``pi_first_kept_entry_id`` says what pi would have kept).
+- **D2**: when nothing is left to summarise the plan says so (``nothing_to_summarize``); the
+  compactor then neither calls a summariser nor writes an entry.
+
+The plan also records pending tool calls at the leaf (field report B06): the compactor defers
+instead of writing a compaction under an assistant message whose results have not arrived.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
+
+import attrs
+
+from sessionkeeper.compaction._cut import (
+    CutPoint,
+    classify_cut,
+    entry_kind,
+    extend_cut_backwards,
+    find_cut_point,
+    find_turn_start_index,
+    is_cut_point,
+    message_of,
+)
+from sessionkeeper.transcript import (
+    build_context_from_path,
+    estimate_context_tokens,
+    estimate_tokens,
+    message_from_json,
+)
+from sessionkeeper.transcript._entries import (
+    BranchSummaryEntry,
+    CompactionEntry,
+    CustomMessageEntry,
+    MessageEntry,
+    TranscriptEntry,
+    UnknownEntry,
+)
+from sessionkeeper.transcript._messages import (
+    AgentMessage,
+    AssistantMessage,
+    BranchSummaryMessage,
+    CompactionSummaryMessage,
+    CustomMessage,
+    ToolCall,
+    ToolResultMessage,
+    UnknownMessage,
+)
+from sessionkeeper.transcript._time import parse_iso_ms
+
+
+__all__ = (
+    "CompactionPreparation",
+    "FileOperations",
+    "entry_message",
+    "pending_tool_call_ids",
+    "prepare_compaction",
+    "utf16_sorted",
+)
+
+
+def utf16_sorted(items: Iterable[str]) -> list[str]:
+    """Sort strings in UTF-16 code-unit order (JavaScript's default ``Array.prototype.sort``)."""
+    return sorted(items, key=lambda item: item.encode("utf-16-be", "surrogatepass"))
+
+
+def entry_message(entry: TranscriptEntry, *, include_compaction: bool = False) -> AgentMessage | None:
+    """
+    The message an entry contributes to a summariser's input (pi's ``getMessageFromEntry``).
+
+    ``message`` -> its message; ``custom_message`` -> a ``custom`` message; ``branch_summary`` -> a
+    ``branchSummary`` message (even when empty, unlike the context rebuild); ``compaction`` -> nothing
+    (pi spec §13.2 item 6), or a ``compactionSummary`` message with ``include_compaction`` (branch
+    summaries, pi spec §14); other types -> ``None``.
+    """
+    if isinstance(entry, MessageEntry):
+        return entry.message
+    if isinstance(entry, UnknownEntry):
+        return _unknown_entry_message(entry, include_compaction=include_compaction)
+    if isinstance(entry, CustomMessageEntry):
+        return CustomMessage(
+            custom_type=entry.custom_type,
+            content=entry.content,
+            display=entry.display,
+            details=entry.details,
+            timestamp=parse_iso_ms(entry.timestamp),
+        )
+    if isinstance(entry, BranchSummaryEntry):
+        return BranchSummaryMessage(
+            summary=entry.summary, from_id=entry.from_id, timestamp=parse_iso_ms(entry.timestamp)
+        )
+    if include_compaction and isinstance(entry, CompactionEntry):
+        return CompactionSummaryMessage(
+            summary=entry.summary, tokens_before=entry.tokens_before, timestamp=parse_iso_ms(entry.timestamp)
+        )
+    return None
+
+
+def _unknown_entry_message(entry: UnknownEntry, *, include_compaction: bool) -> AgentMessage | None:
+    raw = entry.raw
+    kind = entry.type
+    if kind == "message":
+        return message_of(entry)
+    roles = {"custom_message": "custom", "branch_summary": "branchSummary"}
+    if include_compaction:
+        roles["compaction"] = "compactionSummary"
+    role = roles.get(kind)
+    if role is None:
+        return None
+    synthesized: dict[str, Any] = {"role": role}
+    for key in ("customType", "content", "display", "details", "summary", "fromId", "tokensBefore"):
+        if key in raw:
+            synthesized[key] = raw[key]
+    synthesized["timestamp"] = parse_iso_ms(str(raw.get("timestamp", "")))
+    return message_from_json(synthesized)
+
+
+@attrs.frozen(kw_only=True)
+class FileOperations:
+    """
+    Files touched by ``read`` / ``write`` / ``edit`` tool calls (pi spec §13.2 item 7).
+
+    Attributes:
+        read: Paths passed to ``read``.
+        written: Paths passed to ``write``.
+        edited: Paths passed to ``edit`` (and a previous compaction's ``modifiedFiles``).
+    """
+
+    read: frozenset[str] = frozenset()
+    written: frozenset[str] = frozenset()
+    edited: frozenset[str] = frozenset()
+
+    @property
+    def modified_files(self) -> list[str]:
+        """``edited ∪ written``, sorted in UTF-16 order (pi's ``computeFileLists``)."""
+        return utf16_sorted(self.edited | self.written)
+
+    @property
+    def read_files(self) -> list[str]:
+        """Files read but never modified, sorted in UTF-16 order."""
+        return utf16_sorted(self.read - self.edited - self.written)
+
+    def details(self) -> dict[str, list[str]]:
+        """The compaction entry's ``details``: ``{"readFiles": [...], "modifiedFiles": [...]}``."""
+        return {"readFiles": self.read_files, "modifiedFiles": self.modified_files}
+
+    def merged(self, messages: Iterable[AgentMessage]) -> FileOperations:
+        """A copy with the file operations of the assistant tool calls in ``messages`` added."""
+        read, written, edited = set(self.read), set(self.written), set(self.edited)
+        for message in messages:
+            for name, path in _tool_call_paths(message):
+                if name == "read":
+                    read.add(path)
+                elif name == "write":
+                    written.add(path)
+                elif name == "edit":
+                    edited.add(path)
+        return FileOperations(read=frozenset(read), written=frozenset(written), edited=frozenset(edited))
+
+    @classmethod
+    def from_details(cls, details: Any) -> FileOperations:
+        """Seed from pi-generated ``details``: ``readFiles`` -> read, ``modifiedFiles`` -> edited."""
+        if not isinstance(details, dict):
+            return cls()
+        read = details.get("readFiles")
+        modified = details.get("modifiedFiles")
+        return cls(
+            read=frozenset(p for p in read if isinstance(p, str)) if isinstance(read, list) else frozenset(),
+            edited=(
+                frozenset(p for p in modified if isinstance(p, str))
+                if isinstance(modified, list)
+                else frozenset()
+            ),
+        )
+
+
+def _tool_call_paths(message: AgentMessage) -> Iterable[tuple[str, str]]:
+    if isinstance(message, AssistantMessage):
+        for block in message.content:
+            if isinstance(block, ToolCall):
+                path = block.arguments.get("path")
+                if isinstance(path, str) and path:
+                    yield block.name, path
+    elif isinstance(message, UnknownMessage) and message.role == "assistant":
+        content = message.raw.get("content")
+        if isinstance(content, list):
+            for block in content:
+                if isinstance(block, dict) and block.get("type") == "toolCall":
+                    args = block.get("arguments")
+                    path = args.get("path") if isinstance(args, dict) else None
+                    name = block.get("name")
+                    if isinstance(path, str) and path and isinstance(name, str):
+                        yield name, path
+
+
+def pending_tool_call_ids(branch: Sequence[TranscriptEntry]) -> tuple[str, ...]:
+    """
+    Tool calls of the last assistant message on the branch that have no result after it (B06).
+
+    Returns:
+        The ids in call order; empty when the last assistant message has no unanswered call, or when
+        a user message followed it (the turn was abandoned, pi leaves the call as it is).
+    """
+    answered: set[str] = set()
+    for entry in reversed(branch):
+        message = message_of(entry)
+        if message is None:
+            continue
+        if isinstance(message, ToolResultMessage):
+            answered.add(message.tool_call_id)
+            continue
+        if isinstance(message, AssistantMessage):
+            if message.stop_reason in ("error", "aborted"):
+                return ()
+            return tuple(
+                block.id
+                for block in message.content
+                if isinstance(block, ToolCall) and block.id not in answered
+            )
+        return ()
+    return ()
+
+
+@attrs.frozen(kw_only=True)
+class CompactionPreparation:
+    """
+    A compaction plan (pi's ``CompactionPreparation`` plus what our deviations need).
+
+    Indices are positions in the branch given to :func:`prepare_compaction` (root first).
+
+    Attributes:
+        first_kept_entry_id: Id of the first entry kept verbatim. ``None`` for a strict checkpoint:
+            nothing is kept, and the compaction entry points at itself (OpenClaw's hardened boundary).
+        first_kept_entry_index: Its index; ``len(branch)`` for a strict checkpoint.
+        boundary_start: Where summarising starts: the previous compaction's kept boundary, else 0.
+        turn_start_index: Start of the split turn, ``-1`` when the turn is not split.
+        turn_start_entry_id: Id of that entry, or ``None``.
+        is_split_turn: Whether the kept part starts inside a turn (a turn-prefix summary is made).
+        messages_to_summarize: History messages to summarise (entries ``[boundary_start, history end)``).
+        turn_prefix_messages: The split turn's prefix (``[turn_start_index, first_kept_entry_index)``).
+        kept_messages: Number of context messages kept verbatim after the summary.
+        kept_tokens: Their chars/4 estimate, in tokens (may exceed the keep budget, B05).
+        tokens_before: Context estimate before compaction, in tokens (pi spec §12).
+        previous_summary: Summary of the previous compaction on the branch, if any.
+        file_ops: Files read/written/edited in the summarised span, seeded from the previous
+            pi-generated compaction's details.
+        keep_recent_tokens: The keep budget used, or ``None`` for a strict checkpoint.
+        nothing_to_summarize: ``True`` when there is no message to summarise (DESIGN D2).
+        deviation: ``"B05"`` when D1 moved the cut away from pi's, else ``None``.
+        pi_first_kept_entry_id: What pi's ``findCutPoint`` chooses (equal to ``first_kept_entry_id``
+            unless ``deviation`` is set or the plan is a strict checkpoint).
+        pending_tool_call_ids: Tool calls at the leaf still waiting for results (B06).
+    """
+
+    first_kept_entry_id: str | None
+    first_kept_entry_index: int
+    boundary_start: int
+    turn_start_index: int
+    turn_start_entry_id: str | None
+    is_split_turn: bool
+    messages_to_summarize: tuple[AgentMessage, ...]
+    turn_prefix_messages: tuple[AgentMessage, ...]
+    kept_messages: int
+    kept_tokens: int
+    tokens_before: int
+    previous_summary: str | None
+    file_ops: FileOperations
+    keep_recent_tokens: int | None
+    nothing_to_summarize: bool
+    deviation: Literal["B05"] | None = None
+    pi_first_kept_entry_id: str | None = None
+    pending_tool_call_ids: tuple[str, ...] = ()
+
+    @property
+    def strict_checkpoint(self) -> bool:
+        """Whether nothing is kept verbatim (manual compaction without a keep budget)."""
+        return self.first_kept_entry_id is None
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``compact --dry-run --json`` fields (DESIGN "CLI JSON" item 6), camelCase."""
+        return {
+            "firstKeptEntryId": self.first_kept_entry_id,
+            "isSplitTurn": self.is_split_turn,
+            "turnStartEntryId": self.turn_start_entry_id,
+            "tokensBefore": self.tokens_before,
+            "messagesToSummarize": len(self.messages_to_summarize),
+            "turnPrefixMessages": len(self.turn_prefix_messages),
+            "keptMessages": self.kept_messages,
+            "keptTokens": self.kept_tokens,
+            "keepRecentTokens": self.keep_recent_tokens,
+            "nothingToSummarize": self.nothing_to_summarize,
+            "deviation": self.deviation,
+            "piFirstKeptEntryId": self.pi_first_kept_entry_id,
+            "strictCheckpoint": self.strict_checkpoint,
+            "pendingToolCallIds": list(self.pending_tool_call_ids),
+            "fileOps": {"read": self.file_ops.read_files, "modified": self.file_ops.modified_files},
+        }
+
+
+def _b05_cut(branch: Sequence[TranscriptEntry], pi_cut: CutPoint, start: int) -> CutPoint | None:
+    """D1: pi kept everything because the budget ran out after its last cut point; step back."""
+    budget_index = pi_cut.budget_index
+    if budget_index is None:
+        return None
+    first_cut = next((i for i in range(start, len(branch)) if is_cut_point(branch[i])), -1)
+    if first_cut < 0 or pi_cut.first_kept_entry_index > first_cut:
+        return None
+    if any(is_cut_point(branch[i]) for i in range(budget_index, len(branch))):
+        return None  # pi found a cut point after the budget ran out: not the B05 case
+    cut = find_turn_start_index(branch, entry_index=budget_index, start_index=start)
+    if cut <= first_cut:
+        # The whole span is one turn: keep its last cut point and summarise the turn prefix.
+        cut = next((i for i in range(budget_index, start - 1, -1) if is_cut_point(branch[i])), -1)
+        if cut <= first_cut:
+            return None
+    cut = extend_cut_backwards(branch, cut, start_index=start)
+    turn_start, split = classify_cut(branch, cut, start_index=start)
+    return CutPoint(first_kept_entry_index=cut, turn_start_index=turn_start, is_split_turn=split)
+
+
+def _messages(branch: Sequence[TranscriptEntry], start: int, stop: int) -> tuple[AgentMessage, ...]:
+    out: list[AgentMessage] = []
+    for index in range(start, stop):
+        message = entry_message(branch[index])
+        if message is not None:
+            out.append(message)
+    return tuple(out)
+
+
+def _kept(branch: Sequence[TranscriptEntry], start: int) -> tuple[int, int]:
+    """Messages the rebuilt context keeps from ``start`` on, and their token estimate."""
+    count = 0
+    tokens = 0
+    for index in range(start, len(branch)):
+        entry = branch[index]
+        if isinstance(entry, BranchSummaryEntry) and not entry.summary:
+            continue
+        if entry_kind(entry) == "compaction":
+            continue
+        message = entry_message(entry)
+        if message is not None:
+            count += 1
+            tokens += estimate_tokens(message)
+    return count, tokens
+
+
+def prepare_compaction(
+    branch: Sequence[TranscriptEntry],
+    *,
+    keep_recent_tokens: int | None,
+) -> CompactionPreparation | None:
+    """
+    Plan a compaction of ``branch`` (pi's ``prepareCompaction``, pi spec §13.2, with D1/D2).
+
+    1. Nothing to do (``None``) when the branch is empty or already ends with a compaction, or when
+       the first kept entry has no id (unmigrated data).
+    2. The summarised span starts at the previous compaction's ``firstKeptEntryId`` (else just after
+       that compaction, else 0); its summary is the previous summary.
+    3. ``tokens_before`` = pi's context estimate of the rebuilt context.
+    4. The cut is pi's :func:`find_cut_point` with ``keep_recent_tokens``, moved back to the turn start
+       when only a trailing tool block exceeds the budget (D1, field report B05). With
+       ``keep_recent_tokens=None`` the plan is a strict checkpoint: everything is summarised and
+       nothing kept (OpenClaw's manual ``/compact`` without an explicit keep budget).
+    5. File operations come from the previous pi-generated compaction's details plus the ``read`` /
+       ``write`` / ``edit`` tool calls in the summarised messages (and the turn prefix).
+
+    Args:
+        branch: The current branch, root first (``TranscriptManager.get_branch()``).
+        keep_recent_tokens: Budget of the kept tail in tokens, or ``None`` for a strict checkpoint.
+
+    Returns:
+        The :class:`CompactionPreparation`, or ``None`` when there is nothing to compact.
+    """
+    if not branch or isinstance(branch[-1], CompactionEntry):
+        return None
+    previous_index = -1
+    for index in range(len(branch) - 1, -1, -1):
+        if isinstance(branch[index], CompactionEntry):
+            previous_index = index
+            break
+    previous: CompactionEntry | None = None
+    start = 0
+    if previous_index >= 0:
+        entry = branch[previous_index]
+        assert isinstance(entry, CompactionEntry)
+        previous = entry
+        kept_at = next((i for i, e in enumerate(branch) if e.id == previous.first_kept_entry_id), -1)
+        start = kept_at if kept_at >= 0 else previous_index + 1
+
+    tokens_before = estimate_context_tokens(build_context_from_path(branch).messages).tokens
+    pending = pending_tool_call_ids(branch)
+
+    deviation: Literal["B05"] | None = None
+    if keep_recent_tokens is None:
+        cut = CutPoint(first_kept_entry_index=len(branch), turn_start_index=-1, is_split_turn=False)
+        pi_cut_id: str | None = None
+    else:
+        pi_cut = find_cut_point(branch, keep_recent_tokens=keep_recent_tokens, start_index=start)
+        pi_cut_id = (
+            branch[pi_cut.first_kept_entry_index].id if pi_cut.first_kept_entry_index < len(branch) else None
+        )
+        cut = pi_cut
+        stepped = _b05_cut(branch, pi_cut, start)
+        if stepped is not None:
+            cut = stepped
+            deviation = "B05"
+        if cut.first_kept_entry_index >= len(branch) or not branch[cut.first_kept_entry_index].id:
+            return None
+
+    first_kept = cut.first_kept_entry_index
+    first_kept_id = branch[first_kept].id if first_kept < len(branch) else None
+    history_end = cut.turn_start_index if cut.is_split_turn else first_kept
+    to_summarize = _messages(branch, start, history_end)
+    prefix = _messages(branch, cut.turn_start_index, first_kept) if cut.is_split_turn else ()
+
+    file_ops = FileOperations()
+    if previous is not None and previous.from_hook is not True:
+        file_ops = FileOperations.from_details(previous.details)
+    file_ops = file_ops.merged(to_summarize).merged(prefix)
+    kept_count, kept_tokens = _kept(branch, first_kept)
+    turn_start_id = branch[cut.turn_start_index].id if cut.turn_start_index >= 0 else None
+
+    return CompactionPreparation(
+        first_kept_entry_id=first_kept_id,
+        first_kept_entry_index=first_kept,
+        boundary_start=start,
+        turn_start_index=cut.turn_start_index,
+        turn_start_entry_id=turn_start_id,
+        is_split_turn=cut.is_split_turn,
+        messages_to_summarize=to_summarize,
+        turn_prefix_messages=prefix,
+        kept_messages=kept_count,
+        kept_tokens=kept_tokens,
+        tokens_before=tokens_before,
+        previous_summary=previous.summary if previous is not None else None,
+        file_ops=file_ops,
+        keep_recent_tokens=keep_recent_tokens,
+        nothing_to_summarize=not to_summarize and not prefix,
+        deviation=deviation,
+        pi_first_kept_entry_id=pi_cut_id,
+        pending_tool_call_ids=pending,
+    )
