@@ -1,0 +1,822 @@
+"""
+The session write lock: one writer per transcript, across tasks, threads and processes (OpenClaw spec §3).
+
+Usage::
+
+    async with SessionWriteLock.acquire(path) as lock:
+        ...  # append to the transcript; lock.ensure_held() before each write
+
+    lock = await SessionWriteLock.acquire(path, settings=settings, clock=clock)
+    try:
+        ...
+    finally:
+        await lock.release()
+
+How it works:
+
+- The lock file ``<realpath(dir)>/<name>.lock`` is created with ``O_CREAT | O_EXCL`` (mode 0600) and
+  holds OpenClaw's payload (pid, ``createdAt`` ISO, ``maxHoldMs``, ``starttime``; see
+  :mod:`._lock_inspect`), so OpenClaw and sessionkeeper exclude each other on the same files.
+- Inside one process, contenders for the same file queue in FIFO order and are woken as soon as the
+  lock is released (from any task, thread or event loop); only the head of the queue touches the file.
+  Against other processes the head polls every ``poll_interval_ms`` (50 ms) through the injected
+  :class:`~sessionkeeper._clock.Clock` until ``acquire_timeout_ms``, then raises
+  :class:`~sessionkeeper.exceptions.SessionBusyError` (owner pid, created time, waited ms).
+- A lock left by a dead process, a recycled pid, or an orphan of this process is removed, but only
+  if the file is unchanged since it was inspected (:func:`._lock_inspect.remove_if_unchanged`). A
+  lock whose live owner is merely too old or over its ``maxHoldMs`` is never taken: acquire raises
+  :class:`~sessionkeeper.exceptions.StaleLockError` at once (OpenClaw's ``SessionWriteLockStaleError``;
+  DESIGN D8).
+- A watchdog thread (every ``watchdog_interval_ms``, default 60 s) releases locks this process has
+  held longer than ``max_hold_ms``. The holder is not interrupted: its handle turns "lost"
+  (:attr:`SessionWriteLock.held` is ``False``, :meth:`SessionWriteLock.ensure_held` raises
+  :class:`~sessionkeeper.exceptions.LockNotHeldError` with reason ``"max-hold-exceeded"``), so a
+  writer that checks before writing cannot write without the lock; its later :meth:`release` is a
+  no-op and never removes a lock someone else took since.
+- Locks still held at interpreter exit are removed (``atexit``). No signal handlers are installed (a
+  library must not take the host's signals); a lock left by a killed process is reclaimed at once by
+  the next contender (``dead-pid``). A forked child starts with an empty registry and never removes
+  its parent's locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import functools
+import logging
+import math
+import os
+import threading
+from collections import deque
+from collections.abc import Generator
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final, Literal, NoReturn
+
+import anyio
+import anyio.lowlevel
+import attrs
+
+from sessionkeeper._clock import SYSTEM_CLOCK, Clock
+from sessionkeeper._fs import DIR_MODE, FILE_MODE
+from sessionkeeper.exceptions import LockError, LockNotHeldError, SessionBusyError, StaleLockError
+from sessionkeeper.transcript._lock_inspect import (
+    ORPHAN_GRACE_MS,
+    SHORT_TIMEOUT_ORPHAN_GRACE_MS,
+    LockInspection,
+    LockOwner,
+    LockSnapshot,
+    format_lock_payload,
+    inspect_lock_file,
+    inspect_lock_owner,
+    lock_path_for,
+    parse_lock_payload,
+    process_start_time,
+    read_lock_snapshot,
+    reclaim_decision,
+    remove_if_unchanged,
+)
+from sessionkeeper.transcript._lock_inspect import (
+    is_locked as _file_is_locked,
+)
+from sessionkeeper.transcript._lock_settings import WriteLockSettings
+
+
+__all__ = ("LockAcquisition", "SessionWriteLock", "clean_stale_lock_files", "is_locked", "read_lock_owner")
+
+_log = logging.getLogger("sessionkeeper.lock")
+
+_CREATE_FLAGS: Final = (
+    os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+)
+
+
+# --------------------------------------------------------------------------- process registry
+
+
+@attrs.define(eq=False)
+class _Held:
+    """One lock file this process holds (shared by reentrant handles)."""
+
+    key: str
+    lock_path: Path
+    snapshot: LockSnapshot
+    owner: LockOwner
+    acquired_mono: float
+    clock: Clock
+    max_hold_ms: int
+    count: int = 1
+    releasing: bool = False
+    lost: str | None = None
+
+
+class _Waiter:
+    """A queued in-process contender; :meth:`wake` works from any thread or event loop."""
+
+    __slots__ = ("event", "thread", "token")
+
+    def __init__(self) -> None:
+        self.thread = threading.get_ident()
+        self.token = anyio.lowlevel.current_token()
+        self.event = anyio.Event()
+
+    def arm(self) -> None:
+        self.event = anyio.Event()
+
+    def wake(self) -> None:
+        event = self.event
+        if threading.get_ident() == self.thread:
+            event.set()
+            return
+        native: Any = self.token.native_token
+        try:
+            if isinstance(native, asyncio.AbstractEventLoop):
+                native.call_soon_threadsafe(event.set)
+            else:
+                native.run_sync_soon(event.set)  # trio.lowlevel.TrioToken
+        except RuntimeError:  # the waiter's loop is gone; its poll timer covers it
+            pass
+
+
+@attrs.define(eq=False)
+class _PathState:
+    held: _Held | None = None
+    claimed: bool = False
+    queue: deque[_Waiter] = attrs.field(factory=deque)
+
+    def idle(self) -> bool:
+        return self.held is None and not self.claimed and not self.queue
+
+    def wake_head(self) -> None:
+        if self.queue and self.held is None and not self.claimed:
+            self.queue[0].wake()
+
+
+class _Registry:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.states: dict[str, _PathState] = {}
+        self.real_dirs: dict[str, str] = {}
+        self.watchdog: threading.Thread | None = None
+        self.watchdog_stop = threading.Event()
+        self.pid = os.getpid()
+        self.starttime = process_start_time(self.pid)
+
+
+_REGISTRY = _Registry()
+
+
+def _reset_after_fork() -> None:
+    global _REGISTRY  # noqa: PLW0603 - the registry is per process by design
+    _REGISTRY = _Registry()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def _release_all_at_exit() -> None:
+    reg = _REGISTRY
+    if reg.pid != os.getpid():
+        return
+    with reg.lock:
+        held = [st.held for st in reg.states.values() if st.held is not None]
+    for record in held:
+        with contextlib.suppress(OSError):  # best effort at exit
+            remove_if_unchanged(record.lock_path, record.snapshot)
+
+
+atexit.register(_release_all_at_exit)
+
+
+def _ensure_watchdog(interval_ms: int) -> None:
+    if interval_ms <= 0:
+        return
+    reg = _REGISTRY
+    with reg.lock:
+        if reg.watchdog is not None:
+            return
+        stop = reg.watchdog_stop
+
+        def loop() -> None:
+            while not stop.wait(interval_ms / 1000):
+                try:
+                    _run_watchdog(reg)
+                except Exception:  # pragma: no cover - the watchdog must never die
+                    _log.exception("[session-write-lock] watchdog check failed")
+
+        reg.watchdog = threading.Thread(target=loop, name="sessionkeeper-lock-watchdog", daemon=True)
+        reg.watchdog.start()
+
+
+def _run_watchdog(reg: _Registry) -> int:
+    expired: list[tuple[_PathState, _Held, float]] = []
+    with reg.lock:
+        for state in reg.states.values():
+            held = state.held
+            if held is None or held.releasing:
+                continue
+            held_for_ms = (held.clock.monotonic() - held.acquired_mono) * 1000
+            if held_for_ms > held.max_hold_ms:
+                held.releasing = True
+                held.lost = "max-hold-exceeded"
+                expired.append((state, held, held_for_ms))
+    for state, held, held_for_ms in expired:
+        _log.warning(
+            "[session-write-lock] releasing lock held for %dms (max=%dms): %s",
+            held_for_ms,
+            held.max_hold_ms,
+            held.lock_path,
+        )
+        try:
+            remove_if_unchanged(held.lock_path, held.snapshot)
+        finally:
+            _finish_release(reg, state, held)
+    return len(expired)
+
+
+def _finish_release(reg: _Registry, state: _PathState, held: _Held) -> None:
+    with reg.lock:
+        if state.held is held:
+            state.held = None
+        state.wake_head()
+        if state.idle() and reg.states.get(held.key) is state:
+            del reg.states[held.key]
+
+
+# --------------------------------------------------------------------------- file attempts
+
+
+@attrs.frozen(kw_only=True)
+class _Attempt:
+    outcome: Literal["acquired", "removed", "changed", "wait", "report"]
+    snapshot: LockSnapshot | None = None
+    inspection: LockInspection | None = None
+
+
+def _normalize(transcript: Path, real_dirs: dict[str, str]) -> Path:
+    """``<realpath(dir)>/<name>`` (OpenClaw), creating the directory 0700 if needed."""
+    absolute = Path(transcript).absolute()
+    parent = str(absolute.parent)
+    real = real_dirs.get(parent)
+    if real is None:
+        absolute.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        real = os.path.realpath(parent)
+        real_dirs[parent] = real
+    return Path(real) / absolute.name
+
+
+def _cached_key(transcript: Path, real_dirs: dict[str, str]) -> Path | None:
+    """The normalised path when its directory was resolved before (no I/O), else ``None``."""
+    absolute = transcript if transcript.is_absolute() else Path.cwd() / transcript
+    real = real_dirs.get(str(absolute.parent))
+    return None if real is None else Path(real) / absolute.name
+
+
+def _try_create(
+    lock_path: Path, raw: bytes, *, now_ms: int, stale_ms: float, orphan_grace_ms: int
+) -> _Attempt:
+    try:
+        fd = os.open(lock_path, _CREATE_FLAGS, FILE_MODE)
+    except FileExistsError:
+        return _contend(lock_path, now_ms=now_ms, stale_ms=stale_ms, orphan_grace_ms=orphan_grace_ms)
+    except OSError as err:
+        raise LockError(f"cannot create lock file {lock_path}: {err.strerror or err}") from err
+    try:
+        view = memoryview(raw)
+        while view:
+            view = view[os.write(fd, view) :]
+        st = os.fstat(fd)
+    except OSError as err:  # pragma: no cover - disk full or I/O error on a fresh tiny file
+        mine = os.fstat(fd)
+        os.close(fd)
+        remove_if_unchanged(
+            lock_path, LockSnapshot(dev=mine.st_dev, ino=mine.st_ino, mtime_ns=mine.st_mtime_ns, raw=b"")
+        )
+        raise LockError(f"cannot write lock file {lock_path}: {err.strerror or err}") from err
+    os.close(fd)
+    return _Attempt(
+        outcome="acquired",
+        snapshot=LockSnapshot(dev=st.st_dev, ino=st.st_ino, mtime_ns=st.st_mtime_ns, raw=raw),
+    )
+
+
+def _contend(lock_path: Path, *, now_ms: int, stale_ms: float, orphan_grace_ms: int) -> _Attempt:
+    snapshot = read_lock_snapshot(lock_path)
+    if snapshot is None:
+        return _Attempt(outcome="changed")
+    inspection = inspect_lock_owner(
+        parse_lock_payload(snapshot.raw),
+        lock_path=lock_path,
+        now_ms=now_ms,
+        stale_ms=stale_ms,
+        held_by_this_process=False,
+    )
+    decision = reclaim_decision(
+        inspection,
+        lock_mtime_ms=snapshot.mtime_ms,
+        now_ms=now_ms,
+        stale_ms=stale_ms,
+        orphan_grace_ms=orphan_grace_ms,
+    )
+    if decision == "remove":
+        if remove_if_unchanged(lock_path, snapshot):
+            _log.warning(
+                "removed stale session lock: %s (%s)", lock_path, ", ".join(inspection.stale_reasons)
+            )
+            return _Attempt(outcome="removed", inspection=inspection)
+        return _Attempt(outcome="changed", inspection=inspection)
+    return _Attempt(outcome=decision, inspection=inspection)
+
+
+async def _wait(event: anyio.Event, seconds: float, clock: Clock) -> None:
+    """Wait until ``event`` is set or ``seconds`` have passed on ``clock``."""
+    async with anyio.create_task_group() as tg:
+
+        async def timer() -> None:
+            await clock.sleep(seconds)
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(timer)
+        await event.wait()
+        tg.cancel_scope.cancel()
+
+
+def _owner_details(inspection: LockInspection | None) -> tuple[int | None, int | None, str]:
+    if inspection is None:
+        return None, None, "owner=unknown"
+    return inspection.owner.pid, inspection.owner.created_at_ms, inspection.describe()
+
+
+# --------------------------------------------------------------------------- public API
+
+
+class LockAcquisition:
+    """
+    A pending :meth:`SessionWriteLock.acquire`: await it for a handle, or use it with ``async with``.
+
+    ``async with`` acquires on entry, yields the :class:`SessionWriteLock`, and releases on exit,
+    also when the body raises or is cancelled.
+    """
+
+    __slots__ = ("_kwargs", "_lock")
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._kwargs = kwargs
+        self._lock: SessionWriteLock | None = None
+
+    def __await__(self) -> Generator[Any, None, SessionWriteLock]:
+        return SessionWriteLock._take(**self._kwargs).__await__()
+
+    async def __aenter__(self) -> SessionWriteLock:
+        self._lock = await SessionWriteLock._take(**self._kwargs)
+        return self._lock
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._lock is not None:
+            await self._lock.release()
+
+
+class SessionWriteLock:
+    """
+    A handle on a transcript's write lock (OpenClaw spec §3). Obtain one with :meth:`acquire`.
+
+    Attributes:
+        path: The normalised transcript path (``realpath`` of its directory + its name).
+        lock_path: ``<path>.lock``.
+        settings: The settings it was acquired with.
+    """
+
+    def __init__(
+        self, *, path: Path, held: _Held, settings: WriteLockSettings, clock: Clock, reentrant: bool
+    ) -> None:
+        self.path = path
+        self.lock_path = held.lock_path
+        self.settings = settings
+        self._clock = clock
+        self._reentrant = reentrant
+        self._held: _Held = held
+        self._state: Literal["held", "released", "disposed"] = "held"
+
+    # -- acquiring ---------------------------------------------------------------------------
+
+    @classmethod
+    def acquire(
+        cls,
+        path: Path | str,
+        *,
+        settings: WriteLockSettings | None = None,
+        clock: Clock | None = None,
+        timeout_ms: float | None = None,
+        reentrant: bool | None = None,
+    ) -> LockAcquisition:
+        """
+        Take the write lock of the transcript at ``path``; await the result or use ``async with``.
+
+        Args:
+            path: The transcript file (it need not exist; its directory is created 0700).
+            settings: Lock settings; ``None`` resolves them from the environment
+                (:meth:`WriteLockSettings.from_config` with no config).
+            clock: Time source for timeouts, polling, ``createdAt`` and hold durations.
+            timeout_ms: Overrides ``settings.acquire_timeout_ms`` for this call (``math.inf`` allowed).
+            reentrant: Overrides ``settings.allow_reentrant``: if this process already holds the
+                lock, return a new handle and increment the held count instead of waiting.
+
+        Returns:
+            A :class:`LockAcquisition` resolving to a held :class:`SessionWriteLock`.
+
+        Raises:
+            SessionBusyError: Not acquired within the timeout (``owner_pid``, ``owner_created_at``
+                in ms, ``waited_ms``); message ``session file locked (timeout <ms>ms): pid=<p>
+                alive=<bool> ageMs=<n> <lock path>``.
+            StaleLockError: The lock is stale only for age and its owner is alive: reported, not taken.
+            LockError: The lock file cannot be created (permissions, missing file system).
+        """
+        return LockAcquisition(
+            path=Path(path), settings=settings, clock=clock, timeout_ms=timeout_ms, reentrant=reentrant
+        )
+
+    @classmethod
+    async def _take(
+        cls,
+        *,
+        path: Path,
+        settings: WriteLockSettings | None,
+        clock: Clock | None,
+        timeout_ms: float | None,
+        reentrant: bool | None,
+    ) -> SessionWriteLock:
+        resolved = settings if settings is not None else WriteLockSettings.from_config()
+        use_clock = clock if clock is not None else SYSTEM_CLOCK
+        timeout = resolved.acquire_timeout_ms if timeout_ms is None else timeout_ms
+        if not timeout > 0:
+            raise LockError(f"timeout_ms must be positive, got {timeout!r}")
+        again = resolved.allow_reentrant if reentrant is None else reentrant
+        reg = _REGISTRY
+        key_path = _cached_key(path, reg.real_dirs) or await anyio.to_thread.run_sync(
+            _normalize, path, reg.real_dirs
+        )
+        held = await _acquire_held(reg, key_path, resolved, use_clock, timeout, again)
+        return cls(path=key_path, held=held, settings=resolved, clock=use_clock, reentrant=again)
+
+    # -- state -------------------------------------------------------------------------------
+
+    @property
+    def held(self) -> bool:
+        """Whether this handle still holds the lock (``False`` after release, dispose or the watchdog)."""
+        return self._state == "held" and self._held.lost is None
+
+    @property
+    def lost_reason(self) -> str | None:
+        """``"max-hold-exceeded"`` when the watchdog released the lock under this handle, else ``None``."""
+        return self._held.lost
+
+    @property
+    def owner(self) -> LockOwner:
+        """What this process wrote into the lock file (pid, ``createdAt``, ``maxHoldMs``, ``starttime``)."""
+        return self._held.owner
+
+    def ensure_held(self) -> None:
+        """
+        Check, before a write, that this handle still holds the lock.
+
+        Raises:
+            LockNotHeldError: Released (``reason="released"``), disposed (``"disposed"``) or
+                released by the watchdog after ``max_hold_ms`` (``"max-hold-exceeded"``).
+        """
+        if self._state != "held":
+            raise LockNotHeldError(
+                f"write lock of {self.path} is {self._state}", path=self.path, reason=self._state
+            )
+        if self._held.lost is not None:
+            raise LockNotHeldError(
+                f"write lock of {self.path} was released by the watchdog after {self._held.max_hold_ms}ms",
+                path=self.path,
+                reason=self._held.lost,
+            )
+
+    # -- releasing ---------------------------------------------------------------------------
+
+    async def release(self) -> None:
+        """
+        Release the lock (remove the lock file if it is still the one written). Idempotent.
+
+        With reentrant handles the file is removed when the last handle is released. Safe to call
+        after the watchdog released the lock (nothing is removed then). Runs shielded from
+        cancellation so a cancelled task never leaks its lock file.
+        """
+        if self._state != "held":
+            return
+        self._state = "released"
+        with anyio.CancelScope(shield=True):
+            await _release_held(_REGISTRY, self._held)
+
+    async def dispose(self) -> None:
+        """Release the lock and retire the handle: :meth:`reacquire` then raises (field report B22 #5)."""
+        await self.release()
+        self._state = "disposed"
+
+    async def reacquire(self, *, timeout_ms: float | None = None) -> None:
+        """
+        Take the lock again after :meth:`release` (or after the watchdog took it away).
+
+        No-op while the lock is held.
+
+        Raises:
+            LockNotHeldError: The handle was disposed (``reason="disposed"``); no lock file is created.
+            SessionBusyError: As :meth:`acquire`.
+        """
+        if self._state == "disposed":
+            raise LockNotHeldError(
+                f"write lock handle of {self.path} was disposed", path=self.path, reason="disposed"
+            )
+        if self.held:
+            return
+        timeout = self.settings.acquire_timeout_ms if timeout_ms is None else timeout_ms
+        held = await _acquire_held(_REGISTRY, self.path, self.settings, self._clock, timeout, self._reentrant)
+        if self._disposed():  # disposed while we waited: give it back at once
+            with anyio.CancelScope(shield=True):
+                await _release_held(_REGISTRY, held)
+            raise LockNotHeldError(
+                f"write lock handle of {self.path} was disposed", path=self.path, reason="disposed"
+            )
+        self._held = held
+        self._state = "held"
+
+    def _disposed(self) -> bool:
+        return self._state == "disposed"
+
+    @classmethod
+    def run_watchdog(cls) -> int:
+        """
+        Run one watchdog pass now: release every lock this process has held past its ``max_hold_ms``.
+
+        The background thread calls this every ``watchdog_interval_ms``; hosts that set that to 0 (or
+        tests with a fake clock) call it themselves. Hold time is measured on each lock's clock
+        (``monotonic()``). Returns the number of locks released.
+        """
+        return _run_watchdog(_REGISTRY)
+
+    def __repr__(self) -> str:
+        return f"SessionWriteLock({str(self.path)!r}, state={self._state!r}, lost={self.lost_reason!r})"
+
+
+async def _acquire_held(  # noqa: PLR0917 - private, called from two places
+    reg: _Registry,
+    key_path: Path,
+    settings: WriteLockSettings,
+    clock: Clock,
+    timeout_ms: float,
+    reentrant: bool,
+) -> _Held:
+    """The acquire loop: in-process FIFO gate, then the lock file (see the module docstring)."""
+    key = str(key_path)
+    lock_path = lock_path_for(key_path)
+    _ensure_watchdog(settings.watchdog_interval_ms)
+    start = clock.monotonic()
+    poll_s = settings.poll_interval_ms / 1000
+    grace = SHORT_TIMEOUT_ORPHAN_GRACE_MS if timeout_ms < ORPHAN_GRACE_MS else ORPHAN_GRACE_MS
+    waiter: _Waiter | None = None
+    claimed = False
+    state: _PathState | None = None
+    last: LockInspection | None = None
+
+    def remaining_s() -> float:
+        if timeout_ms == math.inf:
+            return math.inf
+        return timeout_ms / 1000 - (clock.monotonic() - start)
+
+    try:
+        while True:  # in-process gate
+            with reg.lock:
+                state = reg.states.setdefault(key, _PathState())
+                current = state.held
+                if current is not None and reentrant and not current.releasing and current.lost is None:
+                    current.count += 1
+                    return current
+                if current is None and not state.claimed and (not state.queue or state.queue[0] is waiter):
+                    state.claimed = claimed = True
+                    if waiter is not None:
+                        state.queue.popleft()
+                        waiter = None
+                else:
+                    if waiter is None:
+                        waiter = _Waiter()
+                        state.queue.append(waiter)
+                    else:
+                        waiter.arm()
+                    event = waiter.event
+            if claimed:
+                break
+            left = remaining_s()
+            if left <= 0:
+                found = await anyio.to_thread.run_sync(_inspect_for_error, key_path, clock.now_ms(), settings)
+                _raise_busy(lock_path, found, timeout_ms, clock.monotonic() - start)
+            await _wait(event, min(poll_s, left), clock)
+
+        while True:  # the lock file
+            now_ms = clock.now_ms()
+            raw = format_lock_payload(
+                pid=reg.pid, created_at_ms=now_ms, max_hold_ms=settings.max_hold_ms, starttime=reg.starttime
+            )
+            attempt = await anyio.to_thread.run_sync(
+                functools.partial(
+                    _try_create,
+                    lock_path,
+                    raw,
+                    now_ms=now_ms,
+                    stale_ms=settings.stale_ms,
+                    orphan_grace_ms=grace,
+                )
+            )
+            if attempt.outcome == "acquired" and attempt.snapshot is not None:
+                held = _Held(
+                    key=key,
+                    lock_path=lock_path,
+                    snapshot=attempt.snapshot,
+                    owner=parse_lock_payload(raw),
+                    acquired_mono=clock.monotonic(),
+                    clock=clock,
+                    max_hold_ms=settings.max_hold_ms,
+                )
+                with reg.lock:
+                    state.held = held
+                    state.claimed = claimed = False
+                return held
+            last = attempt.inspection or last
+            if attempt.outcome == "report" and attempt.inspection is not None:
+                insp = attempt.inspection
+                reasons = ", ".join(insp.stale_reasons)
+                raise StaleLockError(
+                    f"session file lock stale ({reasons}): {insp.describe()} {lock_path}",
+                    path=lock_path,
+                    waited_ms=(clock.monotonic() - start) * 1000,
+                    stale_reasons=insp.stale_reasons,
+                    owner_pid=insp.owner.pid,
+                    owner_created_at=insp.owner.created_at_ms,
+                )
+            left = remaining_s()
+            if left <= 0:
+                _raise_busy(lock_path, last, timeout_ms, clock.monotonic() - start)
+            if attempt.outcome == "wait":
+                await clock.sleep(min(poll_s, left))
+    finally:
+        with reg.lock:
+            if state is not None:
+                if waiter is not None and waiter in state.queue:
+                    state.queue.remove(waiter)
+                if claimed:
+                    state.claimed = False
+                state.wake_head()
+                if state.idle() and reg.states.get(key) is state:
+                    del reg.states[key]
+
+
+def _inspect_for_error(key_path: Path, now_ms: int, settings: WriteLockSettings) -> LockInspection | None:
+    found = inspect_lock_file(key_path, now_ms=now_ms, stale_ms=settings.stale_ms, held_by_this_process=True)
+    return None if found is None else found[0]
+
+
+def _raise_busy(
+    lock_path: Path, inspection: LockInspection | None, timeout_ms: float, waited_s: float
+) -> NoReturn:
+    pid, created, owner = _owner_details(inspection)
+    shown = "Infinity" if timeout_ms == math.inf else f"{timeout_ms:g}"
+    raise SessionBusyError(
+        f"session file locked (timeout {shown}ms): {owner} {lock_path}",
+        path=lock_path,
+        waited_ms=waited_s * 1000,
+        owner_pid=pid,
+        owner_created_at=created,
+    )
+
+
+async def _release_held(reg: _Registry, held: _Held) -> None:
+    with reg.lock:
+        state = reg.states.get(held.key)
+        if state is None or state.held is not held or held.lost is not None or held.releasing:
+            return
+        held.count -= 1
+        if held.count > 0:
+            return
+        held.releasing = True
+    try:
+        await anyio.to_thread.run_sync(remove_if_unchanged, held.lock_path, held.snapshot)
+    finally:
+        _finish_release(reg, state, held)
+
+
+# --------------------------------------------------------------------------- inspectors
+
+
+def read_lock_owner(path: Path | str) -> LockOwner | None:
+    """
+    Return the owner recorded in a transcript's lock file, or ``None`` when it has none.
+
+    Synchronous (one small read); both ``createdAt`` formats are read (DESIGN D8).
+    """
+    snapshot = read_lock_snapshot(lock_path_for(path))
+    return None if snapshot is None else parse_lock_payload(snapshot.raw)
+
+
+def _held_here(path: Path | str) -> bool:
+    reg = _REGISTRY
+    absolute = Path(path).absolute()
+    real = reg.real_dirs.get(str(absolute.parent))
+    key = (
+        str(Path(real) / absolute.name)
+        if real
+        else str(Path(os.path.realpath(absolute.parent)) / absolute.name)
+    )
+    with reg.lock:
+        state = reg.states.get(key)
+        return state is not None and (state.held is not None or state.claimed)
+
+
+def is_locked(
+    path: Path | str, *, clock: Clock | None = None, settings: WriteLockSettings | None = None
+) -> bool:
+    """
+    Return whether a transcript's write lock is held, by this process or a live other one (DESIGN D6).
+
+    A lock of a dead process, a recycled pid, or an orphan of this process does not count (the next
+    writer reclaims it); a live owner counts even past ``stale_ms`` or its ``maxHoldMs``.
+    Synchronous; for maintenance, which must not evict entries whose transcript is being written.
+
+    Args:
+        path: The transcript path.
+        clock: Time source for the lock's age (default: the system clock).
+        settings: For ``stale_ms`` (default: resolved from the environment).
+    """
+    use_clock = clock if clock is not None else SYSTEM_CLOCK
+    stale_ms = (settings if settings is not None else WriteLockSettings.from_config()).stale_ms
+    return _file_is_locked(
+        path, now_ms=use_clock.now_ms(), stale_ms=stale_ms, held_by_this_process=_held_here(path)
+    )
+
+
+@attrs.frozen(kw_only=True)
+class StaleLockReport:
+    """One lock file seen by :func:`clean_stale_lock_files`: its inspection and what was done."""
+
+    inspection: LockInspection
+    removable: bool
+    removed: bool
+
+
+async def clean_stale_lock_files(
+    sessions_dir: Path | str,
+    *,
+    settings: WriteLockSettings | None = None,
+    clock: Clock | None = None,
+    remove: bool = True,
+) -> list[StaleLockReport]:
+    """
+    Inspect every ``*.jsonl.lock`` of a sessions directory and remove the reclaimable ones.
+
+    OpenClaw's ``cleanStaleLockFiles`` (doctor/startup helper), same rules as a contender: dead or
+    recycled owners and orphans of this process are removed if unchanged; a live owner is reported
+    (``removable`` is ``False``), never removed. Locks this process holds are skipped.
+
+    Returns:
+        One report per lock file, sorted by name. A missing directory gives ``[]``.
+    """
+    resolved = settings if settings is not None else WriteLockSettings.from_config()
+    use_clock = clock if clock is not None else SYSTEM_CLOCK
+    directory = Path(sessions_dir)
+
+    def scan() -> list[StaleLockReport]:
+        try:
+            names = sorted(e.name for e in directory.iterdir() if e.name.endswith(".jsonl.lock"))
+        except FileNotFoundError:
+            return []
+        reports = []
+        for name in names:
+            transcript = directory / name[: -len(".lock")]
+            here = _held_here(transcript)
+            now_ms = use_clock.now_ms()
+            found = inspect_lock_file(
+                transcript, now_ms=now_ms, stale_ms=resolved.stale_ms, held_by_this_process=here
+            )
+            if found is None:
+                continue
+            inspection, snapshot = found
+            decision = reclaim_decision(
+                inspection, lock_mtime_ms=snapshot.mtime_ms, now_ms=now_ms, stale_ms=resolved.stale_ms
+            )
+            removable = not here and decision == "remove"
+            removed = remove and removable and remove_if_unchanged(inspection.lock_path, snapshot)
+            if removed:
+                _log.warning(
+                    "removed stale session lock: %s (%s)",
+                    inspection.lock_path,
+                    ", ".join(inspection.stale_reasons),
+                )
+            reports.append(StaleLockReport(inspection=inspection, removable=removable, removed=removed))
+        return reports
+
+    return await anyio.to_thread.run_sync(scan)
