@@ -318,6 +318,27 @@ def crafted_cases() -> list[dict[str, Any]]:
             "contextWindow": 200000,
         },
     ]
+    tiny = _turns([("read", [_text("ok")]), ("read", [_text("x" * 50000)]), ("edit", [_text("done.")])] * 2)
+    tiny += [_assistant([_text(str(k))], T0 + 900 + k, stop="stop") for k in range(3)]
+    cases += [
+        # Deviation P1 cases: OpenClaw enlarges these contexts; ours leaves those results alone.
+        {
+            "name": "p1-tiny-results-hard-clear",
+            "messages": tiny,
+            "config": {"mode": "cache-ttl", "minPrunableToolChars": 0, "hardClearRatio": 0.0},
+            "contextWindow": 20000,
+        },
+        {
+            "name": "p1-soft-trim-grows",
+            "messages": tiny,
+            "config": {
+                "mode": "cache-ttl",
+                "softTrim": {"maxChars": 1, "headChars": 0, "tailChars": 1},
+                "hardClear": {"enabled": False},
+            },
+            "contextWindow": 20000,
+        },
+    ]
     samples = [
         ("basic", {"mode": "cache-ttl", "keepLastAssistants": 1, **small, "minPrunableToolChars": 0}, 500),
         ("full", {"mode": "cache-ttl"}, 4000),

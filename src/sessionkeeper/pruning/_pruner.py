@@ -21,6 +21,7 @@ from sessionkeeper.pruning._cache_ttl import is_cache_ttl_eligible_provider, is_
 from sessionkeeper.pruning._estimate import (
     estimate_context_chars,
     estimate_message_chars,
+    estimate_string_chars,
     slice_utf16_safe,
     utf16_len,
 )
@@ -170,6 +171,13 @@ def _tool_result_parts(message: AgentMessage) -> tuple[list[str], bool] | None:
     return None
 
 
+def _has_images(message: AgentMessage) -> bool:
+    if isinstance(message, ToolResultMessage):
+        return any(isinstance(block, ImageContent) for block in message.content)
+    content = message.raw.get("content") if isinstance(message, UnknownMessage) else None
+    return isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "image" for b in content)
+
+
 def _with_text(message: AgentMessage, text: str) -> AgentMessage:
     if isinstance(message, ToolResultMessage):
         return msgspec.structs.replace(message, content=[TextContent(text=text)])
@@ -284,6 +292,15 @@ def prune_context_messages(
        results weigh at least ``min_prunable_tool_chars``, results are replaced by the placeholder,
        oldest first, until the ratio drops below ``hard_clear_ratio``.
 
+    Deliberate deviation **P1** (so pruning never makes a context larger): OpenClaw applies a soft
+    trim even when the head, tail and note are longer than the original (possible only when
+    ``max_chars`` is smaller than ``head_chars + tail_chars`` plus about 100), and hard-clears results
+    shorter than the placeholder; here such a replacement is skipped (image markers are still
+    applied, they always shrink a result). The soft-trim case cannot occur with OpenClaw's defaults;
+    the hard-clear case concerns results shorter than the placeholder (33 chars by default), which
+    clearing would enlarge. Everywhere else the output equals OpenClaw's
+    (``tests/pruning/test_pruning_oracle.py`` checks both).
+
     Args:
         messages: The rebuilt context (message records), oldest first. Never modified.
         settings: The pruning settings (``mode`` is not checked here).
@@ -342,7 +359,10 @@ def prune_context_messages(
         updated = _soft_trim(message, settings)
         if updated is None:
             continue
-        total += estimate_message_chars(updated) - estimate_message_chars(message)
+        delta = estimate_message_chars(updated) - estimate_message_chars(message)
+        if delta >= 0 and not _has_images(message):
+            continue  # deviation P1: a "trim" that does not shrink the result is not applied
+        total += delta
         out[index] = updated
         soft[index] = _tool_call_id(message)
 
@@ -353,10 +373,13 @@ def prune_context_messages(
         and settings.hard_clear.enabled
         and sum(estimate_message_chars(out[i]) for i in prunable) >= settings.min_prunable_tool_chars
     ):
+        placeholder_chars = estimate_string_chars(settings.hard_clear.placeholder)
         for index in prunable:
             if ratio < settings.hard_clear_ratio:
                 break
             before = estimate_message_chars(out[index])
+            if before <= placeholder_chars:
+                continue  # deviation P1: clearing would not shrink the context
             out[index] = _with_text(out[index], settings.hard_clear.placeholder)
             total += estimate_message_chars(out[index]) - before
             ratio = total / char_window
