@@ -144,7 +144,7 @@ def test_b15_normal_text_is_delivered_as_is() -> None:
 
 def test_b15_token_then_space_and_text_is_delivered_like_openclaw() -> None:
     # OpenClaw 2026.7.35 (PR #50365) delivers "NO_REPLY Hello": the token is only stripped when glued.
-    out, filt = _stream(["NO_REPLY", " Hello"])
+    out, _ = _stream(["NO_REPLY", " Hello"])
     assert "".join(out) == "NO_REPLY Hello"
     assert streaming_decision("NO_REPLY Hello").text == "NO_REPLY Hello"
 
