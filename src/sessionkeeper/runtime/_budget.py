@@ -1,0 +1,273 @@
+"""
+The context budget: which context window applies, and how many tokens the context holds now.
+
+Rules: OpenClaw spec §5.3 (``resolveContextWindowInfo``: configured model entry, model metadata, default,
+``agents.defaults.contextTokens`` as a cap; the context-window guard), DESIGN D5 (unknown window: 200000),
+pi-format spec §12 and §15.1 (context tokens = last provider usage + estimates of the newer messages;
+usage from before the latest compaction is stale).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Final, Literal, Self
+
+import attrs
+
+from sessionkeeper._config import Config, setting, structure_settings
+from sessionkeeper.exceptions import ConfigError
+from sessionkeeper.transcript import (
+    AgentMessage,
+    AssistantMessage,
+    CompactionSummaryMessage,
+    UnknownMessage,
+    calculate_context_tokens,
+    estimate_tokens,
+)
+
+
+__all__ = (
+    "DEFAULT_CONTEXT_WINDOW_TOKENS",
+    "ContextTokenEstimate",
+    "ContextWindowInfo",
+    "ContextWindowSettings",
+    "estimate_context_usage",
+    "resolve_context_window",
+)
+
+DEFAULT_CONTEXT_WINDOW_TOKENS: Final = 200_000
+"""The window assumed when neither the host nor the model catalogue knows it (DESIGN D5)."""
+
+_HARD_MIN_TOKENS: Final = 4000
+_WARN_BELOW_TOKENS: Final = 8000
+_HARD_MIN_RATIO: Final = 0.1
+_WARN_BELOW_RATIO: Final = 0.2
+
+ContextWindowSource = Literal["override", "catalogue", "default", "cap"]
+
+
+def _positive(value: int | float | None) -> int | None:
+    if value is None or isinstance(value, bool):
+        return None
+    number = int(value // 1)
+    return number if number > 0 else None
+
+
+def _optional_positive_int(raw: object, key: str) -> int | None:
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or raw < 0:
+        raise ConfigError(f"expected a positive number of tokens, got {raw!r}", key=key)
+    return _positive(raw)
+
+
+@attrs.frozen(kw_only=True)
+class ContextWindowSettings:
+    """
+    Host-wide context-window settings (``agents.defaults``, OpenClaw §5.3).
+
+    Attributes:
+        context_tokens: ``agents.defaults.contextTokens``: a cap on every model's window, in tokens;
+            ``None`` (default) = no cap.
+    """
+
+    context_tokens: int | None = setting(default=None, parse=_optional_positive_int)
+
+    @classmethod
+    def from_config(cls, config: Config) -> Self:
+        """
+        Build from the ``agents.defaults`` section.
+
+        Raises:
+            ConfigError: ``contextTokens`` is not a non-negative number.
+        """
+        return structure_settings(cls, config.section("agents.defaults"), prefix="agents.defaults")
+
+
+@attrs.frozen(kw_only=True)
+class ContextWindowInfo:
+    """
+    The context window that applies to one model call, and why.
+
+    Attributes:
+        tokens: The window, in tokens.
+        source: ``"override"`` (the host's explicit value, OpenClaw's ``models.providers`` entry),
+            ``"catalogue"`` (the model catalogue entry the host passed), ``"default"`` (200000) or
+            ``"cap"`` (``agents.defaults.contextTokens`` lowered it).
+        reference_tokens: The window before the cap, when ``source == "cap"``; else ``None``.
+        warn_below_tokens: ``max(8000, floor(0.2 * reference))`` (OpenClaw's guard).
+        hard_min_tokens: ``min(max(4000, floor(0.1 * reference)), max(tokens, 4000))``.
+        should_warn: ``tokens < warn_below_tokens``: the window is small for an agent.
+        should_block: ``tokens < hard_min_tokens``: too small to run at all.
+    """
+
+    tokens: int
+    source: ContextWindowSource
+    reference_tokens: int | None = None
+    warn_below_tokens: int
+    hard_min_tokens: int
+    should_warn: bool
+    should_block: bool
+
+
+def resolve_context_window(
+    *,
+    override: int | None = None,
+    catalogue_context_tokens: int | None = None,
+    catalogue_context_window: int | None = None,
+    cap: int | None = None,
+    default: int = DEFAULT_CONTEXT_WINDOW_TOKENS,
+) -> ContextWindowInfo:
+    """
+    Resolve the context window in OpenClaw's order (§5.3 ``resolveContextWindowInfo``, D5).
+
+    1. ``override``: the host's explicit window for this model (OpenClaw: ``models.providers[p].models[id]
+       .contextTokens ?? .contextWindow``);
+    2. the model catalogue entry given by the host: ``catalogue_context_tokens ?? catalogue_context_window``;
+    3. ``default`` (200000).
+
+    Non-positive values count as absent. Then ``cap`` (``agents.defaults.contextTokens``) lowers the window
+    when it is smaller. The guard fields follow OpenClaw's ``evaluateContextWindowGuard``.
+
+    Args:
+        override: Explicit window, in tokens.
+        catalogue_context_tokens: The catalogue's usable context (``contextTokens``), in tokens.
+        catalogue_context_window: The catalogue's raw window (``contextWindow``), in tokens.
+        cap: Host-wide cap, in tokens (see :class:`ContextWindowSettings`).
+        default: Window when nothing is known, in tokens.
+
+    Raises:
+        ValueError: ``default`` is not positive.
+    """
+    fallback = _positive(default)
+    if fallback is None:
+        raise ValueError(f"default context window must be positive, got {default}")
+    tokens: int
+    source: ContextWindowSource
+    explicit = _positive(override)
+    catalogue = _positive(catalogue_context_tokens) or _positive(catalogue_context_window)
+    if explicit is not None:
+        tokens, source = explicit, "override"
+    elif catalogue is not None:
+        tokens, source = catalogue, "catalogue"
+    else:
+        tokens, source = fallback, "default"
+    reference: int | None = None
+    limit = _positive(cap)
+    if limit is not None and limit < tokens:
+        reference, tokens, source = tokens, limit, "cap"
+    basis = reference or tokens
+    warn_below = max(_WARN_BELOW_TOKENS, int(basis * _WARN_BELOW_RATIO))
+    hard_min = min(max(_HARD_MIN_TOKENS, int(basis * _HARD_MIN_RATIO)), max(tokens, _HARD_MIN_TOKENS))
+    return ContextWindowInfo(
+        tokens=tokens,
+        source=source,
+        reference_tokens=reference,
+        warn_below_tokens=warn_below,
+        hard_min_tokens=hard_min,
+        should_warn=tokens < warn_below,
+        should_block=tokens < hard_min,
+    )
+
+
+@attrs.frozen(kw_only=True)
+class ContextTokenEstimate:
+    """
+    The best estimate of a context's size.
+
+    Attributes:
+        tokens: ``usage_tokens + trailing_tokens``, in tokens.
+        usage_tokens: The provider-reported context size of the newest usable reply (0 when none).
+        trailing_tokens: pi's estimate (``ceil(chars / 4)``) of the messages after that reply, or of every
+            message when no usage is usable.
+        last_usage_index: Index of the reply whose usage was used, or ``None``.
+        source: ``"usage"`` when a provider usage anchors the count, ``"estimate"`` otherwise.
+        stale_usage_skipped: Replies with usage that were ignored because they predate the latest compaction.
+    """
+
+    tokens: int
+    usage_tokens: int
+    trailing_tokens: int
+    last_usage_index: int | None
+    source: Literal["usage", "estimate"]
+    stale_usage_skipped: int = 0
+
+
+def _timestamp(message: AgentMessage) -> float | None:
+    if isinstance(message, UnknownMessage):
+        value = message.raw.get("timestamp")
+    else:
+        value = getattr(message, "timestamp", None)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def _usable_usage_tokens(message: AgentMessage) -> int | None:
+    """Context tokens reported by an assistant reply, or ``None`` (error/aborted, no usage, all zero)."""
+    if isinstance(message, AssistantMessage):
+        if message.stop_reason in ("error", "aborted"):
+            return None
+        tokens = calculate_context_tokens(message.usage)
+    elif isinstance(message, UnknownMessage) and message.raw.get("role") == "assistant":
+        usage = message.raw.get("usage")
+        if message.raw.get("stopReason") in ("error", "aborted") or not isinstance(usage, dict):
+            return None
+        tokens = calculate_context_tokens(usage)
+    else:
+        return None
+    return tokens if tokens > 0 else None
+
+
+def estimate_context_usage(
+    messages: Sequence[AgentMessage], /, *, compacted_at_ms: float | None = None
+) -> ContextTokenEstimate:
+    """
+    The best token count for a context: the last provider-reported usage plus estimates of newer messages.
+
+    pi's ``estimateContextTokens`` (spec §12), with pi's staleness rule of §15.1 applied: a reply whose
+    ``timestamp`` is at or before the latest compaction (the newest ``compactionSummary`` message in
+    ``messages``, or ``compacted_at_ms``) reported a context that included the history since summarised,
+    so its usage is skipped. Replies with ``stopReason`` ``error``/``aborted`` and all-zero usage are
+    skipped too. Without a usable reply, every message is estimated.
+
+    Args:
+        messages: The context messages (as :func:`~sessionkeeper.build_session_context` returns them).
+        compacted_at_ms: Time of the latest compaction in ms since the epoch, when the caller knows it and
+            the summary message is not in ``messages``.
+
+    Returns:
+        The estimate, with the index of the usage anchor.
+    """
+    boundary = compacted_at_ms
+    for message in messages:
+        if isinstance(message, CompactionSummaryMessage):
+            stamp = _timestamp(message)
+            if stamp is not None and (boundary is None or stamp > boundary):
+                boundary = stamp
+    skipped = 0
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        usage_tokens = _usable_usage_tokens(message)
+        if usage_tokens is None:
+            continue
+        stamp = _timestamp(message)
+        if boundary is not None and (stamp is None or stamp <= boundary):
+            skipped += 1
+            continue
+        trailing = sum(estimate_tokens(m) for m in messages[index + 1 :])
+        return ContextTokenEstimate(
+            tokens=usage_tokens + trailing,
+            usage_tokens=usage_tokens,
+            trailing_tokens=trailing,
+            last_usage_index=index,
+            source="usage",
+            stale_usage_skipped=skipped,
+        )
+    total = sum(estimate_tokens(m) for m in messages)
+    return ContextTokenEstimate(
+        tokens=total,
+        usage_tokens=0,
+        trailing_tokens=total,
+        last_usage_index=None,
+        source="estimate",
+        stale_usage_skipped=skipped,
+    )
