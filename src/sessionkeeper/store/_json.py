@@ -325,9 +325,15 @@ class JsonFileStoreBackend:
 
     def _set(self, key: str, entry: SessionEntry) -> bool:
         raw = session_entry_to_dict(entry)
-        if self._raw.get(key) == raw:
+        previous = self._raw.get(key)
+        if previous == raw:
             self._entries[key] = entry
             return False
+        if previous is not None:
+            # keep the stored key order, new keys last (JavaScript's {...existing, ...patch})
+            ordered = {k: raw[k] for k in previous if k in raw}
+            ordered.update(raw)
+            raw = ordered
         self._raw[key] = raw
         self._entries[key] = entry
         self._chunks.pop(key, None)
