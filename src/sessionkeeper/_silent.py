@@ -352,7 +352,7 @@ def is_silent_reply_prefix(text: str | None, *, token: str = SILENT_REPLY_TOKEN)
     if not trimmed or trimmed != trimmed.upper():
         return False
     normalized = trimmed.upper()
-    if len(normalized.encode("utf-16-le")) < 4:
+    if len(normalized.encode("utf-16-le", "surrogatepass")) < 4:
         return False
     token_upper = token.upper()
     if not token_upper.startswith(normalized):
