@@ -29,6 +29,7 @@ from sessionkeeper.transcript._convert import (
     bash_execution_to_text,
     convert_to_llm,
 )
+from sessionkeeper.transcript._diagnostics import TornTail, TranscriptDiagnostics
 from sessionkeeper.transcript._entries import (
     CURRENT_SESSION_VERSION,
     BranchSummaryEntry,
@@ -51,6 +52,13 @@ from sessionkeeper.transcript._estimate import (
     estimate_context_tokens,
     estimate_tokens,
     utf16_len,
+)
+from sessionkeeper.transcript._load import (
+    TranscriptIndex,
+    find_orphan_tool_results,
+    load_transcript,
+    load_transcript_bytes,
+    scan_transcript,
 )
 from sessionkeeper.transcript._messages import (
     AgentMessage,
@@ -110,7 +118,10 @@ __all__ = (
     "ThinkingLevelChangeEntry",
     "ToolCall",
     "ToolResultMessage",
+    "TornTail",
+    "TranscriptDiagnostics",
     "TranscriptEntry",
+    "TranscriptIndex",
     "UnknownEntry",
     "UnknownMessage",
     "Usage",
@@ -127,8 +138,12 @@ __all__ = (
     "entry_to_builtins",
     "estimate_context_tokens",
     "estimate_tokens",
+    "find_orphan_tool_results",
+    "load_transcript",
+    "load_transcript_bytes",
     "message_from_json",
     "message_to_builtins",
+    "scan_transcript",
     "utf16_len",
     "walk_path",
 )

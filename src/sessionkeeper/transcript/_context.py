@@ -9,7 +9,7 @@ entry that would repeat (pi would loop forever). Entries of a known type with an
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -41,7 +41,9 @@ __all__ = (
     "ModelRef",
     "SessionContext",
     "build_context_from_path",
+    "build_context_lazily",
     "build_session_context",
+    "entry_kind",
     "walk_path",
 )
 
@@ -119,7 +121,8 @@ def walk_path(leaf: TranscriptEntry, by_id: Mapping[str, TranscriptEntry]) -> li
     return path
 
 
-def _kind(entry: TranscriptEntry) -> str:
+def entry_kind(entry: TranscriptEntry) -> str:
+    """The entry's ``type`` string (``""`` for an unknown entry without a string type)."""
     if isinstance(entry, UnknownEntry):
         return entry.type
     return type(entry).__struct_config__.tag  # type: ignore[return-value]
@@ -195,75 +198,122 @@ def _entry_message(entry: TranscriptEntry) -> AgentMessage | None:
     return None
 
 
-def build_context_from_path(path: Sequence[TranscriptEntry]) -> SessionContext:
-    """
-    Rebuild the context from a path (root first, leaf last): spec §9 items 3-7.
+_MESSAGE_KINDS = frozenset({"message", "custom_message", "branch_summary"})
 
-    Thinking level and model are scanned over the whole path; the last compaction on the path emits
-    its summary first, then the kept entries from its ``first_kept_entry_id`` (if that id is on the
-    path before it; otherwise none), then every entry after it.
+
+def _thinking_value(entry: TranscriptEntry) -> str | None:
+    if isinstance(entry, ThinkingLevelChangeEntry):
+        return entry.thinking_level
+    if isinstance(entry, UnknownEntry):
+        return _str(entry.raw.get("thinkingLevel"))
+    return None
+
+
+def _model_value(entry: TranscriptEntry) -> ModelRef | None:
+    if isinstance(entry, MessageEntry):
+        message = entry.message
+        if isinstance(message, AssistantMessage):
+            return ModelRef(provider=message.provider, model_id=message.model)
+        if isinstance(message, UnknownMessage) and message.raw.get("role") == "assistant":
+            return _raw_model(message.raw)
+        return None
+    if isinstance(entry, ModelChangeEntry):
+        return ModelRef(provider=entry.provider, model_id=entry.model_id)
+    if isinstance(entry, UnknownEntry):
+        raw = entry.raw
+        if entry.type == "model_change":
+            provider, model_id = _str(raw.get("provider")), _str(raw.get("modelId"))
+            if provider is not None and model_id is not None:
+                return ModelRef(provider=provider, model_id=model_id)
+        elif entry.type == "message":
+            inner = raw.get("message")
+            if isinstance(inner, dict) and inner.get("role") == "assistant":
+                return _raw_model(inner)
+    return None
+
+
+def build_context_lazily(
+    count: int,
+    *,
+    kind_at: Callable[[int], str],
+    id_at: Callable[[int], str | None],
+    entry_at: Callable[[int], TranscriptEntry],
+) -> SessionContext:
+    """
+    :func:`build_context_from_path` over a path given by accessors, decoding only what it needs.
+
+    Args:
+        count: Path length.
+        kind_at: ``type`` string of the path entry at an index (root = 0), without decoding it.
+        id_at: ``id`` of the path entry at an index, without decoding it.
+        entry_at: The decoded path entry at an index.
+
+    The thinking level and model are the *last* usable values on the path, so the scan runs backwards
+    and stops at the first hit; only entries that can produce a message are decoded in the emitted
+    range. The result equals a forward scan of the whole path (spec §9 items 3-7).
     """
     thinking_level = "off"
+    for i in range(count - 1, -1, -1):
+        if kind_at(i) == "thinking_level_change":
+            value = _thinking_value(entry_at(i))
+            if value is not None:
+                thinking_level = value
+                break
     model: ModelRef | None = None
-    compaction: TranscriptEntry | None = None
-    for entry in path:
-        if isinstance(entry, MessageEntry):
-            message = entry.message
-            if isinstance(message, AssistantMessage):
-                model = ModelRef(provider=message.provider, model_id=message.model)
-            elif isinstance(message, UnknownMessage) and message.raw.get("role") == "assistant":
-                model = _raw_model(message.raw) or model
-        elif isinstance(entry, ThinkingLevelChangeEntry):
-            thinking_level = entry.thinking_level
-        elif isinstance(entry, ModelChangeEntry):
-            model = ModelRef(provider=entry.provider, model_id=entry.model_id)
-        elif isinstance(entry, CompactionEntry):
-            compaction = entry
-        elif isinstance(entry, UnknownEntry):
-            kind, raw = entry.type, entry.raw
-            if kind == "thinking_level_change":
-                thinking_level = _str(raw.get("thinkingLevel")) or thinking_level
-            elif kind == "model_change":
-                provider, model_id = _str(raw.get("provider")), _str(raw.get("modelId"))
-                if provider is not None and model_id is not None:
-                    model = ModelRef(provider=provider, model_id=model_id)
-            elif kind == "message":
-                inner = raw.get("message")
-                if isinstance(inner, dict) and inner.get("role") == "assistant":
-                    model = _raw_model(inner) or model
-            elif kind == "compaction":
-                compaction = entry
+    for i in range(count - 1, -1, -1):
+        if kind_at(i) in ("model_change", "message"):
+            found_model = _model_value(entry_at(i))
+            if found_model is not None:
+                model = found_model
+                break
+    compaction_at = -1
+    for i in range(count - 1, -1, -1):
+        if kind_at(i) == "compaction":
+            compaction_at = i
+            break
 
     messages: list[AgentMessage] = []
-    if compaction is None:
-        for entry in path:
-            item = _entry_message(entry)
-            if item is not None:
-                messages.append(item)
+
+    def emit(start: int, stop: int) -> None:
+        for i in range(start, stop):
+            if kind_at(i) in _MESSAGE_KINDS:
+                item = _entry_message(entry_at(i))
+                if item is not None:
+                    messages.append(item)
+
+    if compaction_at < 0:
+        emit(0, count)
         return SessionContext(messages=tuple(messages), thinking_level=thinking_level, model=model)
 
+    compaction = entry_at(compaction_at)
     messages.append(_compaction_message(compaction))
     compaction_id = compaction.id
-    compaction_index = next(
-        i for i, e in enumerate(path) if _kind(e) == "compaction" and e.id == compaction_id
-    )
+    first_index = next(i for i in range(count) if kind_at(i) == "compaction" and id_at(i) == compaction_id)
     if isinstance(compaction, CompactionEntry):
         first_kept: Any = compaction.first_kept_entry_id
     else:
         first_kept = compaction.raw.get("firstKeptEntryId") if isinstance(compaction, UnknownEntry) else None
-    found = False
-    for entry in path[:compaction_index]:
-        if not found and entry.id == first_kept and first_kept is not None:
-            found = True
-        if found:
-            item = _entry_message(entry)
-            if item is not None:
-                messages.append(item)
-    for entry in path[compaction_index + 1 :]:
-        item = _entry_message(entry)
-        if item is not None:
-            messages.append(item)
+    if first_kept is not None:
+        kept_from = next((i for i in range(first_index) if id_at(i) == first_kept), first_index)
+        emit(kept_from, first_index)
+    emit(first_index + 1, count)
     return SessionContext(messages=tuple(messages), thinking_level=thinking_level, model=model)
+
+
+def build_context_from_path(path: Sequence[TranscriptEntry]) -> SessionContext:
+    """
+    Rebuild the context from a path (root first, leaf last): spec §9 items 3-7.
+
+    Thinking level and model are scanned over the whole path (last wins); the last compaction on the
+    path emits its summary first, then the kept entries from its ``first_kept_entry_id`` (if that id
+    is on the path before it; otherwise none), then every entry after it.
+    """
+    return build_context_lazily(
+        len(path),
+        kind_at=lambda i: entry_kind(path[i]),
+        id_at=lambda i: path[i].id,
+        entry_at=path.__getitem__,
+    )
 
 
 def build_session_context(

@@ -1,0 +1,718 @@
+"""
+Loading a transcript: a lazy index over the file's lines (pi-format spec §2, §5.11, §8).
+
+Every line is scanned once, decoding only its ``type``, ``id`` and ``parentId``; full entries are
+decoded on demand (the path being rebuilt, labels, session names), so opening a large transcript costs
+about as much as splitting it into lines. Rules, as pi 0.73.1 reads files, with the documented repairs:
+
+- UTF-8; a leading BOM and blank lines are ignored; invalid UTF-8 bytes read as U+FFFD (as Node does);
+  lone surrogate escapes read as U+FFFD (field report B02).
+- The first *parseable* line must be a ``session`` header with a string ``id``; otherwise
+  :class:`TranscriptFormatError` naming the file and line (pi would overwrite the file: we never do).
+- Lines that are not valid JSON, or not a JSON object, are skipped and reported. A last line without
+  newline that does not parse is a *torn tail* (reported separately; cut off before the next append).
+- Later ``session`` lines are ignored; entries with a repeated id: the later one wins in the index;
+  entries without a string id are kept in file order but are not part of the tree.
+- Leaf = the last entry (with an id) in file order. Labels are replayed in file order (last write wins,
+  empty clears; the label entry's timestamp is kept). Session name = the latest ``session_info``.
+- Versions 1 and 2 are migrated in memory (v1: fresh ids chained in file order, ``firstKeptEntryIndex``
+  -> ``firstKeptEntryId`` counting the header as line 0; v2: role ``hookMessage`` -> ``custom``).
+  Loading never writes.
+- Missing parents make roots; ``parentId`` cycles are detected and reported (walks stop before
+  repeating an entry).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, Final
+
+import attrs
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from sessionkeeper.exceptions import EntryNotFoundError, TranscriptFormatError, TranscriptNotFoundError
+from sessionkeeper.transcript._codec import decode_json_line, entry_from_json, header_from_json
+from sessionkeeper.transcript._context import (
+    EMPTY_CONTEXT,
+    SessionContext,
+    build_context_lazily,
+    entry_kind,
+)
+from sessionkeeper.transcript._diagnostics import TornTail, TranscriptDiagnostics
+from sessionkeeper.transcript._entries import (
+    CURRENT_SESSION_VERSION,
+    LabelEntry,
+    SessionHeader,
+    SessionInfoEntry,
+    TranscriptEntry,
+    UnknownEntry,
+)
+from sessionkeeper.transcript._messages import (
+    AgentMessage,
+    AssistantMessage,
+    ToolCall,
+    ToolResultMessage,
+    UnknownMessage,
+)
+
+
+__all__ = (
+    "TranscriptIndex",
+    "find_orphan_tool_results",
+    "js_trim",
+    "load_transcript",
+    "load_transcript_bytes",
+    "new_entry_id",
+    "scan_transcript",
+)
+
+_JS_WHITESPACE: Final = (
+    "\t\n\x0b\x0c\r \u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
+_BOM: Final = b"\xef\xbb\xbf"
+
+
+def js_trim(text: str) -> str:
+    """JavaScript's ``String.prototype.trim`` (strips JS whitespace and line terminators, incl. BOM)."""
+    return text.strip(_JS_WHITESPACE)
+
+
+def new_entry_id(taken: set[str] | dict[str, Any]) -> str:
+    """
+    Draw a new entry id: the first 8 hex chars of a random UUID v4, redrawn while it collides
+    with ``taken``; after 100 collisions a full 36-char UUID (pi-format spec §4).
+    """
+    for _ in range(100):
+        candidate = str(uuid.uuid4())[:8]
+        if candidate not in taken:
+            return candidate
+    return str(uuid.uuid4())
+
+
+class _Head(msgspec.Struct):
+    """Only what the index needs from a line: its type, id and parent id."""
+
+    type: Any = None
+    id: Any = None
+    parentId: Any = None  # noqa: N815 - the on-disk key
+
+
+_HEAD_DECODER: Final = msgspec.json.Decoder(_Head)
+_ANY_DECODER: Final = msgspec.json.Decoder()
+
+
+class TranscriptIndex:
+    """
+    The loaded state of one transcript: header, entries in file order, id index, leaf, labels.
+
+    Entries are decoded lazily from the file's bytes and cached. Built by :func:`load_transcript`,
+    :func:`load_transcript_bytes` or :meth:`empty`; :class:`TranscriptManager` owns one and extends it
+    with :meth:`add`. Positions (``pos``) are 0-based indexes into the entry list (file order, header
+    excluded).
+    """
+
+    def __init__(
+        self,
+        *,
+        path: Path | None,
+        header: SessionHeader,
+        header_raw: dict[str, Any],
+    ) -> None:
+        self.path = path
+        self.header = header
+        self.header_raw = header_raw
+        self.migrated = False
+        self.diagnostics = TranscriptDiagnostics(path=path)
+        # Per entry, in file order: its JSON line (no newline), type, id, parent id, 1-based line number
+        # (0 for appended entries).
+        self.lines: list[bytes] = []
+        self.kinds: list[str] = []
+        self.ids: list[str | None] = []
+        self.parents: list[str | None] = []
+        self.line_numbers: list[int] = []
+        self.by_id: dict[str, int] = {}
+        self._cache: dict[int, TranscriptEntry] = {}
+        self.leaf_id: str | None = None
+        self.labels: dict[str, str] = {}
+        self.label_timestamps: dict[str, str] = {}
+        self.session_name: str | None = None
+
+    # -- construction ------------------------------------------------------------------------------
+
+    @classmethod
+    def empty(cls, header: SessionHeader, *, path: Path | None = None) -> TranscriptIndex:
+        """An index holding only ``header`` (a new transcript)."""
+        raw = msgspec.to_builtins(header)
+        return cls(path=path, header=header, header_raw=raw)
+
+    def _push(self, kind: str, entry_id: str | None, parent: str | None, line: int) -> int:
+        pos = len(self.kinds)
+        self.kinds.append(kind)
+        self.ids.append(entry_id)
+        self.parents.append(parent)
+        self.line_numbers.append(line)
+        if entry_id is not None:
+            self.by_id[entry_id] = pos
+            self.leaf_id = entry_id
+        return pos
+
+    def add(self, entry: TranscriptEntry, line: bytes) -> int:
+        """
+        Record an entry just written (or about to be written) as ``line`` and make it the leaf.
+
+        Updates labels and the session name like pi's ``_appendEntry``. Returns its position.
+        """
+        kind = entry_kind(entry)
+        pos = self._push(kind, entry.id, entry.parent_id, 0)
+        self.lines.append(line)
+        self._cache[pos] = entry
+        self._apply_label_or_name(entry)
+        return pos
+
+    # -- access ------------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.kinds)
+
+    def line_bytes(self, pos: int) -> bytes:
+        """The JSON line (no newline) of the entry at ``pos``."""
+        return self.lines[pos]
+
+    def entry_at(self, pos: int) -> TranscriptEntry:
+        """The decoded entry at ``pos`` (decoded once, then cached)."""
+        cached = self._cache.get(pos)
+        if cached is not None:
+            return cached
+        try:
+            raw = _ANY_DECODER.decode(self.line_bytes(pos))
+        except msgspec.DecodeError:  # safety net: lines are validated when indexed
+            raw = decode_json_line(self.line_bytes(pos))[0]
+        entry = entry_from_json(raw)
+        self._cache[pos] = entry
+        return entry
+
+    def entries(self) -> Iterator[TranscriptEntry]:
+        """Every entry in file order (duplicates included), decoding as it goes."""
+        for pos in range(len(self.kinds)):
+            yield self.entry_at(pos)
+
+    def get(self, entry_id: str) -> TranscriptEntry | None:
+        """The entry with ``entry_id`` (the later one for duplicated ids), or ``None``."""
+        pos = self.by_id.get(entry_id)
+        return None if pos is None else self.entry_at(pos)
+
+    def path_positions(self, leaf_id: str | None) -> list[int]:
+        """Positions from a root to ``leaf_id`` (root first); empty for ``None`` or an unknown id."""
+        if leaf_id is None:
+            return []
+        pos = self.by_id.get(leaf_id)
+        if pos is None:
+            return []
+        return self._walk(pos)
+
+    def _walk(self, pos: int) -> list[int]:
+        out = [pos]
+        seen = {pos}
+        while True:
+            parent = self.parents[pos]
+            if not parent:
+                break
+            nxt = self.by_id.get(parent)
+            if nxt is None or nxt in seen:
+                break
+            seen.add(nxt)
+            out.append(nxt)
+            pos = nxt
+        out.reverse()
+        return out
+
+    def branch(self, leaf_id: str | None) -> list[TranscriptEntry]:
+        """The entries from a root to ``leaf_id``, root first (pi's ``getBranch``)."""
+        return [self.entry_at(p) for p in self.path_positions(leaf_id)]
+
+    def children(self, entry_id: str) -> list[TranscriptEntry]:
+        """Indexed entries whose ``parentId`` is ``entry_id``, in file order (pi's ``getChildren``)."""
+        return [self.entry_at(pos) for pos in sorted(self.by_id.values()) if self.parents[pos] == entry_id]
+
+    def build_context(self, leaf_id: str | UnsetType | None = UNSET) -> SessionContext:
+        """
+        The context for ``leaf_id`` (default: the current leaf), as :func:`build_session_context`.
+
+        ``None`` gives the empty context; an unknown id falls back to the last entry in file order.
+        """
+        if leaf_id is None:
+            return EMPTY_CONTEXT
+        target = self.leaf_id if leaf_id is UNSET else leaf_id
+        pos = self.by_id.get(target) if isinstance(target, str) and target else None
+        if pos is None:
+            if not self.kinds:
+                return EMPTY_CONTEXT
+            pos = len(self.kinds) - 1
+        path = self._walk(pos)
+        return build_context_lazily(
+            len(path),
+            kind_at=lambda i: self.kinds[path[i]],
+            id_at=lambda i: self.ids[path[i]],
+            entry_at=lambda i: self.entry_at(path[i]),
+        )
+
+    def require(self, entry_id: str) -> TranscriptEntry:
+        """The entry with ``entry_id``; raises :class:`EntryNotFoundError` when absent."""
+        entry = self.get(entry_id)
+        if entry is None:
+            raise EntryNotFoundError(entry_id)
+        return entry
+
+    # -- derived state -----------------------------------------------------------------------------
+
+    def _apply_label_or_name(self, entry: TranscriptEntry) -> None:
+        if isinstance(entry, LabelEntry) or (isinstance(entry, UnknownEntry) and entry.type == "label"):
+            if isinstance(entry, LabelEntry):
+                target: Any = entry.target_id
+                label: Any = entry.label
+            else:
+                target, label = entry.raw.get("targetId"), entry.raw.get("label")
+            if not isinstance(target, str):
+                return
+            if isinstance(label, str) and label:
+                self.labels[target] = label
+                self.label_timestamps[target] = entry.timestamp
+            else:
+                self.labels.pop(target, None)
+                self.label_timestamps.pop(target, None)
+        elif isinstance(entry, SessionInfoEntry) or (
+            isinstance(entry, UnknownEntry) and entry.type == "session_info"
+        ):
+            name: Any = entry.name if isinstance(entry, SessionInfoEntry) else entry.raw.get("name")
+            self.session_name = (js_trim(name) if isinstance(name, str) else "") or None
+
+    def _replay(self) -> None:
+        for pos, kind in enumerate(self.kinds):
+            if kind in ("label", "session_info"):
+                self._apply_label_or_name(self.entry_at(pos))
+
+    def _graph_findings(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        by_id, parents = self.by_id, self.parents
+        missing: list[str] = []
+        forward = False  # a cycle needs at least one parent link that does not point backwards
+        for entry_id, pos in by_id.items():
+            parent = parents[pos]
+            if parent:
+                parent_pos = by_id.get(parent)
+                if parent_pos is None:
+                    missing.append(entry_id)
+                elif parent_pos >= pos:
+                    forward = True
+        if not forward:
+            return tuple(missing), ()
+        # Cycle detection over id -> parent id (later duplicates win, as in the walk).
+        state: dict[str, int] = {}
+        cyclic: list[str] = []
+        for start in self.by_id:
+            if start in state:
+                continue
+            stack: list[str] = []
+            current: str | None = start
+            while current is not None and current in self.by_id and current not in state:
+                state[current] = 1
+                stack.append(current)
+                parent = self.parents[self.by_id[current]]
+                current = parent or None
+            if current is not None and state.get(current) == 1:
+                cyclic.extend(stack[stack.index(current) :])
+            for node in stack:
+                state[node] = 2
+        return tuple(missing), tuple(cyclic)
+
+
+def _migrate(index: TranscriptIndex, order: list[int | None], version: int) -> None:
+    """
+    Migrate a v1/v2 index to v3 in memory (spec §5.11); ``order`` maps each parsed line (header = 0,
+    repeated headers included) to its entry position, ``None`` for header lines.
+    """
+    raws: dict[int, dict[str, Any]] = {}
+    for pos in range(len(index)):
+        value = _ANY_DECODER.decode(index.line_bytes(pos))
+        raws[pos] = value
+    if version < 2:
+        taken: set[str] = set()
+        previous: str | None = None
+        for pos in range(len(index)):
+            raw = raws[pos]
+            new_id = new_entry_id(taken)
+            taken.add(new_id)
+            raw["id"] = new_id
+            raw["parentId"] = previous
+            previous = new_id
+            if raw.get("type") == "compaction" and "firstKeptEntryIndex" in raw:
+                target = raw["firstKeptEntryIndex"]
+                if isinstance(target, int | float) and not isinstance(target, bool):
+                    target_pos = (
+                        order[int(target)] if 0 <= target < len(order) and target == int(target) else None
+                    )
+                    if target_pos is not None:
+                        target_id = raws[target_pos].get("id")
+                        if isinstance(target_id, str):
+                            raw["firstKeptEntryId"] = target_id
+                    del raw["firstKeptEntryIndex"]
+        index.by_id.clear()
+        for pos in range(len(index)):
+            index.ids[pos] = raws[pos]["id"]
+            index.parents[pos] = raws[pos]["parentId"]
+            index.by_id[raws[pos]["id"]] = pos
+        index.leaf_id = index.ids[-1] if len(index) else None
+    for raw in raws.values():
+        message = raw.get("message")
+        if (
+            raw.get("type") == "message"
+            and isinstance(message, dict)
+            and message.get("role") == "hookMessage"
+        ):
+            message["role"] = "custom"
+    for pos, raw in raws.items():
+        index.lines[pos] = msgspec.json.encode(raw)
+    index.header_raw["version"] = CURRENT_SESSION_VERSION
+    index.header = header_from_json(index.header_raw)
+    index.migrated = True
+
+
+class _FastHead(msgspec.Struct):
+    """Strict head for the fast path: any surprise sends the file to the line-by-line scan."""
+
+    type: str
+    id: str | None = None
+    parentId: str | None = None  # noqa: N815 - the on-disk key
+
+
+_FAST_DECODER: Final = msgspec.json.Decoder(_FastHead)
+
+
+class _Scan:
+    """What one pass over the lines found (shared by the fast and the careful scan)."""
+
+    def __init__(self) -> None:
+        self.index: TranscriptIndex | None = None
+        self.line_count = 0
+        self.header_line = 0
+        self.version = 1
+        self.invalid: list[int] = []
+        self.non_object: list[int] = []
+        self.bad_utf8: list[int] = []
+        self.lone: list[int] = []
+        self.repeated: list[int] = []
+        self.without_id: list[int] = []
+        self.torn: TornTail | None = None
+        self.missing_newline = False
+        self.order: list[int | None] = []  # parsed lines -> entry position (None: header line)
+
+
+def _header_version(raw_header: dict[str, Any]) -> int:
+    version = raw_header.get("version", 1)
+    return version if isinstance(version, int) and not isinstance(version, bool) else 1
+
+
+def _make_index(raw_header: Any, head_id: Any, path: Path | None, line: int) -> TranscriptIndex:
+    if (
+        not isinstance(raw_header, dict)
+        or raw_header.get("type") != "session"
+        or not isinstance(head_id, str)
+    ):
+        raise TranscriptFormatError(
+            "not a pi session transcript: the first parseable line is not a session header with a string id",
+            path=path,
+            line=line,
+        )
+    try:
+        header = header_from_json(raw_header)
+    except msgspec.ValidationError as err:
+        raise TranscriptFormatError(f"invalid session header: {err}", path=path, line=line) from err
+    return TranscriptIndex(path=path, header=header, header_raw=raw_header)
+
+
+def _scan_fast(data: bytes, path: Path | None) -> _Scan | None:
+    """One C-speed pass for well-formed files; ``None`` means "use the careful scan"."""
+    if data.startswith(_BOM):
+        return None
+    if not data.isascii():
+        try:  # msgspec does not check UTF-8 inside the fields it skips: validate once, up front
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    lines = data.split(b"\n")
+    missing_newline = lines[-1] != b""
+    if not missing_newline:
+        lines.pop()
+    if not lines:
+        return None
+    decode = _FAST_DECODER.decode
+    try:
+        heads = [decode(line) for line in lines]
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    first = heads[0]
+    if first.type != "session" or first.id is None:
+        return None
+    kinds = [h.type for h in heads]
+    if "session" in kinds[1:]:
+        return None
+    scan = _Scan()
+    index = _make_index(_ANY_DECODER.decode(lines[0]), first.id, path, 1)
+    scan.index = index
+    scan.line_count = len(lines)
+    scan.header_line = 1
+    scan.version = _header_version(index.header_raw)
+    scan.missing_newline = missing_newline
+    del lines[0], kinds[0], heads[0]
+    ids = [h.id for h in heads]
+    index.lines = lines
+    index.kinds = kinds
+    index.ids = ids
+    index.parents = [h.parentId for h in heads]
+    index.line_numbers = list(range(2, len(lines) + 2))
+    index.by_id = {entry_id: pos for pos, entry_id in enumerate(ids) if entry_id is not None}
+    index.leaf_id = next((entry_id for entry_id in reversed(ids) if entry_id is not None), None)
+    if scan.version >= 2 and len(index.by_id) != len(ids):
+        scan.without_id = [pos + 2 for pos, entry_id in enumerate(ids) if entry_id is None]
+    scan.order = [None, *range(len(ids))]
+    return scan
+
+
+def _scan_careful(data: bytes, path: Path | None) -> _Scan:
+    """Line by line, tolerating and recording every defect (module docstring)."""
+    scan = _Scan()
+    length = len(data)
+    pos = 3 if data.startswith(_BOM) else 0
+    line_no = 0
+    head_decode = _HEAD_DECODER.decode
+    find = data.find
+    index: TranscriptIndex | None = None
+    while pos < length:
+        end = find(b"\n", pos)
+        complete = end >= 0
+        if not complete:
+            end = length
+        line_no += 1
+        start = pos
+        pos = end + 1
+        chunk = data[start:end]
+        if not chunk:
+            continue
+        replacement: bytes | None = None
+        try:
+            head = head_decode(chunk)
+            if not chunk.isascii():  # skipped fields are not UTF-8 checked by msgspec
+                chunk.decode("utf-8")
+        except UnicodeDecodeError:
+            value, _, had_lone = decode_json_line(chunk)
+            if not isinstance(value, dict):
+                if index is None:
+                    raise TranscriptFormatError(
+                        "not a pi session transcript: the first parseable line is not a JSON object",
+                        path=path,
+                        line=line_no,
+                    ) from None
+                scan.non_object.append(line_no)
+                continue
+            scan.bad_utf8.append(line_no)
+            if had_lone:
+                scan.lone.append(line_no)
+            replacement = msgspec.json.encode(value)
+            head = _Head(type=value.get("type"), id=value.get("id"), parentId=value.get("parentId"))
+        except msgspec.ValidationError:
+            if index is None:
+                raise TranscriptFormatError(
+                    "not a pi session transcript: the first parseable line is not a JSON object",
+                    path=path,
+                    line=line_no,
+                ) from None
+            scan.non_object.append(line_no)
+            continue
+        except msgspec.DecodeError:
+            if not chunk.strip():
+                continue  # blank line (whitespace only)
+            try:
+                value, was_bad_utf8, had_lone = decode_json_line(chunk)
+            except ValueError:
+                if not complete:
+                    scan.torn = TornTail(line=line_no, offset=start, length=end - start)
+                else:
+                    scan.invalid.append(line_no)
+                continue
+            if not isinstance(value, dict):
+                if index is None:
+                    raise TranscriptFormatError(
+                        "not a pi session transcript: the first parseable line is not a JSON object",
+                        path=path,
+                        line=line_no,
+                    ) from None
+                scan.non_object.append(line_no)
+                continue
+            if was_bad_utf8:
+                scan.bad_utf8.append(line_no)
+            if had_lone:
+                scan.lone.append(line_no)
+            replacement = msgspec.json.encode(value)
+            head = _Head(type=value.get("type"), id=value.get("id"), parentId=value.get("parentId"))
+        if not complete:
+            scan.missing_newline = True
+        kind = head.type
+        if index is None:
+            raw_header = _ANY_DECODER.decode(replacement if replacement is not None else chunk)
+            index = _make_index(raw_header, head.id, path, line_no)
+            scan.index = index
+            scan.header_line = line_no
+            scan.version = _header_version(raw_header)
+            scan.order.append(None)
+            continue
+        if kind == "session":
+            scan.repeated.append(line_no)
+            scan.order.append(None)
+            continue
+        entry_id = head.id if isinstance(head.id, str) else None
+        parent = head.parentId if isinstance(head.parentId, str) else None
+        if entry_id is None and scan.version >= 2:
+            scan.without_id.append(line_no)
+        entry_pos = index._push(kind if isinstance(kind, str) else "", entry_id, parent, line_no)
+        scan.order.append(entry_pos)
+        index.lines.append(replacement if replacement is not None else chunk)
+    scan.line_count = line_no
+    return scan
+
+
+def load_transcript_bytes(data: bytes, *, path: Path | None = None) -> TranscriptIndex:
+    """
+    Build the index of a transcript held in memory (see the module docstring for the rules).
+
+    Args:
+        data: The file's bytes.
+        path: The file, for error messages and diagnostics.
+
+    Returns:
+        The :class:`TranscriptIndex`, with :attr:`TranscriptIndex.diagnostics` filled in.
+
+    Raises:
+        TranscriptFormatError: No parseable line, or the first parseable line is not a session header
+            with a string id (the error names the file and the line).
+    """
+    scan = _scan_fast(data, path) or _scan_careful(data, path)
+    index = scan.index
+    if index is None:
+        raise TranscriptFormatError(
+            "not a pi session transcript: no parseable line (empty file or no session header)", path=path
+        )
+    if scan.version < CURRENT_SESSION_VERSION:
+        _migrate(index, scan.order, scan.version)
+        scan.without_id = []
+    index._replay()
+    duplicates: dict[str, list[int]] = {}
+    if len(index.by_id) + len(scan.without_id) != len(index):
+        seen: dict[str, int] = {}
+        for pos, entry_id in enumerate(index.ids):
+            if entry_id is None:
+                continue
+            if entry_id in seen:
+                duplicates.setdefault(entry_id, [index.line_numbers[seen[entry_id]]]).append(
+                    index.line_numbers[pos]
+                )
+            seen[entry_id] = pos
+    missing, cyclic = index._graph_findings()
+    index.diagnostics = TranscriptDiagnostics(
+        path=path,
+        line_count=scan.line_count,
+        header_line=scan.header_line,
+        version=scan.version,
+        legacy_version=scan.version < CURRENT_SESSION_VERSION,
+        torn_tail=scan.torn,
+        missing_final_newline=scan.missing_newline,
+        invalid_lines=tuple(scan.invalid),
+        non_object_lines=tuple(scan.non_object),
+        bad_utf8_lines=tuple(scan.bad_utf8),
+        lone_surrogate_lines=tuple(scan.lone),
+        repeated_header_lines=tuple(scan.repeated),
+        entries_without_id=tuple(scan.without_id),
+        duplicate_ids=tuple((k, tuple(v)) for k, v in duplicates.items()),
+        missing_parents=missing,
+        cycles=cyclic,
+    )
+    return index
+
+
+def load_transcript(path: Path | str) -> TranscriptIndex:
+    """
+    Read and index a transcript file (synchronous; async callers use ``TranscriptManager.open``).
+
+    Raises:
+        TranscriptNotFoundError: The file does not exist.
+        TranscriptFormatError: It is not a transcript (see :func:`load_transcript_bytes`).
+        OSError: It could not be read.
+    """
+    file = Path(path)
+    try:
+        data = file.read_bytes()
+    except FileNotFoundError as err:
+        raise TranscriptNotFoundError(f"transcript not found: {file}") from err
+    except IsADirectoryError as err:
+        raise TranscriptFormatError("is a directory, not a transcript", path=file) from err
+    return load_transcript_bytes(data, path=file)
+
+
+def find_orphan_tool_results(messages: Iterable[AgentMessage]) -> tuple[str, ...]:
+    """
+    Return the ``toolCallId`` of every tool result in ``messages`` that has no matching tool call in
+    the closest preceding assistant message, or that follows a non-tool-result message after it (the
+    pairing invariant of the field reports; providers reject such results).
+    """
+    orphans: list[str] = []
+    open_calls: set[str] = set()
+    for message in messages:
+        role, call_ids, result_id = _pairing_view(message)
+        if role == "assistant":
+            open_calls = set(call_ids)
+        elif role == "toolResult":
+            if result_id is None or result_id not in open_calls:
+                orphans.append(result_id or "")
+        else:
+            open_calls = set()
+    return tuple(orphans)
+
+
+def _pairing_view(message: AgentMessage) -> tuple[str | None, list[str], str | None]:
+    if isinstance(message, AssistantMessage):
+        return "assistant", [b.id for b in message.content if isinstance(b, ToolCall)], None
+    if isinstance(message, ToolResultMessage):
+        return "toolResult", [], message.tool_call_id
+    if isinstance(message, UnknownMessage):
+        raw = message.raw
+        role = raw.get("role")
+        if role == "assistant":
+            content = raw.get("content")
+            blocks = content if isinstance(content, list) else []
+            ids = [
+                b["id"]
+                for b in blocks
+                if isinstance(b, dict) and b.get("type") == "toolCall" and isinstance(b.get("id"), str)
+            ]
+            return "assistant", ids, None
+        if role == "toolResult":
+            call_id = raw.get("toolCallId")
+            return "toolResult", [], call_id if isinstance(call_id, str) else None
+        return role if isinstance(role, str) else None, [], None
+    return "other", [], None
+
+
+def scan_transcript(path: Path | str) -> TranscriptDiagnostics:
+    """
+    Load a transcript read-only and return everything found wrong, including orphan tool results on
+    the leaf's context (what ``sessionkeeper doctor`` reports). Never writes.
+
+    Raises:
+        TranscriptNotFoundError: The file does not exist.
+        TranscriptFormatError: It is not a transcript at all.
+    """
+    index = load_transcript(path)
+    orphans = find_orphan_tool_results(index.build_context().messages)
+    return attrs.evolve(index.diagnostics, orphan_tool_results=orphans)
