@@ -22,6 +22,7 @@ import attrs
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
 from sessionkeeper._fs import backup_file
 from sessionkeeper.exceptions import StoreCorruptError
+from sessionkeeper.store._backend import LoadReport, StoreBackend
 from sessionkeeper.store._entry import SessionEntry, session_entry_to_dict
 from sessionkeeper.store._json import JsonFileStoreBackend
 from sessionkeeper.store._maintenance import (
@@ -102,17 +103,38 @@ def held_transcript_locks(sessions_dir: Path, files: Iterable[StoreFile]) -> fro
     return frozenset(held)
 
 
-def _resolve_backend(store: Any) -> tuple[JsonFileStoreBackend, bool]:
-    if isinstance(store, JsonFileStoreBackend):
-        return store, False
-    backend = getattr(store, "backend", None)
-    if isinstance(backend, JsonFileStoreBackend):
-        return backend, False
+@attrs.frozen
+class _Target:
+    backend: StoreBackend
+    sessions_dir: Path
+    store_file: Path | None  # the JSON store file, whose size the disk budget replaces by the projection
+    owned: bool
+
+    @property
+    def store_name(self) -> str:
+        return self.store_file.name if self.store_file is not None else _STORE_NAME
+
+    @property
+    def dropped_keys(self) -> tuple[str, ...]:
+        report = getattr(self.backend, "last_load", None)
+        return tuple(report.dropped_keys) if isinstance(report, LoadReport) else ()
+
+
+def _resolve_target(store: Any) -> _Target:
     if isinstance(store, str | os.PathLike):
-        return JsonFileStoreBackend(Path(store), durable=True), True
+        json_backend = JsonFileStoreBackend(Path(store), durable=True)
+        path = json_backend.path
+        return _Target(backend=json_backend, sessions_dir=path.parent, store_file=path, owned=True)
+    if isinstance(store, JsonFileStoreBackend):
+        return _Target(backend=store, sessions_dir=store.path.parent, store_file=store.path, owned=False)
+    backend: object = getattr(store, "backend", None)
+    sessions_dir: object = getattr(store, "sessions_dir", None)
+    if isinstance(sessions_dir, Path) and isinstance(backend, StoreBackend):
+        store_file = backend.path if isinstance(backend, JsonFileStoreBackend) else None
+        return _Target(backend=backend, sessions_dir=sessions_dir, store_file=store_file, owned=False)
     raise TypeError(
-        "run_maintenance needs a sessions directory, a sessions.json path, or a JSON-file store "
-        f"(got {type(store).__name__})"
+        "run_maintenance needs a sessions directory, a sessions.json path, a JsonFileStoreBackend or a "
+        f"SessionStore with a sessions directory (got {type(store).__name__})"
     )
 
 
@@ -138,7 +160,7 @@ def _entries_as_dicts(entries: dict[str, SessionEntry]) -> dict[str, dict[str, A
 
 
 def _plan(
-    backend: JsonFileStoreBackend,
+    target: _Target,
     entries: dict[str, SessionEntry],
     *,
     settings: MaintenanceSettings,
@@ -146,22 +168,21 @@ def _plan(
     active_keys: Iterable[str],
     on_save: bool,
 ) -> MaintenancePlan:
-    sessions_dir = backend.path.parent
-    own_lock = f"{backend.path.name}.lock"  # the backend's cross-process lock file, not a session artifact
-    files = [f for f in list_store_files(sessions_dir) if f.name != own_lock]
-    locked = held_transcript_locks(sessions_dir, files)
-    raw: dict[str, Any] = dict.fromkeys(backend.last_load.dropped_keys)
+    own_lock = f"{target.store_name}.lock"  # the backend's cross-process lock file, not a session artifact
+    files = [f for f in list_store_files(target.sessions_dir) if f.name != own_lock]
+    locked = held_transcript_locks(target.sessions_dir, files)
+    raw: dict[str, Any] = dict.fromkeys(target.dropped_keys)
     raw.update(_entries_as_dicts(entries))
     return plan_maintenance(
         raw,
         files=files,
         settings=settings,
         now_ms=now_ms,
-        sessions_dir=sessions_dir,
+        sessions_dir=target.sessions_dir,
         active_keys=active_keys,
         locked_files=locked,
         on_save=on_save,
-        store_name=backend.path.name,
+        store_name=target.store_name,
     )
 
 
@@ -216,8 +237,8 @@ async def run_maintenance(
     archived or deleted, so a crash leaves at worst unreferenced files for the next run.
 
     Args:
-        store: A sessions directory, its ``sessions.json``, a :class:`JsonFileStoreBackend`, or an object
-            with a ``backend`` attribute holding one.
+        store: A sessions directory, its ``sessions.json``, a :class:`JsonFileStoreBackend`, or a
+            :class:`SessionStore` with a sessions directory (any backend: JSON, SQLite, memory).
         settings: Maintenance settings; default :class:`MaintenanceSettings` (OpenClaw's defaults).
         mode: Overrides ``settings.mode``: ``"enforce"`` applies, ``"warn"`` only reports.
         dry_run: Plan and report; change nothing.
@@ -242,32 +263,38 @@ async def run_maintenance(
     effective_mode: MaintenanceMode = mode or settings.mode
     now = clock.now_ms() if now_ms is None else int(now_ms)
     keys = tuple(active_keys)
-    backend, owned = _resolve_backend(store)
+    target = _resolve_target(store)
+    backend = target.backend
     try:
-        await anyio.to_thread.run_sync(_check_not_empty, backend.path)
+        if target.store_file is not None:
+            await anyio.to_thread.run_sync(_check_not_empty, target.store_file)
         if dry_run or effective_mode == "warn":
             entries = await backend.load_all()
             plan = await anyio.to_thread.run_sync(
                 lambda: _plan(
-                    backend, entries, settings=settings, now_ms=now, active_keys=keys, on_save=on_save
+                    target, entries, settings=settings, now_ms=now, active_keys=keys, on_save=on_save
                 )
             )
-            warnings = list(plan.report.warnings)
             return _finish(
-                plan.report, mode=effective_mode, dry_run=dry_run, applied=False, warnings=warnings
+                plan.report,
+                mode=effective_mode,
+                dry_run=dry_run,
+                applied=False,
+                warnings=[*plan.report.warnings],
             )
 
         def transact(working: dict[str, SessionEntry]) -> MaintenancePlan:
-            plan = _plan(backend, working, settings=settings, now_ms=now, active_keys=keys, on_save=on_save)
-            if plan.store_changed and backend.last_load.dropped_keys and backend.path.exists():
-                backup_file(backend.path, now_ms=now)  # a repair (dropping unsafe rows): back up first
+            plan = _plan(target, working, settings=settings, now_ms=now, active_keys=keys, on_save=on_save)
+            store_file = target.store_file
+            if plan.store_changed and target.dropped_keys and store_file is not None and store_file.exists():
+                backup_file(store_file, now_ms=now)  # a repair (dropping unsafe rows): back up first
             for removal in plan.report.removals:
                 working.pop(removal.key, None)
             return plan
 
         plan = await backend.transaction(transact)
         done, warnings = await anyio.to_thread.run_sync(
-            _execute_files, backend.path.parent, plan.report.file_actions
+            _execute_files, target.sessions_dir, plan.report.file_actions
         )
         report = plan.report
         if len(done) != len(report.file_actions):
@@ -278,7 +305,7 @@ async def run_maintenance(
             report, mode=effective_mode, dry_run=False, applied=True, warnings=[*report.warnings, *warnings]
         )
     finally:
-        if owned:
+        if target.owned:
             await backend.aclose()
 
 

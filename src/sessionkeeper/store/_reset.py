@@ -1,0 +1,670 @@
+"""
+Reset policy and session resolution (OpenClaw spec §4.2, §4.3; field report B24).
+
+A session key keeps its session id until the session goes *stale*: at the daily boundary (``atHour``,
+default 04:00, in a configurable IANA time zone, DST-correct with :mod:`zoneinfo`) and/or after
+``idleMinutes`` without a real interaction; when both apply, the earlier expiry wins. Freshness is judged
+from ``sessionStartedAt`` (daily) and ``lastInteractionAt`` (idle), never from ``updatedAt``: system events
+(heartbeat, cron, exec) bump ``updatedAt`` but never extend freshness, and never roll a session either.
+
+:func:`evaluate_freshness` is OpenClaw's ``evaluateSessionFreshness``; :func:`resolve_session` is the
+freshness part of ``initSessionState``: it returns the entry to use (the same session, or a new one that
+carries over the safe preferences) and why.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, Literal, Self
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import attrs
+
+from sessionkeeper._config import Config
+from sessionkeeper.exceptions import ConfigError
+from sessionkeeper.store._entry import SessionEntry, session_entry_from_dict, session_entry_to_dict
+from sessionkeeper.store._keys import parse_thread_suffix
+
+
+__all__ = (
+    "DEFAULT_RESET_AT_HOUR",
+    "DEFAULT_RESET_TRIGGERS",
+    "EffectiveResetPolicy",
+    "Freshness",
+    "ResetContext",
+    "ResetPolicy",
+    "ResetRule",
+    "SessionEvent",
+    "SessionResolution",
+    "daily_reset_at_ms",
+    "evaluate_freshness",
+    "has_provider_owned_session",
+    "match_reset_trigger",
+    "resolve_reset_type",
+    "resolve_session",
+)
+
+DEFAULT_RESET_AT_HOUR: Final = 4
+"""Daily reset hour (local time) when none is configured (spec §4.2)."""
+
+DEFAULT_RESET_TRIGGERS: Final = ("/new", "/reset")
+"""``session.resetTriggers`` default (spec §4.3)."""
+
+ResetMode = Literal["daily", "idle"]
+ResetType = Literal["direct", "group", "thread"]
+SessionEvent = Literal["message", "heartbeat", "cron-event", "exec-event"]
+"""What woke the session: a real message, or a system event (which never refreshes or rolls it)."""
+
+_SYSTEM_EVENTS: Final = frozenset({"heartbeat", "cron-event", "exec-event"})
+_CARRIED_TOGGLES: Final = (
+    "thinkingLevel",
+    "fastMode",
+    "verboseLevel",
+    "traceLevel",
+    "reasoningLevel",
+    "ttsAuto",
+    "responseUsage",
+    "label",
+    "displayName",
+)
+_CARRIED_ROUTING: Final = (
+    "chatType",
+    "channel",
+    "groupId",
+    "subject",
+    "groupChannel",
+    "space",
+    "origin",
+    "deliveryContext",
+    "route",
+    "lastChannel",
+    "lastTo",
+    "lastAccountId",
+    "lastThreadId",
+)
+_LINEAGE: Final = (
+    "spawnedBy",
+    "spawnedWorkspaceDir",
+    "spawnedCwd",
+    "parentSessionKey",
+    "forkedFromParent",
+    "spawnDepth",
+    "subagentRole",
+    "subagentControlScope",
+)
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _normalize_at_hour(value: object) -> int:
+    number = _number(value)
+    if number is None:
+        return DEFAULT_RESET_AT_HOUR
+    return min(23, max(0, math.floor(number)))
+
+
+@attrs.frozen(kw_only=True)
+class ResetRule:
+    """
+    One reset block (``session.reset``, ``session.resetByType.<type>``, ``session.resetByChannel.<ch>``).
+
+    Attributes:
+        mode: ``"daily"`` or ``"idle"``; ``None`` inherits.
+        at_hour: Local hour of the daily reset (floored, clamped to 0-23; invalid means 4); ``None`` inherits.
+        idle_minutes: Minutes without interaction before an idle reset (floored, >= 0; 0 never expires);
+            ``None`` inherits.
+    """
+
+    mode: ResetMode | None = None
+    at_hour: object = None
+    idle_minutes: float | None = None
+
+    @classmethod
+    def from_mapping(cls, raw: object, *, key: str) -> Self:
+        """Parse a reset block (camelCase keys ``mode``, ``atHour``, ``idleMinutes``)."""
+        if not isinstance(raw, Mapping):
+            raise ConfigError(f"expected an object, got {type(raw).__name__}", key=key)
+        mode = raw.get("mode")
+        if mode is not None and mode not in ("daily", "idle"):
+            raise ConfigError(f"expected 'daily' or 'idle', got {mode!r}", key=f"{key}.mode")
+        idle = raw.get("idleMinutes")
+        if idle is not None and _number(idle) is None:
+            raise ConfigError(f"expected a number of minutes, got {idle!r}", key=f"{key}.idleMinutes")
+        at_hour: object = raw.get("atHour")
+        return cls(mode=mode, at_hour=at_hour, idle_minutes=_number(idle))
+
+
+@attrs.frozen(kw_only=True)
+class EffectiveResetPolicy:
+    """
+    The policy that applies to one session (``resolveSessionResetPolicy``, spec §4.2).
+
+    Attributes:
+        mode: ``daily`` or ``idle``.
+        at_hour: Daily reset hour, 0-23 (local time of the policy's zone).
+        idle_minutes: Idle expiry in minutes, or ``None`` (no idle expiry). 0 never expires.
+        configured: Some reset block or the legacy ``session.idleMinutes`` exists.
+    """
+
+    mode: ResetMode
+    at_hour: int
+    idle_minutes: int | None
+    configured: bool
+
+
+def _local_zone() -> _dt.tzinfo:
+    name = os.environ.get("TZ", "").lstrip(":")
+    try:
+        if name:
+            return ZoneInfo(name)
+        with open("/etc/localtime", "rb") as fh:  # noqa: PTH123 - ZoneInfo.from_file wants a binary file
+            return ZoneInfo.from_file(fh)
+    except (OSError, ValueError, ZoneInfoNotFoundError):
+        return _dt.UTC
+
+
+def _parse_zone(value: object, key: str) -> _dt.tzinfo | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"expected an IANA time zone name, got {value!r}", key=key)
+    try:
+        return ZoneInfo(value.strip())
+    except (ZoneInfoNotFoundError, ValueError) as err:
+        raise ConfigError(f"unknown time zone {value!r}", key=key) from err
+
+
+@attrs.frozen(kw_only=True)
+class ResetPolicy:
+    """
+    Reset settings: the ``session`` block's reset keys (OpenClaw spec §4.2).
+
+    Attributes:
+        reset: ``session.reset`` (default: none, which means daily at 04:00).
+        reset_by_type: ``session.resetByType``: ``direct`` (alias ``dm``), ``group``, ``thread``.
+        reset_by_channel: ``session.resetByChannel.<channel>``; replaces ``reset`` and ``reset_by_type``
+            wholesale for that channel.
+        idle_minutes: Legacy top-level ``session.idleMinutes``.
+        time_zone: IANA zone of the daily boundary (``session.timeZone``, our addition); ``None`` uses the
+            host's zone (``$TZ`` or ``/etc/localtime``), as OpenClaw does.
+        reset_triggers: ``session.resetTriggers``, default ``("/new", "/reset")``.
+    """
+
+    reset: ResetRule | None = None
+    reset_by_type: Mapping[str, ResetRule] = attrs.field(factory=dict)
+    reset_by_channel: Mapping[str, ResetRule] = attrs.field(factory=dict)
+    idle_minutes: float | None = None
+    time_zone: _dt.tzinfo | None = None
+    reset_triggers: tuple[str, ...] = DEFAULT_RESET_TRIGGERS
+
+    @classmethod
+    def from_config(cls, config: Config) -> Self:
+        """Read the policy from the ``session`` section. Raises :class:`ConfigError` naming the key."""
+        return cls.from_mapping(config.section("session"))
+
+    @classmethod
+    def from_mapping(cls, session: Mapping[str, Any]) -> Self:
+        """Build the policy from a ``session`` block (camelCase keys)."""
+        by_type: dict[str, ResetRule] = {}
+        raw_types = session.get("resetByType")
+        if raw_types is not None:
+            if not isinstance(raw_types, Mapping):
+                raise ConfigError("expected an object", key="session.resetByType")
+            for name, block in raw_types.items():
+                if block is not None:
+                    by_type[str(name)] = ResetRule.from_mapping(block, key=f"session.resetByType.{name}")
+        by_channel: dict[str, ResetRule] = {}
+        raw_channels = session.get("resetByChannel")
+        if raw_channels is not None:
+            if not isinstance(raw_channels, Mapping):
+                raise ConfigError("expected an object", key="session.resetByChannel")
+            for name, block in raw_channels.items():
+                if block is not None:
+                    rule = ResetRule.from_mapping(block, key=f"session.resetByChannel.{name}")
+                    by_channel[str(name).strip().lower()] = rule
+        legacy = session.get("idleMinutes")
+        if legacy is not None and _number(legacy) is None:
+            raise ConfigError(f"expected a number of minutes, got {legacy!r}", key="session.idleMinutes")
+        triggers = session.get("resetTriggers", DEFAULT_RESET_TRIGGERS)
+        if not isinstance(triggers, Sequence) or isinstance(triggers, str):
+            raise ConfigError("expected a list of strings", key="session.resetTriggers")
+        reset_raw = session.get("reset")
+        return cls(
+            reset=ResetRule.from_mapping(reset_raw, key="session.reset") if reset_raw is not None else None,
+            reset_by_type=by_type,
+            reset_by_channel=by_channel,
+            idle_minutes=_number(legacy),
+            time_zone=_parse_zone(session.get("timeZone"), "session.timeZone"),
+            reset_triggers=tuple(str(t) for t in triggers if str(t).strip()),
+        )
+
+    @property
+    def zone(self) -> _dt.tzinfo:
+        """The zone of the daily boundary: :attr:`time_zone`, else the host's."""
+        return self.time_zone if self.time_zone is not None else _local_zone()
+
+    def resolve(self, reset_type: ResetType, *, channel: str | None = None) -> EffectiveResetPolicy:
+        """
+        The effective policy for a session type and channel (``resolveSessionResetPolicy``, §4.2).
+
+        ``mode`` = type's ?? base's ?? (``idle`` when only the legacy ``idleMinutes`` is set, else
+        ``daily``); ``idle_minutes`` = first defined of type, base, legacy (floored, >= 0; 0 for ``idle``
+        mode without any); ``at_hour`` floored and clamped, default 4.
+        """
+        override = self.reset_by_channel.get(channel.strip().lower()) if channel and channel.strip() else None
+        base = override if override is not None else self.reset
+        typed: ResetRule | None = None
+        if override is None:
+            typed = self.reset_by_type.get(reset_type)
+            if typed is None and reset_type == "direct":
+                typed = self.reset_by_type.get("dm")
+        has_explicit = base is not None or bool(self.reset_by_type)
+        legacy = None if override is not None else self.idle_minutes
+        configured = base is not None or typed is not None or legacy is not None
+        mode: ResetMode = (
+            (typed.mode if typed else None)
+            or (base.mode if base else None)
+            or ("idle" if not has_explicit and legacy is not None else "daily")
+        )
+        at_hour_raw: object = DEFAULT_RESET_AT_HOUR
+        if typed is not None and typed.at_hour is not None:
+            at_hour_raw = typed.at_hour
+        elif base is not None and base.at_hour is not None:
+            at_hour_raw = base.at_hour
+        at_hour = _normalize_at_hour(at_hour_raw)
+        candidates = (typed.idle_minutes if typed else None, base.idle_minutes if base else None, legacy)
+        idle_raw = next((v for v in candidates if v is not None), None)
+        idle: int | None = 0 if mode == "idle" else None
+        if idle_raw is not None:
+            idle = max(0, math.floor(idle_raw))
+        return EffectiveResetPolicy(mode=mode, at_hour=at_hour, idle_minutes=idle, configured=configured)
+
+
+def _js_local_ms(zone: _dt.tzinfo, day: _dt.date, hour: int, minute: int = 0) -> int:
+    """Epoch ms of a local wall time as JavaScript resolves it (in a gap: later; in an overlap: earlier)."""
+    when = _dt.datetime(day.year, day.month, day.day, hour, minute, tzinfo=zone, fold=0)
+    return round(when.timestamp() * 1000)
+
+
+def daily_reset_at_ms(now_ms: int, at_hour: float, *, zone: _dt.tzinfo) -> int:
+    """
+    The most recent daily boundary at or before ``now_ms`` (``resolveDailyResetAtMs``, spec §4.2).
+
+    Today at ``at_hour``:00 local time, or yesterday's when ``now_ms`` is earlier. Local times are resolved
+    as JavaScript does (a non-existent hour moves forward, an ambiguous one takes the first occurrence),
+    so the result equals OpenClaw's on DST days.
+
+    Args:
+        now_ms: Current time, ms since epoch.
+        at_hour: Reset hour (floored, clamped 0-23).
+        zone: Time zone of the boundary.
+
+    Returns:
+        Epoch ms of the boundary.
+    """
+    hour = _normalize_at_hour(at_hour)
+    local = _dt.datetime.fromtimestamp(now_ms / 1000, tz=zone)
+    boundary = _js_local_ms(zone, local.date(), hour)
+    if now_ms < boundary:
+        fields = _dt.datetime.fromtimestamp(boundary / 1000, tz=zone)
+        boundary = _js_local_ms(zone, fields.date() - _dt.timedelta(days=1), fields.hour, fields.minute)
+    return boundary
+
+
+@attrs.frozen(kw_only=True)
+class Freshness:
+    """
+    A freshness verdict (``evaluateSessionFreshness``).
+
+    Attributes:
+        fresh: The session may continue.
+        stale_reason: ``daily`` or ``idle`` when stale (the earlier expiry when both apply).
+        daily_reset_at: The daily boundary used (ms since epoch), for ``daily`` mode.
+        idle_expires_at: When the idle window ends (ms since epoch), when ``idle_minutes`` > 0.
+    """
+
+    fresh: bool
+    stale_reason: Literal["daily", "idle"] | None = None
+    daily_reset_at: int | None = None
+    idle_expires_at: int | None = None
+
+
+def _timestamp(value: object, now_ms: int) -> float | None:
+    number = _number(value)
+    if number is None or number < 0 or number > now_ms:
+        return None
+    return number
+
+
+def evaluate_freshness(
+    *,
+    updated_at: object,
+    session_started_at: object,
+    last_interaction_at: object,
+    now_ms: int,
+    policy: EffectiveResetPolicy,
+    zone: _dt.tzinfo,
+) -> Freshness:
+    """
+    Is a session still fresh? (OpenClaw ``evaluateSessionFreshness``, spec §4.2.)
+
+    Timestamps that are not finite numbers, negative or in the future are ignored; ``sessionStartedAt``
+    falls back to ``updatedAt`` (then 0) and ``lastInteractionAt`` to ``sessionStartedAt``. Daily mode:
+    stale when the session started before the latest boundary. Idle (any mode, ``idle_minutes`` > 0):
+    stale when ``now > lastInteractionAt + idle_minutes x 60000``. Both: the earlier expiry is the reason.
+    """
+    updated = _timestamp(updated_at, now_ms) or 0.0
+    started = _timestamp(session_started_at, now_ms)
+    started = updated if started is None else started
+    interacted = _timestamp(last_interaction_at, now_ms)
+    interacted = started if interacted is None else interacted
+    daily_at = daily_reset_at_ms(now_ms, policy.at_hour, zone=zone) if policy.mode == "daily" else None
+    idle_at = (
+        round(interacted + policy.idle_minutes * 60_000)
+        if policy.idle_minutes is not None and policy.idle_minutes > 0
+        else None
+    )
+    stale_daily = daily_at is not None and started < daily_at
+    stale_idle = idle_at is not None and now_ms > idle_at
+    reason: Literal["daily", "idle"] | None = None
+    if stale_daily and stale_idle:
+        assert daily_at is not None and idle_at is not None
+        reason = "daily" if daily_at <= idle_at else "idle"
+    elif stale_idle:
+        reason = "idle"
+    elif stale_daily:
+        reason = "daily"
+    return Freshness(
+        fresh=reason is None, stale_reason=reason, daily_reset_at=daily_at, idle_expires_at=idle_at
+    )
+
+
+def resolve_reset_type(session_key: str, *, is_group: bool = False, is_thread: bool = False) -> ResetType:
+    """``thread`` for thread contexts or ``:thread:`` keys, else ``group`` for group chats or ``:group:`` /
+    ``:channel:`` keys, else ``direct`` (``resolveSessionResetType``, spec §4.2)."""
+    if is_thread or parse_thread_suffix(session_key)[1] is not None:
+        return "thread"
+    lowered = session_key.strip().lower()
+    if is_group or ":group:" in lowered or ":channel:" in lowered:
+        return "group"
+    return "direct"
+
+
+def has_provider_owned_session(entry: Mapping[str, Any]) -> bool:
+    """
+    True when the entry's provider is a CLI backend that owns the conversation (``hasProviderOwnedSession``).
+
+    The provider is ``providerOverride`` or ``modelProvider``; ownership is a ``cliSessionBindings`` or
+    ``cliSessionIds`` session id for it (or the legacy ``claudeCliSessionId`` for ``claude-cli``). Such a
+    session never expires implicitly unless a reset policy is configured.
+    """
+    provider = entry.get("providerOverride") or entry.get("modelProvider")
+    if not isinstance(provider, str) or not provider.strip():
+        return False
+    name = provider.strip().lower()
+    for field in ("cliSessionBindings", "cliSessionIds"):
+        table = entry.get(field)
+        value = table.get(name) if isinstance(table, Mapping) else None
+        if isinstance(value, Mapping):
+            value = value.get("sessionId")
+        if isinstance(value, str) and value.strip():
+            return True
+    legacy = entry.get("claudeCliSessionId")
+    return name == "claude-cli" and isinstance(legacy, str) and bool(legacy.strip())
+
+
+def match_reset_trigger(body: str | None, triggers: Sequence[str]) -> tuple[bool, bool, str]:
+    """
+    Match a message against the reset triggers (case-insensitive, spec §4.3).
+
+    Returns:
+        ``(matched, soft, rest)``: an exact trigger resets with an empty body; ``"<trigger> <rest>"``
+        resets and continues with ``rest``; ``"/reset soft …"`` is a soft reset (the session is kept).
+    """
+    text = (body or "").strip()
+    lowered = text.lower()
+    for trigger in triggers:
+        t = trigger.strip().lower()
+        if not t:
+            continue
+        if lowered == t:
+            return True, False, ""
+        if lowered.startswith(t + " "):
+            rest = text[len(t) :].strip()
+            if t == "/reset" and (rest.lower() == "soft" or rest.lower().startswith("soft ")):
+                return True, True, rest[4:].strip()
+            return True, False, rest
+    return False, False, text
+
+
+@attrs.frozen(kw_only=True)
+class ResetContext:
+    """
+    Facts about the incoming message that pick the reset type and channel override.
+
+    Attributes:
+        channel: Channel id (``telegram``, ``discord``…), for ``resetByChannel``.
+        chat_type: ``direct``, ``group``, ``channel``, ``room`` or ``thread``.
+        message_thread_id: A platform thread id: makes the session a thread.
+        thread_label: A thread label: makes the session a thread.
+        parent_session_key: The parent of a thread or subagent session: makes it a thread.
+    """
+
+    channel: str | None = None
+    chat_type: str | None = None
+    message_thread_id: str | int | None = None
+    thread_label: str | None = None
+    parent_session_key: str | None = None
+
+
+ResolutionReason = Literal[
+    "new-key",
+    "fresh",
+    "stale-daily",
+    "stale-idle",
+    "reset-trigger",
+    "soft-reset",
+    "system-event",
+    "provider-owned",
+]
+
+
+@attrs.frozen(kw_only=True)
+class SessionResolution:
+    """
+    The result of :func:`resolve_session`: the entry to use and why.
+
+    Attributes:
+        session_key: The session key.
+        entry: The entry to store (same ``sessionId`` when reused; a new one otherwise) with updated
+            lifecycle timestamps.
+        is_new: A new session id was created (rollover, reset trigger or a new key).
+        reason: ``new-key``, ``fresh``, ``stale-daily``, ``stale-idle``, ``reset-trigger``, ``soft-reset``,
+            ``system-event`` (reused even when stale: system events never roll a session) or
+            ``provider-owned`` (a CLI provider's session never expires implicitly).
+        previous_session_id: The replaced session id on rollover (its transcript should be archived as
+            ``*.reset.<stamp>``), else ``None``.
+        freshness: The freshness verdict of the previous entry, when one existed.
+        policy: The effective reset policy.
+        body: The message body to process (trigger stripped), ``None`` for system events.
+    """
+
+    session_key: str
+    entry: SessionEntry
+    is_new: bool
+    reason: ResolutionReason
+    previous_session_id: str | None
+    freshness: Freshness | None
+    policy: EffectiveResetPolicy
+    body: str | None
+
+
+def _new_entry(
+    previous: Mapping[str, Any] | None, *, session_id: str, now_ms: int, explicit_reset: bool
+) -> dict[str, Any]:
+    entry: dict[str, Any] = {"sessionId": session_id, "updatedAt": now_ms}
+    if previous is not None:
+        for field in (*_CARRIED_TOGGLES, *_CARRIED_ROUTING):
+            if field in previous:
+                entry[field] = previous[field]
+        if previous.get("modelOverrideSource") == "user":
+            for field in ("providerOverride", "modelOverride", "modelOverrideSource"):
+                if field in previous:
+                    entry[field] = previous[field]
+        if previous.get("authProfileOverrideSource") == "user":
+            for field in ("authProfileOverride", "authProfileOverrideSource"):
+                if field in previous:
+                    entry[field] = previous[field]
+        if explicit_reset:
+            for field in _LINEAGE:
+                if field in previous:
+                    entry[field] = previous[field]
+        family = previous.get("usageFamilyKey")
+        if family is not None:
+            entry["usageFamilyKey"] = family
+        ids = previous.get("usageFamilySessionIds")
+        old_id = previous.get("sessionId")
+        merged = [i for i in ids if isinstance(i, str)] if isinstance(ids, list) else []
+        if isinstance(old_id, str) and old_id not in merged:
+            merged.append(old_id)
+        if merged:
+            entry["usageFamilySessionIds"] = merged
+    entry.update(
+        sessionStartedAt=now_ms,
+        lastInteractionAt=now_ms,
+        compactionCount=0,
+        totalTokens=0,
+        totalTokensFresh=True,
+    )
+    return entry
+
+
+def resolve_session(
+    entry: SessionEntry | Mapping[str, Any] | None,
+    *,
+    session_key: str,
+    now_ms: int,
+    policy: ResetPolicy | None = None,
+    event: SessionEvent = "message",
+    body: str | None = None,
+    context: ResetContext | None = None,
+    transcript_started_at_ms: int | None = None,
+    new_session_id: Callable[[], str] | None = None,
+) -> SessionResolution:
+    """
+    Decide which session a message (or system event) continues (``initSessionState``, spec §4.3).
+
+    - A system event (``heartbeat``, ``cron-event``, ``exec-event``) reuses any existing entry, even a
+      stale one, bumps ``updatedAt`` and keeps ``lastInteractionAt`` and ``sessionStartedAt``: it neither
+      refreshes nor rolls the session (field report B24).
+    - A reset trigger (``/new``, ``/reset``; ``/reset soft`` keeps the session) starts a new session.
+    - Otherwise the entry is reused while :func:`evaluate_freshness` says fresh (a CLI-provider-owned
+      session is fresh unless a reset policy is configured); a stale or missing entry gets a new
+      ``sessionId``.
+
+    A reused entry keeps everything and gets ``updatedAt = lastInteractionAt = now``. A new entry starts
+    at ``now`` (``sessionStartedAt``, ``lastInteractionAt``, ``updatedAt``) with ``compactionCount`` 0 and
+    ``totalTokens`` 0 (fresh), and carries over the toggles, label, display name, routing, the usage
+    family, user-sourced model/auth overrides and, for an explicit reset, the spawn lineage.
+
+    Args:
+        entry: The current entry for the key, or ``None``.
+        session_key: The session key.
+        now_ms: Current time, ms since epoch.
+        policy: Reset settings (default: daily at 04:00 in the host's zone).
+        event: What arrived: ``message`` or a system event.
+        body: The message text (reset triggers are matched on it).
+        context: Thread / group / channel facts of the message.
+        transcript_started_at_ms: The transcript header's timestamp, used when the entry has no
+            ``sessionStartedAt`` (OpenClaw reads it from the JSONL header).
+        new_session_id: Factory of new session ids (default: uuid4).
+
+    Returns:
+        The :class:`SessionResolution`.
+    """
+    policy = policy or ResetPolicy()
+    context = context or ResetContext()
+    make_id = new_session_id or (lambda: str(uuid.uuid4()))
+    current = session_entry_to_dict(entry) if isinstance(entry, SessionEntry) else dict(entry or {}) or None
+    chat = (context.chat_type or "").strip().lower()
+    is_thread = (
+        context.message_thread_id is not None
+        or bool((context.thread_label or "").strip())
+        or bool((context.parent_session_key or "").strip())
+        or chat == "thread"
+    )
+    reset_type = resolve_reset_type(
+        session_key, is_group=chat not in ("", "direct", "thread"), is_thread=is_thread
+    )
+    effective = policy.resolve(reset_type, channel=context.channel)
+
+    def result(
+        new: dict[str, Any],
+        *,
+        is_new: bool,
+        reason: ResolutionReason,
+        fresh: Freshness | None,
+        text: str | None,
+    ) -> SessionResolution:
+        previous_id = current.get("sessionId") if current is not None and is_new else None
+        return SessionResolution(
+            session_key=session_key,
+            entry=session_entry_from_dict(new),
+            is_new=is_new,
+            reason=reason,
+            previous_session_id=previous_id if isinstance(previous_id, str) else None,
+            freshness=fresh,
+            policy=effective,
+            body=text,
+        )
+
+    if event in _SYSTEM_EVENTS:
+        if current is not None:
+            reused = {**current, "updatedAt": max(now_ms, _number(current.get("updatedAt")) or 0)}
+            return result(reused, is_new=False, reason="system-event", fresh=None, text=None)
+        created = _new_entry(None, session_id=make_id(), now_ms=now_ms, explicit_reset=False)
+        return result(created, is_new=True, reason="new-key", fresh=None, text=None)
+
+    matched, soft, rest = match_reset_trigger(body, policy.reset_triggers)
+    if current is None:
+        created = _new_entry(None, session_id=make_id(), now_ms=now_ms, explicit_reset=False)
+        return result(created, is_new=True, reason="new-key", fresh=None, text=rest if matched else body)
+    if matched and not soft:
+        created = _new_entry(current, session_id=make_id(), now_ms=now_ms, explicit_reset=True)
+        return result(created, is_new=True, reason="reset-trigger", fresh=None, text=rest)
+
+    started = current.get("sessionStartedAt")
+    if _number(started) is None and transcript_started_at_ms is not None:
+        started = transcript_started_at_ms
+    owned = has_provider_owned_session(current) and not effective.configured
+    verdict = (
+        Freshness(fresh=True)
+        if owned
+        else evaluate_freshness(
+            updated_at=current.get("updatedAt"),
+            session_started_at=started,
+            last_interaction_at=current.get("lastInteractionAt"),
+            now_ms=now_ms,
+            policy=effective,
+            zone=policy.zone,
+        )
+    )
+    text = rest if matched else body
+    if verdict.fresh or soft:
+        reused = {**current, "updatedAt": now_ms, "lastInteractionAt": now_ms}
+        if _number(current.get("sessionStartedAt")) is None:
+            started_ms = _number(started)
+            reused["sessionStartedAt"] = int(started_ms) if started_ms is not None else now_ms
+        reason: ResolutionReason = "soft-reset" if soft else ("provider-owned" if owned else "fresh")
+        return result(reused, is_new=False, reason=reason, fresh=verdict, text=text)
+    created = _new_entry(current, session_id=make_id(), now_ms=now_ms, explicit_reset=False)
+    stale: ResolutionReason = "stale-daily" if verdict.stale_reason == "daily" else "stale-idle"
+    return result(created, is_new=True, reason=stale, fresh=verdict, text=text)
