@@ -1,0 +1,206 @@
+"""
+``sessionkeeper sessions list`` and ``sessionkeeper status`` (DESIGN "CLI"; JSON fields in docs/store.md).
+
+``sessions_group`` is the ``sessions`` click group; other command modules attach their subcommands to it
+(``sessions cleanup``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import click
+from msgspec import UNSET
+from rich.console import Console
+from rich.table import Table
+
+from sessionkeeper.store import SessionEntry, SessionStore, session_entry_to_dict
+from sessionkeeper.store._json import JsonFileStoreBackend
+
+
+__all__ = ("COMMANDS", "session_row", "sessions_group", "status_command")
+
+_BACKEND_CHOICE = click.Choice(["json", "sqlite"])
+
+_ROW_FIELDS: tuple[tuple[str, str], ...] = (
+    ("sessionId", "session_id"),
+    ("updatedAt", "updated_at"),
+    ("sessionStartedAt", "session_started_at"),
+    ("label", "label"),
+    ("displayName", "display_name"),
+    ("chatType", "chat_type"),
+    ("channel", "channel"),
+    ("modelProvider", "model_provider"),
+    ("model", "model"),
+    ("totalTokens", "total_tokens"),
+    ("contextTokens", "context_tokens"),
+    ("compactionCount", "compaction_count"),
+    ("archivedAt", "archived_at"),
+    ("pinnedAt", "pinned_at"),
+)
+
+
+def session_row(key: str, entry: SessionEntry) -> dict[str, Any]:
+    """The stable ``sessions list --json`` row of one entry (absent fields are ``null``)."""
+    row: dict[str, Any] = {"key": key}
+    for wire, attr in _ROW_FIELDS:
+        value = getattr(entry, attr)
+        row[wire] = None if value is UNSET else value
+    row["archived"] = entry.is_archived
+    row["pinned"] = entry.is_pinned
+    return row
+
+
+def _when(ms: Any) -> str:
+    if not isinstance(ms, int):
+        return "-"
+    return _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.UTC).strftime("%Y-%m-%d %H:%M")
+
+
+def _open(store: Path, backend: str | None) -> SessionStore:
+    return SessionStore.open(store, backend=backend)  # type: ignore[arg-type]
+
+
+def _dropped_note(store: SessionStore) -> list[str]:
+    if isinstance(store.backend, JsonFileStoreBackend):
+        return list(store.backend.last_load.dropped_keys)
+    return []
+
+
+@click.group("sessions")
+def sessions_group() -> None:
+    """List and maintain the sessions of a store (a sessions directory or its sessions.json)."""
+
+
+@sessions_group.command("list")
+@click.option(
+    "--store",
+    "store_path",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Sessions directory (<root>/agents/<agentId>/sessions) or its sessions.json / sessions.sqlite.",
+)
+@click.option(
+    "--backend", type=_BACKEND_CHOICE, default=None, help="Store backend (default: the file that exists)."
+)
+@click.option("--archived", is_flag=True, help="List archived sessions instead of active ones.")
+@click.option("--all", "show_all", is_flag=True, help="List active and archived sessions.")
+@click.option("--limit", type=click.IntRange(min=0), default=None, help="At most N sessions.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (fields documented in docs/store.md).")
+def list_command(
+    *, store_path: Path, backend: str | None, archived: bool, show_all: bool, limit: int | None, as_json: bool
+) -> None:
+    """List sessions: pinned first, then most recently updated."""
+
+    async def run() -> tuple[list[tuple[str, SessionEntry]], list[str], str]:
+        async with _open(store_path, backend) as store:
+            rows = await store.list(archived=None if show_all else archived, limit=limit)
+            return rows, _dropped_note(store), str(getattr(store.backend, "path", store_path))
+
+    rows, dropped, location = anyio.run(run)
+    if as_json:
+        payload = {
+            "store": location,
+            "backend": "sqlite" if location.endswith(".sqlite") else "json",
+            "count": len(rows),
+            "sessions": [session_row(key, entry) for key, entry in rows],
+            "droppedKeys": dropped,
+        }
+        click.echo(json.dumps(payload, indent=2, ensure_ascii=False))
+        return
+    table = Table(
+        title=f"{len(rows)} {'archived ' if archived and not show_all else ''}sessions in {location}"
+    )
+    for column in ("key", "session id", "updated (UTC)", "label", "model", "tokens", "flags"):
+        table.add_column(column, overflow="fold")
+    for key, entry in rows:
+        flags = ("pinned " if entry.is_pinned else "") + ("archived" if entry.is_archived else "")
+        table.add_row(
+            key,
+            entry.session_id if isinstance(entry.session_id, str) else "-",
+            _when(entry.updated_at),
+            entry.label if isinstance(entry.label, str) else "",
+            entry.model if isinstance(entry.model, str) else "",
+            str(entry.total_tokens) if isinstance(entry.total_tokens, int) else "",
+            flags.strip(),
+        )
+    console = Console()
+    console.print(table)
+    if dropped:
+        console.print(
+            f"[yellow]{len(dropped)} invalid entries ignored (as OpenClaw does): {', '.join(dropped)}"
+        )
+
+
+@click.command("status")
+@click.option(
+    "--store",
+    "store_path",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Sessions directory or its sessions.json / sessions.sqlite.",
+)
+@click.option(
+    "--backend", type=_BACKEND_CHOICE, default=None, help="Store backend (default: the file that exists)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (fields documented in docs/store.md).")
+@click.argument("key")
+def status_command(*, store_path: Path, backend: str | None, as_json: bool, key: str) -> None:
+    """Show one session's entry and transcript. Exit 1 when the key is not in the store."""
+
+    async def run() -> tuple[SessionEntry | None, dict[str, Any] | None]:
+        async with _open(store_path, backend) as store:
+            entry = await store.get(key)
+            transcript = None
+            if entry is not None:
+                path = store.transcript_file(entry)
+                if path is not None:
+                    exists = path.is_file()
+                    transcript = {
+                        "path": str(path),
+                        "exists": exists,
+                        "bytes": path.stat().st_size if exists else None,
+                    }
+            return entry, transcript
+
+    entry, transcript = anyio.run(run)
+    if entry is None:
+        if as_json:
+            click.echo(json.dumps({"key": key, "found": False}, indent=2))
+        else:
+            click.echo(f"no session for key {key!r}", err=True)
+        raise SystemExit(1)
+    if as_json:
+        payload = {
+            "key": key,
+            "found": True,
+            "archived": entry.is_archived,
+            "pinned": entry.is_pinned,
+            "entry": session_entry_to_dict(entry),
+            "transcript": transcript,
+        }
+        click.echo(json.dumps(payload, indent=2, ensure_ascii=False))
+        return
+    table = Table(title=key, show_header=False)
+    table.add_column("field")
+    table.add_column("value", overflow="fold")
+    for field, value in session_entry_to_dict(entry).items():
+        shown = (
+            _when(value)
+            if field.endswith("At") and isinstance(value, int)
+            else json.dumps(value, ensure_ascii=False)
+        )
+        if field.endswith("At") and isinstance(value, int):
+            shown = f"{shown} ({value})"
+        table.add_row(field, shown)
+    if transcript is not None:
+        size = f"{transcript['bytes']} bytes" if transcript["exists"] else "missing"
+        table.add_row("transcript", f"{transcript['path']} ({size})")
+    Console().print(table)
+
+
+COMMANDS: tuple[click.Command, ...] = (sessions_group, status_command)
