@@ -89,18 +89,13 @@ async def test_fake_clock_sleep_advances_instantly() -> None:
 
 
 @pytest.mark.anyio
-async def test_fake_clock_sleep_yields_to_other_tasks() -> None:
+async def test_fake_clock_sleep_is_a_checkpoint() -> None:
     clock = FakeClock()
-    order: list[str] = []
-
-    async def other() -> None:
-        order.append("other")
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(other)
+    with anyio.CancelScope() as scope:
+        scope.cancel()
         await clock.sleep(0)
-        order.append("after-sleep")
-    assert order == ["other", "after-sleep"]
+        pytest.fail("sleep did not check for cancellation")
+    assert scope.cancelled_caught
 
 
 # ---------------------------------------------------------------- ScriptedModelClient
