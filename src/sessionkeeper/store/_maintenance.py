@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 import posixpath
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -57,6 +57,7 @@ __all__ = (
     "RemovalReason",
     "StoreFile",
     "UnreferencedArtifactsReport",
+    "find_unreferenced_transcripts",
     "plan_maintenance",
     "serialize_store",
 )
@@ -736,6 +737,15 @@ def _unreferenced(
     )
 
 
-def sorted_files(files: Sequence[StoreFile]) -> list[StoreFile]:
-    """Files by name (stable listings for reports and tests)."""
-    return sorted(files, key=lambda f: f.name)
+def find_unreferenced_transcripts(
+    entries: Mapping[str, Any], *, files: Iterable[StoreFile], sessions_dir: Path | str = "."
+) -> list[str]:
+    """
+    Primary transcripts in the listing that no entry references, oldest first (for recovery, field
+    report B21: after a lost ``sessions.json`` these are the sessions to re-register).
+    """
+    resolver = _Resolver(Path(sessions_dir))
+    valid = {k: v for k, v in entries.items() if isinstance(v, Mapping)}
+    referenced = resolver.referenced(valid)
+    orphans = [f for f in files if is_primary_transcript_name(f.name) and f.name not in referenced]
+    return [f.name for f in sorted(orphans, key=lambda f: (f.mtime_ms, f.name))]
