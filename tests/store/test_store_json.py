@@ -16,6 +16,8 @@ from pathlib import Path
 import anyio
 import msgspec
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sessionkeeper.exceptions import SessionBusyError, StoreCorruptError
 from sessionkeeper.store import JsonFileStoreBackend, SessionEntry, session_entry_to_dict
@@ -306,3 +308,50 @@ def test_sigkill_mid_write_leaves_a_whole_store(tmp_path: Path) -> None:
     leftovers = [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
     # a killed writer may leave its temp file (OpenClaw's maintenance removes stale ones); never the store
     assert len(leftovers) <= 4
+
+
+_ops = st.lists(
+    st.tuples(
+        st.sampled_from(["put", "delete", "txn", "reload"]),
+        st.sampled_from(["a", "b", "c", "d", "e"]),
+        st.integers(0, 9),
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=_ops)
+def test_file_is_always_the_canonical_serialisation(tmp_path: Path, ops: list[tuple[str, str, int]]) -> None:
+    path = tmp_path / f"s{abs(hash(tuple(ops)))}" / "sessions.json"
+    expected: dict[str, dict] = {}
+
+    async def run() -> None:
+        backend = JsonFileStoreBackend(path, durable=False)
+        for op, key, value in ops:
+            entry = SessionEntry(session_id=f"s{value}", updated_at=value)
+            if op == "put":
+                await backend.put(key, entry)
+                expected[key] = {"sessionId": f"s{value}", "updatedAt": value}
+            elif op == "delete":
+                await backend.delete(key)
+                expected.pop(key, None)
+            elif op == "txn":
+
+                def edit(
+                    entries: dict[str, SessionEntry], key: str = key, entry: SessionEntry = entry
+                ) -> None:
+                    entries.pop(key, None)
+                    entries[key] = entry
+
+                await backend.transaction(edit)
+                expected[key] = {"sessionId": f"s{value}", "updatedAt": value}
+            else:
+                await backend.aclose()
+                backend = JsonFileStoreBackend(path, durable=False)
+                assert list(await backend.load_all()) == list(expected)
+            if path.exists():
+                assert path.read_bytes() == json.dumps(expected, indent=2).encode()
+        await backend.aclose()
+
+    anyio.run(run)

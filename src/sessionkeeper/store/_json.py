@@ -305,18 +305,19 @@ class JsonFileStoreBackend:
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
 
-    def _chunk(self, key: str) -> bytes:
-        chunk = self._chunks.get(key)
-        if chunk is None:
-            formatted = msgspec.json.format(msgspec.json.encode({key: self._raw[key]}), indent=2)
-            chunk = formatted[2:-2]
-            self._chunks[key] = chunk
-        return chunk
+    def _encode_chunk(self, key: str) -> bytes:
+        formatted = msgspec.json.format(msgspec.json.encode({key: self._raw[key]}), indent=2)
+        return formatted[2:-2]
 
     def _serialize(self) -> bytes:
+        """The file text; per-entry chunks are cached in file order, so a write re-encodes only changes."""
         if not self._raw:
             return b"{}"
-        return b"{\n" + b",\n".join([self._chunk(key) for key in self._raw]) + b"\n}"
+        # invariant: the chunk keys are a subset of the entry keys, in the same order when complete
+        if len(self._chunks) != len(self._raw):
+            cached = self._chunks
+            self._chunks = {key: cached.get(key) or self._encode_chunk(key) for key in self._raw}
+        return b"{\n" + b",\n".join(self._chunks.values()) + b"\n}"
 
     def _commit(self) -> None:
         data = self._serialize()
@@ -336,7 +337,8 @@ class JsonFileStoreBackend:
             raw = ordered
         self._raw[key] = raw
         self._entries[key] = entry
-        self._chunks.pop(key, None)
+        if key in self._chunks or (previous is None and len(self._chunks) == len(self._raw) - 1):
+            self._chunks[key] = self._encode_chunk(key)  # same place, or appended like the new key
         return True
 
     def _remove(self, key: str) -> bool:
