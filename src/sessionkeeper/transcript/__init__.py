@@ -53,6 +53,7 @@ from sessionkeeper.transcript._estimate import (
     estimate_tokens,
     utf16_len,
 )
+from sessionkeeper.transcript._io import TailRepair
 from sessionkeeper.transcript._load import (
     TranscriptIndex,
     find_orphan_tool_results,
@@ -60,6 +61,7 @@ from sessionkeeper.transcript._load import (
     load_transcript_bytes,
     scan_transcript,
 )
+from sessionkeeper.transcript._manager import Durability, TranscriptManager
 from sessionkeeper.transcript._messages import (
     AgentMessage,
     AssistantContent,
@@ -81,6 +83,7 @@ from sessionkeeper.transcript._messages import (
     UserContent,
     UserMessage,
 )
+from sessionkeeper.transcript._tree import TreeNode, build_tree
 
 
 __all__ = (
@@ -103,6 +106,7 @@ __all__ = (
     "CustomEntry",
     "CustomMessage",
     "CustomMessageEntry",
+    "Durability",
     "ImageContent",
     "LabelEntry",
     "MessageEntry",
@@ -112,6 +116,7 @@ __all__ = (
     "SessionHeader",
     "SessionInfoEntry",
     "StopReason",
+    "TailRepair",
     "TextContent",
     "ThinkingContent",
     "ThinkingLevel",
@@ -122,6 +127,8 @@ __all__ = (
     "TranscriptDiagnostics",
     "TranscriptEntry",
     "TranscriptIndex",
+    "TranscriptManager",
+    "TreeNode",
     "UnknownEntry",
     "UnknownMessage",
     "Usage",
@@ -130,6 +137,7 @@ __all__ = (
     "bash_execution_to_text",
     "build_context_from_path",
     "build_session_context",
+    "build_tree",
     "calculate_context_tokens",
     "convert_to_llm",
     "encode_entry",

@@ -1,0 +1,606 @@
+"""
+:class:`TranscriptManager`: create, open, read and append to one pi-compatible transcript (spec §4-11).
+
+Writes follow DESIGN D7: every append is written at once as one complete line (the header is written
+by :meth:`TranscriptManager.create`; there is no deferred first write), optionally fsynced; a v1/v2 file
+is migrated in memory on load and rewritten atomically, after a 0600 backup, on its first write; a torn
+last line is backed up and cut off before appending. Every file mutation goes through
+``TranscriptManager._write_lines`` (the seam the write lock wraps).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal, TypeAlias
+
+import anyio
+import anyio.to_thread
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from sessionkeeper._clock import SYSTEM_CLOCK, Clock
+from sessionkeeper._fs import check_safe_name
+from sessionkeeper.exceptions import EntryNotFoundError
+from sessionkeeper.transcript._codec import encode_entry, encode_header, entry_from_json
+from sessionkeeper.transcript._context import SessionContext
+from sessionkeeper.transcript._diagnostics import TranscriptDiagnostics
+from sessionkeeper.transcript._entries import (
+    CURRENT_SESSION_VERSION,
+    BranchSummaryEntry,
+    CompactionEntry,
+    CustomEntry,
+    CustomMessageEntry,
+    LabelEntry,
+    MessageEntry,
+    ModelChangeEntry,
+    SessionHeader,
+    SessionInfoEntry,
+    ThinkingLevelChangeEntry,
+    TranscriptEntry,
+)
+from sessionkeeper.transcript._io import TailRepair, append_lines, create_exclusive, rewrite_lines
+from sessionkeeper.transcript._load import TranscriptIndex, js_trim, load_transcript, new_entry_id
+from sessionkeeper.transcript._messages import (
+    AgentMessage,
+    BranchSummaryMessage,
+    CompactionSummaryMessage,
+    CustomMessage,
+    UserContent,
+    UserMessage,
+)
+from sessionkeeper.transcript._time import iso_from_ms
+from sessionkeeper.transcript._tree import TreeNode, build_tree
+
+
+__all__ = ("Durability", "TranscriptManager", "uuid7")
+
+Durability: TypeAlias = Literal["fsync", "none"]
+"""``"fsync"``: every append is fsynced before it returns (default); ``"none"``: left to the OS."""
+
+
+def uuid7(now_ms: int) -> str:
+    """A time-ordered UUID v7 string for ``now_ms`` (pi 0.73.1's session ids, spec §3)."""
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (now_ms & ((1 << 48) - 1)) << 80
+    value |= 0x7 << 76
+    value |= ((rand >> 62) & 0xFFF) << 64
+    value |= 0b10 << 62
+    value |= rand & ((1 << 62) - 1)
+    return str(uuid.UUID(int=value))
+
+
+class TranscriptManager:
+    """
+    One transcript: its header, entry tree, leaf pointer, labels and session name; appends of every
+    entry type; branching; fork/clone into new transcripts (pi's ``SessionManager``, spec §4-11).
+
+    Build one with :meth:`create`, :meth:`open` or :meth:`in_memory`. All appends are async (anyio,
+    asyncio or trio); blocking file I/O runs in a worker thread. Appends within one manager are
+    serialised. Every ``append_*`` creates a child of the current leaf and moves the leaf to it, and
+    returns the new entry.
+
+    The leaf is not persisted (spec §4): on load it is the last entry in file order, so navigation that
+    appends nothing (:meth:`branch`, :meth:`reset_leaf`) is lost when the file is reopened.
+    """
+
+    def __init__(
+        self,
+        index: TranscriptIndex,
+        *,
+        path: Path | None,
+        clock: Clock,
+        durability: Durability,
+    ) -> None:
+        """Internal: use :meth:`create`, :meth:`open` or :meth:`in_memory`."""
+        self._index = index
+        self._path = path
+        self._clock = clock
+        self._durability: Durability = durability
+        self._leaf_id = index.leaf_id
+        self._pending_rewrite = index.migrated
+        self._write_lock = anyio.Lock()
+        self.last_repair: TailRepair | None = None
+        """The tail repair made by the last append, if any (torn tail cut or newline added)."""
+        self.last_backup: Path | None = None
+        """The latest backup this manager made before a repair or migration rewrite."""
+
+    # -- construction ------------------------------------------------------------------------------
+
+    @classmethod
+    async def create(
+        cls,
+        path: Path | str,
+        *,
+        cwd: str,
+        session_id: str | None = None,
+        parent_session: str | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        durability: Durability = "fsync",
+    ) -> TranscriptManager:
+        """
+        Create a new transcript file holding only its header, written at once (D7).
+
+        Args:
+            path: The file to create (any name; pi uses ``<ts>_<sessionId>.jsonl``, OpenClaw
+                ``<sessionId>.jsonl``). Missing directories are created with mode 0700; the file is 0600.
+            cwd: Working directory recorded in the header.
+            session_id: The session id; default a new UUID v7 (pi 0.73.1).
+            parent_session: Path of the transcript this one was forked from (header ``parentSession``).
+            clock: Time source for timestamps.
+            durability: ``"fsync"`` (default) or ``"none"``.
+
+        Raises:
+            UnsafePathError: ``session_id`` or the file name could escape its directory.
+            FileExistsError: ``path`` already exists (it is never overwritten).
+            OSError: The file could not be written.
+        """
+        file = Path(path)
+        check_safe_name(file.name, what="transcript file name")
+        now = clock.now_ms()
+        header = cls._new_header(now, cwd=cwd, session_id=session_id, parent_session=parent_session)
+        await anyio.to_thread.run_sync(
+            lambda: create_exclusive(file, [encode_header(header)], fsync=durability == "fsync")
+        )
+        return cls(TranscriptIndex.empty(header, path=file), path=file, clock=clock, durability=durability)
+
+    @classmethod
+    def in_memory(
+        cls,
+        *,
+        cwd: str = "",
+        session_id: str | None = None,
+        parent_session: str | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> TranscriptManager:
+        """A transcript that lives only in memory (tests, ephemeral agents): same API, no file."""
+        header = cls._new_header(
+            clock.now_ms(), cwd=cwd, session_id=session_id, parent_session=parent_session
+        )
+        return cls(TranscriptIndex.empty(header), path=None, clock=clock, durability="none")
+
+    @classmethod
+    async def open(
+        cls,
+        path: Path | str,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        durability: Durability = "fsync",
+    ) -> TranscriptManager:
+        """
+        Open an existing transcript (read-only until the first append; loading never writes).
+
+        Damaged lines are skipped and reported in :attr:`diagnostics`; a v1/v2 file is migrated in
+        memory (rewritten after a backup on the first write).
+
+        Raises:
+            TranscriptNotFoundError: The file does not exist.
+            TranscriptFormatError: It is not a transcript (names the file and line); it is left as is.
+        """
+        file = Path(path)
+        index = await anyio.to_thread.run_sync(load_transcript, file)
+        return cls(index, path=file, clock=clock, durability=durability)
+
+    @staticmethod
+    def _new_header(
+        now_ms: int, *, cwd: str, session_id: str | None, parent_session: str | None
+    ) -> SessionHeader:
+        sid = session_id if session_id is not None else uuid7(now_ms)
+        check_safe_name(sid, what="session id")
+        return SessionHeader(
+            version=CURRENT_SESSION_VERSION,
+            id=sid,
+            timestamp=iso_from_ms(now_ms),
+            cwd=cwd,
+            parent_session=parent_session if parent_session is not None else UNSET,
+        )
+
+    # -- read API ----------------------------------------------------------------------------------
+
+    @property
+    def path(self) -> Path | None:
+        """The transcript file, or ``None`` for an in-memory transcript."""
+        return self._path
+
+    @property
+    def header(self) -> SessionHeader:
+        """The session header (version 3 after an in-memory migration)."""
+        return self._index.header
+
+    @property
+    def session_id(self) -> str:
+        """The header's session id."""
+        return self._index.header.id
+
+    @property
+    def cwd(self) -> str:
+        """The header's working directory (``""`` when absent)."""
+        cwd = self._index.header.cwd
+        return cwd if isinstance(cwd, str) else ""
+
+    @property
+    def leaf_id(self) -> str | None:
+        """The current leaf: new entries become its children; ``None`` = before the first entry."""
+        return self._leaf_id
+
+    @property
+    def session_name(self) -> str | None:
+        """The latest ``session_info`` name in file order (trimmed), ``None`` when unset or cleared."""
+        return self._index.session_name
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Resolved labels: target entry id -> label (a copy)."""
+        return dict(self._index.labels)
+
+    @property
+    def diagnostics(self) -> TranscriptDiagnostics:
+        """What loading found (torn tail, invalid lines, duplicates, legacy version, ...)."""
+        return self._index.diagnostics
+
+    @property
+    def index(self) -> TranscriptIndex:
+        """The underlying lazy index (advanced use: positions, kinds, raw lines)."""
+        return self._index
+
+    def entries(self) -> list[TranscriptEntry]:
+        """All entries in file order, header excluded, duplicates included (pi's ``getEntries``)."""
+        return list(self._index.entries())
+
+    def get_entry(self, entry_id: str) -> TranscriptEntry | None:
+        """The entry with ``entry_id`` (the later one when the id is duplicated), or ``None``."""
+        return self._index.get(entry_id)
+
+    def get_label(self, entry_id: str) -> str | None:
+        """The label of ``entry_id``, or ``None``."""
+        return self._index.labels.get(entry_id)
+
+    def get_children(self, entry_id: str) -> list[TranscriptEntry]:
+        """Entries whose parent is ``entry_id``, in file order."""
+        return self._index.children(entry_id)
+
+    def get_branch(self, leaf_id: str | None = None) -> list[TranscriptEntry]:
+        """
+        The path from a root to ``leaf_id`` (default: the current leaf), root first (``getBranch``).
+
+        Empty when the leaf is ``None`` or unknown. A ``parentId`` cycle ends the walk (see
+        :func:`walk_path`).
+        """
+        return self._index.branch(leaf_id if leaf_id is not None else self._leaf_id)
+
+    def build_session_context(self, leaf_id: str | UnsetType | None = UNSET) -> SessionContext:
+        """
+        The model context for ``leaf_id`` (default: the current leaf), exactly as pi (spec §9).
+
+        ``None`` gives the empty context; an id that is not present falls back to the last entry.
+        Only the entries the context needs are decoded.
+        """
+        return self._index.build_context(self._leaf_id if leaf_id is UNSET else leaf_id)
+
+    def tree(self) -> tuple[TreeNode, ...]:
+        """The session tree (roots, children sorted by timestamp, labels resolved); see :func:`build_tree`."""
+        index = self._index
+        indexed = (index.entry_at(pos) for pos in sorted(index.by_id.values()))
+        return build_tree(indexed, labels=index.labels, label_timestamps=index.label_timestamps)
+
+    # -- navigation ----------------------------------------------------------------------------------
+
+    def branch(self, entry_id: str) -> None:
+        """
+        Move the leaf to an existing entry; the next append starts a new branch there (not persisted).
+
+        Raises:
+            EntryNotFoundError: ``entry_id`` is not in the transcript.
+        """
+        if entry_id not in self._index.by_id:
+            raise EntryNotFoundError(entry_id)
+        self._leaf_id = entry_id
+
+    def reset_leaf(self) -> None:
+        """Set the leaf to ``None``: the next append creates a new root (not persisted)."""
+        self._leaf_id = None
+
+    # -- writing -------------------------------------------------------------------------------------
+
+    async def _write_lines(self, lines: Sequence[bytes]) -> None:
+        """
+        The one place where this manager mutates its file: append ``lines`` (complete JSON lines,
+        without newlines) in one write. A pending migration rewrites the whole file instead (after a
+        backup); a torn tail is backed up and cut first. No-op for in-memory transcripts.
+        """
+        path = self._path
+        if path is None:
+            return
+        fsync = self._durability == "fsync"
+        now = self._clock.now_ms()
+        if self._pending_rewrite:
+            index = self._index
+            content = [encode_header(index.header_raw), *index.lines, *lines]
+            self.last_backup = await anyio.to_thread.run_sync(
+                lambda: rewrite_lines(path, content, fsync=fsync, now_ms=now)
+            )
+            self._pending_rewrite = False
+            return
+        repair = await anyio.to_thread.run_sync(lambda: append_lines(path, lines, fsync=fsync, now_ms=now))
+        self.last_repair = repair
+        if repair is not None and repair.backup_path is not None:
+            self.last_backup = repair.backup_path
+
+    async def _append(self, build: Any) -> Any:
+        async with self._write_lock:
+            entry_id = new_entry_id(self._index.by_id)
+            timestamp = iso_from_ms(self._clock.now_ms())
+            entry: TranscriptEntry = build(entry_id, self._leaf_id, timestamp)
+            line = encode_entry(entry)
+            if b"\xef\xbf\xbd" in line:  # lone surrogates were replaced: keep what the file holds
+                entry = entry_from_json(msgspec.json.decode(line))
+            await self._write_lines([line])
+            self._index.add(entry, line)
+            self._leaf_id = entry.id
+            return entry
+
+    async def append_message(self, message: AgentMessage) -> MessageEntry:
+        """
+        Append a ``message`` entry (spec §5.1) for a user, assistant, toolResult or bashExecution message.
+
+        Raises:
+            TypeError: ``message`` is a compaction/branch summary or a custom message: those are
+                stored as their own entry types (:meth:`append_compaction`,
+                :meth:`branch_with_summary`, :meth:`append_custom_message`; spec §16.5).
+            OSError: The write failed; nothing was added.
+        """
+        if isinstance(message, CompactionSummaryMessage | BranchSummaryMessage | CustomMessage):
+            raise TypeError(
+                f"{type(message).__name__} is not stored as a message entry; use the dedicated append method"
+            )
+        result: MessageEntry = await self._append(
+            lambda i, p, t: MessageEntry(id=i, parent_id=p, timestamp=t, message=message)
+        )
+        return result
+
+    async def append_thinking_level_change(self, thinking_level: str) -> ThinkingLevelChangeEntry:
+        """Append a ``thinking_level_change`` (spec §5.2): ``off|minimal|low|medium|high|xhigh``."""
+        result: ThinkingLevelChangeEntry = await self._append(
+            lambda i, p, t: ThinkingLevelChangeEntry(
+                id=i, parent_id=p, timestamp=t, thinking_level=thinking_level
+            )
+        )
+        return result
+
+    async def append_model_change(self, provider: str, *, model_id: str) -> ModelChangeEntry:
+        """Append a ``model_change`` (spec §5.3)."""
+        result: ModelChangeEntry = await self._append(
+            lambda i, p, t: ModelChangeEntry(
+                id=i, parent_id=p, timestamp=t, provider=provider, model_id=model_id
+            )
+        )
+        return result
+
+    async def append_compaction(
+        self,
+        *,
+        summary: str,
+        first_kept_entry_id: str,
+        tokens_before: int,
+        details: Any | UnsetType = UNSET,
+        from_hook: bool | UnsetType = UNSET,
+    ) -> CompactionEntry:
+        """
+        Append a ``compaction`` entry (spec §5.4, §13.5). ``first_kept_entry_id`` is not validated,
+        as in pi (hook-supplied compactions are written verbatim).
+
+        Args:
+            summary: The summary text.
+            first_kept_entry_id: First entry kept verbatim (on the path before this entry).
+            tokens_before: Context tokens before compaction.
+            details: pi writes ``{"readFiles": [...], "modifiedFiles": [...]}``; omitted when ``UNSET``.
+            from_hook: ``False`` for our own compactions, ``True`` when a hook supplied it.
+        """
+        result: CompactionEntry = await self._append(
+            lambda i, p, t: CompactionEntry(
+                id=i,
+                parent_id=p,
+                timestamp=t,
+                summary=summary,
+                first_kept_entry_id=first_kept_entry_id,
+                tokens_before=tokens_before,
+                details=details,
+                from_hook=from_hook,
+            )
+        )
+        return result
+
+    async def append_custom(self, custom_type: str, *, data: Any | UnsetType = UNSET) -> CustomEntry:
+        """Append a ``custom`` entry: extension state, never in the model context (spec §5.6)."""
+        result: CustomEntry = await self._append(
+            lambda i, p, t: CustomEntry(custom_type=custom_type, data=data, id=i, parent_id=p, timestamp=t)
+        )
+        return result
+
+    async def append_custom_message(
+        self,
+        custom_type: str,
+        *,
+        content: str | list[UserContent],
+        display: bool = True,
+        details: Any | UnsetType = UNSET,
+    ) -> CustomMessageEntry:
+        """Append a ``custom_message``: sent to the model as a user message (spec §5.7)."""
+        result: CustomMessageEntry = await self._append(
+            lambda i, p, t: CustomMessageEntry(
+                custom_type=custom_type,
+                content=content,
+                display=display,
+                details=details,
+                id=i,
+                parent_id=p,
+                timestamp=t,
+            )
+        )
+        return result
+
+    async def append_label(self, target_id: str, label: str | None) -> LabelEntry:
+        """
+        Set (non-empty ``label``) or clear (``None`` or ``""``) the label of ``target_id`` (spec §5.8).
+
+        Raises:
+            EntryNotFoundError: ``target_id`` is not in the transcript.
+        """
+        if target_id not in self._index.by_id:
+            raise EntryNotFoundError(target_id)
+        value: str | UnsetType = UNSET if label is None else label
+        result: LabelEntry = await self._append(
+            lambda i, p, t: LabelEntry(id=i, parent_id=p, timestamp=t, target_id=target_id, label=value)
+        )
+        return result
+
+    async def append_session_info(self, name: str) -> SessionInfoEntry:
+        """Set the session's display name (stored trimmed; an empty name clears it, spec §5.9)."""
+        result: SessionInfoEntry = await self._append(
+            lambda i, p, t: SessionInfoEntry(id=i, parent_id=p, timestamp=t, name=js_trim(name))
+        )
+        return result
+
+    async def branch_with_summary(
+        self,
+        entry_id: str | None,
+        summary: str,
+        *,
+        details: Any | UnsetType = UNSET,
+        from_hook: bool | UnsetType = UNSET,
+    ) -> BranchSummaryEntry:
+        """
+        Move the leaf to ``entry_id`` (``None``: before the first entry) and append a ``branch_summary``
+        child there, with ``fromId`` = ``entry_id`` or ``"root"`` (spec §4, §5.5).
+
+        Raises:
+            EntryNotFoundError: ``entry_id`` is not in the transcript.
+        """
+        if entry_id is not None and entry_id not in self._index.by_id:
+            raise EntryNotFoundError(entry_id)
+        self._leaf_id = entry_id
+        result: BranchSummaryEntry = await self._append(
+            lambda i, p, t: BranchSummaryEntry(
+                id=i,
+                parent_id=entry_id,
+                timestamp=t,
+                from_id=entry_id if entry_id is not None else "root",
+                summary=summary,
+                details=details,
+                from_hook=from_hook,
+            )
+        )
+        return result
+
+    async def append_branch_summary(
+        self, summary: str, *, details: Any | UnsetType = UNSET, from_hook: bool | UnsetType = UNSET
+    ) -> BranchSummaryEntry:
+        """Append a ``branch_summary`` at the current leaf (:meth:`branch_with_summary` there)."""
+        return await self.branch_with_summary(self._leaf_id, summary, details=details, from_hook=from_hook)
+
+    # -- new sessions from this one --------------------------------------------------------------------
+
+    async def create_branched_session(
+        self,
+        leaf_id: str,
+        *,
+        path: Path | str | None,
+        session_id: str | None = None,
+    ) -> TranscriptManager:
+        """
+        Write a new transcript holding the path root -> ``leaf_id`` (spec §11, ``createBranchedSession``).
+
+        Label entries on the path are left out; then one fresh ``label`` entry per label whose target is
+        on the path is chained after the last path entry, keeping the label's original timestamp (pi
+        0.73.1). Path entries are copied byte for byte. The header gets a new UUID v7 session id, this
+        transcript's ``cwd`` and ``parentSession`` = this file's path (absent for in-memory sources).
+        Written at once, whatever the content (D7).
+
+        Args:
+            leaf_id: Last entry to copy.
+            path: The new file; ``None`` for an in-memory result.
+            session_id: Id for the new session (default: a new UUID v7).
+
+        Raises:
+            EntryNotFoundError: ``leaf_id`` is not in the transcript.
+            FileExistsError: ``path`` exists.
+        """
+        if leaf_id not in self._index.by_id:
+            raise EntryNotFoundError(leaf_id)
+        positions = [p for p in self._index.path_positions(leaf_id) if self._index.kinds[p] != "label"]
+        return await self._new_session_from(positions, path=path, session_id=session_id)
+
+    async def clone(
+        self, entry_id: str, *, path: Path | str | None, session_id: str | None = None
+    ) -> TranscriptManager:
+        """``/clone`` (position "at"): a new session with the path up to and including ``entry_id``."""
+        return await self.create_branched_session(entry_id, path=path, session_id=session_id)
+
+    async def fork(
+        self, entry_id: str, *, path: Path | str | None, session_id: str | None = None
+    ) -> TranscriptManager:
+        """
+        ``/fork`` (position "before", spec §11): ``entry_id`` must be a user message; the new session
+        holds the path up to its parent (an empty session, header only, when it is a root).
+
+        Raises:
+            EntryNotFoundError: ``entry_id`` is not in the transcript.
+            ValueError: ``entry_id`` is not a user message.
+        """
+        entry = self._index.require(entry_id)
+        if not (isinstance(entry, MessageEntry) and isinstance(entry.message, UserMessage)):
+            raise ValueError(f"fork target {entry_id!r} is not a user message")  # noqa: TRY004 - a value error
+        if entry.parent_id is None or entry.parent_id not in self._index.by_id:
+            return await self._new_session_from([], path=path, session_id=session_id)
+        return await self.create_branched_session(entry.parent_id, path=path, session_id=session_id)
+
+    async def _new_session_from(
+        self, positions: list[int], *, path: Path | str | None, session_id: str | None
+    ) -> TranscriptManager:
+        index = self._index
+        parent_session = str(self._path) if self._path is not None and path is not None else None
+        now = self._clock.now_ms()
+        header = self._new_header(now, cwd=self.cwd, session_id=session_id, parent_session=parent_session)
+        target = Path(path) if path is not None else None
+        new_index = TranscriptIndex.empty(header, path=target)
+        lines: list[bytes] = []
+        for pos in positions:
+            line = index.line_bytes(pos)
+            new_index.add(index.entry_at(pos), line)
+            lines.append(line)
+        path_ids = {index.ids[p] for p in positions if index.ids[p] is not None}
+        parent: str | None = index.ids[positions[-1]] if positions else None
+        taken: set[str] = {i for i in path_ids if i is not None}
+        for target_id, label in index.labels.items():
+            if target_id not in path_ids:
+                continue
+            label_id = new_entry_id(taken)
+            taken.add(label_id)
+            entry = LabelEntry(
+                id=label_id,
+                parent_id=parent,
+                timestamp=index.label_timestamps.get(target_id, iso_from_ms(now)),
+                target_id=target_id,
+                label=label,
+            )
+            line = encode_entry(entry)
+            new_index.add(entry, line)
+            lines.append(line)
+            parent = label_id
+        if target is not None:
+            check_safe_name(target.name, what="transcript file name")
+            all_lines = [encode_header(header), *lines]
+            fsync = self._durability == "fsync"
+            await anyio.to_thread.run_sync(lambda: create_exclusive(target, all_lines, fsync=fsync))
+        return TranscriptManager(
+            new_index,
+            path=target,
+            clock=self._clock,
+            durability=self._durability if target is not None else "none",
+        )
+
+    def __repr__(self) -> str:
+        where = str(self._path) if self._path is not None else "<memory>"
+        return f"TranscriptManager({where!s}, session_id={self.session_id!r}, entries={len(self._index)})"
