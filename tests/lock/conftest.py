@@ -107,3 +107,6 @@ def holder() -> Iterator[Callable[[Path], subprocess.Popen[str]]]:
     for proc in procs:
         proc.kill()
         proc.wait()
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None:
+                stream.close()

@@ -88,6 +88,9 @@ __all__ = ("LockAcquisition", "SessionWriteLock", "clean_stale_lock_files", "is_
 
 _log = logging.getLogger("sessionkeeper.lock")
 
+_EPSILON_S: Final = 1e-6
+"""Remaining wait below which the timeout counts as reached (float clocks drift by ulps)."""
+
 _CREATE_FLAGS: Final = (
     os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 )
@@ -160,7 +163,8 @@ class _Registry:
         self.states: dict[str, _PathState] = {}
         self.real_dirs: dict[str, str] = {}
         self.watchdog: threading.Thread | None = None
-        self.watchdog_stop = threading.Event()
+        self.watchdog_kick = threading.Event()
+        self.watchdog_interval_s = 60.0
         self.pid = os.getpid()
         self.starttime = process_start_time(self.pid)
 
@@ -192,16 +196,22 @@ atexit.register(_release_all_at_exit)
 
 
 def _ensure_watchdog(interval_ms: int) -> None:
+    """Start the watchdog thread, or make it tick faster if a shorter interval is asked for."""
     if interval_ms <= 0:
         return
     reg = _REGISTRY
     with reg.lock:
         if reg.watchdog is not None:
+            if interval_ms / 1000 < reg.watchdog_interval_s:
+                reg.watchdog_interval_s = interval_ms / 1000
+                reg.watchdog_kick.set()
             return
-        stop = reg.watchdog_stop
+        reg.watchdog_interval_s = interval_ms / 1000
 
         def loop() -> None:
-            while not stop.wait(interval_ms / 1000):
+            while True:
+                reg.watchdog_kick.wait(reg.watchdog_interval_s)
+                reg.watchdog_kick.clear()
                 try:
                     _run_watchdog(reg)
                 except Exception:  # pragma: no cover - the watchdog must never die
@@ -218,7 +228,7 @@ def _run_watchdog(reg: _Registry) -> int:
             held = state.held
             if held is None or held.releasing:
                 continue
-            held_for_ms = (held.clock.monotonic() - held.acquired_mono) * 1000
+            held_for_ms = round((held.clock.monotonic() - held.acquired_mono) * 1000, 3)
             if held_for_ms > held.max_hold_ms:
                 held.releasing = True
                 held.lost = "max-hold-exceeded"
@@ -226,7 +236,7 @@ def _run_watchdog(reg: _Registry) -> int:
     for state, held, held_for_ms in expired:
         _log.warning(
             "[session-write-lock] releasing lock held for %dms (max=%dms): %s",
-            held_for_ms,
+            round(held_for_ms),
             held.max_hold_ms,
             held.lock_path,
         )
@@ -457,8 +467,9 @@ class SessionWriteLock:
             raise LockError(f"timeout_ms must be positive, got {timeout!r}")
         again = resolved.allow_reentrant if reentrant is None else reentrant
         reg = _REGISTRY
-        key_path = _cached_key(path, reg.real_dirs) or await anyio.to_thread.run_sync(
-            _normalize, path, reg.real_dirs
+        cached = _cached_key(path, reg.real_dirs)
+        key_path = (
+            cached if cached is not None else await anyio.to_thread.run_sync(_normalize, path, reg.real_dirs)
         )
         held = await _acquire_held(reg, key_path, resolved, use_clock, timeout, again)
         return cls(path=key_path, held=held, settings=resolved, clock=use_clock, reentrant=again)
@@ -613,7 +624,7 @@ async def _acquire_held(  # noqa: PLR0917 - private, called from two places
             if claimed:
                 break
             left = remaining_s()
-            if left <= 0:
+            if left <= _EPSILON_S:
                 found = await anyio.to_thread.run_sync(_inspect_for_error, key_path, clock.now_ms(), settings)
                 _raise_busy(lock_path, found, timeout_ms, clock.monotonic() - start)
             await _wait(event, min(poll_s, left), clock)
@@ -654,13 +665,13 @@ async def _acquire_held(  # noqa: PLR0917 - private, called from two places
                 raise StaleLockError(
                     f"session file lock stale ({reasons}): {insp.describe()} {lock_path}",
                     path=lock_path,
-                    waited_ms=(clock.monotonic() - start) * 1000,
+                    waited_ms=round((clock.monotonic() - start) * 1000, 3),
                     stale_reasons=insp.stale_reasons,
                     owner_pid=insp.owner.pid,
                     owner_created_at=insp.owner.created_at_ms,
                 )
             left = remaining_s()
-            if left <= 0:
+            if left <= _EPSILON_S:
                 _raise_busy(lock_path, last, timeout_ms, clock.monotonic() - start)
             if attempt.outcome == "wait":
                 await clock.sleep(min(poll_s, left))
@@ -689,7 +700,7 @@ def _raise_busy(
     raise SessionBusyError(
         f"session file locked (timeout {shown}ms): {owner} {lock_path}",
         path=lock_path,
-        waited_ms=waited_s * 1000,
+        waited_ms=round(waited_s * 1000, 3),
         owner_pid=pid,
         owner_created_at=created,
     )
