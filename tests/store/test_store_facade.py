@@ -237,3 +237,26 @@ async def test_open_creates_nothing_until_the_first_write(tmp_path: Path) -> Non
         await store.patch("k", label="x")
     assert stat.S_IMODE(target.stat().st_mode) == 0o700
     assert sorted(os.listdir(target)) == ["sessions.json", "sessions.json.lock"]
+
+
+async def test_archiving_clears_the_pin(store: SessionStore) -> None:
+    async with store:
+        await store.patch("k", label="x")
+        await store.pin("k")
+        archived = await store.archive("k")
+        assert archived.is_archived
+        assert not archived.is_pinned
+
+
+def test_codex_thread_state_is_in_seconds() -> None:
+    from sessionkeeper.store import codex_seconds_to_ms, codex_thread_state
+
+    entry = SessionEntry(session_id="s", updated_at=1, archived_at=1_790_000_000_999)
+    assert codex_thread_state(entry) == {
+        "archived": True,
+        "archivedAt": 1_790_000_000,
+        "pinned": False,
+        "pinnedAt": None,
+    }
+    assert codex_seconds_to_ms(1_790_000_000.5) == 1_790_000_000_500
+    assert codex_seconds_to_ms(None) is None

@@ -30,6 +30,8 @@ __all__ = (
     "ChatType",
     "SessionEntry",
     "SessionStatus",
+    "codex_seconds_to_ms",
+    "codex_thread_state",
     "encode_session_entry",
     "is_safe_store_session_id",
     "is_valid_transcript_session_id",
@@ -311,6 +313,35 @@ def session_entry_to_dict(entry: SessionEntry) -> dict[str, Any]:
 def encode_session_entry(entry: SessionEntry) -> bytes:
     """Return the compact JSON encoding of :func:`session_entry_to_dict` (UTF-8 bytes)."""
     return msgspec.json.encode(session_entry_to_dict(entry))
+
+
+# ------------------------------------------------------------------------------- Codex thread shape
+
+
+def codex_thread_state(entry: SessionEntry) -> dict[str, Any]:
+    """
+    The archive/pin state of ``entry`` in Codex's thread shape (seeds, "Session store schema").
+
+    Codex serialises ``archived``/``pinned`` booleans derived from the timestamps, camelCase, with times
+    in **seconds** since the epoch (OpenClaw stores milliseconds; the conversion happens here, at the
+    boundary, rounding down).
+
+    Returns:
+        ``{"archived": bool, "archivedAt": int | None, "pinned": bool, "pinnedAt": int | None}``.
+    """
+    archived = entry.archived_at if isinstance(entry.archived_at, int) else None
+    pinned = entry.pinned_at if isinstance(entry.pinned_at, int) else None
+    return {
+        "archived": archived is not None,
+        "archivedAt": archived // 1000 if archived is not None else None,
+        "pinned": pinned is not None,
+        "pinnedAt": pinned // 1000 if pinned is not None else None,
+    }
+
+
+def codex_seconds_to_ms(seconds: float | None) -> int | None:
+    """Convert a Codex timestamp (seconds since the epoch) to OpenClaw's milliseconds; ``None`` stays."""
+    return None if seconds is None else round(seconds * 1000)
 
 
 # --------------------------------------------------------------------------------------------- merge

@@ -326,8 +326,17 @@ class SessionStore:
         return await self.patch(session_key, {field: value}, create=False, preserve_activity=True)
 
     async def archive(self, session_key: str) -> SessionEntry:
-        """Set ``archivedAt`` to now (ms); the session leaves the active list. Not counted as activity."""
-        return await self._set_marker(session_key, "archived_at", self.clock.now_ms())
+        """
+        Set ``archivedAt`` to now (ms) and clear ``pinnedAt``: the session leaves the active list, its
+        transcript stays (seeds, "Session store schema": archiving a session clears its pin). Not counted
+        as activity (``updatedAt`` is kept).
+        """
+        return await self.patch(
+            session_key,
+            {"archived_at": self.clock.now_ms(), "pinned_at": UNSET},
+            create=False,
+            preserve_activity=True,
+        )
 
     async def unarchive(self, session_key: str) -> SessionEntry:
         """Remove ``archivedAt``."""
