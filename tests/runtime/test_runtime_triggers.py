@@ -188,6 +188,8 @@ def test_prompt_budget_small_window_cap() -> None:
     assert status["source"] == "pre-prompt-estimate"
     assert status["route"] == "compact_only"
     assert status["overflowTokens"] == 1000
+    assert (status["contextTokenBudget"], status["promptBudgetBeforeReserve"]) == (16000, 8000)
+    assert status["remainingPromptBudgetTokens"] == 0
 
 
 def test_mid_turn_precheck_is_off_by_default_and_a_signal_when_on() -> None:

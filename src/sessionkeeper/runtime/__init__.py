@@ -39,6 +39,7 @@ from sessionkeeper.runtime._overflow import (
     plan_overflow_recovery,
     synthetic_token_count,
 )
+from sessionkeeper.runtime._pressure import estimate_prompt_pressure
 from sessionkeeper.runtime._triggers import (
     CompactionDecision,
     CompactionProgress,
@@ -81,6 +82,7 @@ __all__ = (
     "decide_threshold_compaction",
     "decide_timeout_compaction",
     "estimate_context_usage",
+    "estimate_prompt_pressure",
     "is_context_overflow",
     "is_context_overflow_text",
     "mid_turn_precheck",

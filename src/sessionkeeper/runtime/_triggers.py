@@ -341,7 +341,7 @@ class PromptBudgetDecision:
             "estimatedPromptTokens": self.estimated_prompt_tokens,
             "contextTokenBudget": self.context_window,
             "effectiveReserveTokens": self.effective_reserve,
-            "promptBudgetBeforeReserve": self.context_window,
+            "promptBudgetBeforeReserve": self.budget,
             "remainingPromptBudgetTokens": self.remaining_tokens,
             "overflowTokens": self.overflow_tokens,
             "toolResultReducibleChars": self.tool_result_reducible_chars,
