@@ -10,9 +10,10 @@ last line is backed up and cut off before appending. Every file mutation goes th
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
@@ -43,6 +44,8 @@ from sessionkeeper.transcript._entries import (
 )
 from sessionkeeper.transcript._io import TailRepair, append_lines, create_exclusive, rewrite_lines
 from sessionkeeper.transcript._load import TranscriptIndex, js_trim, load_transcript, new_entry_id
+from sessionkeeper.transcript._lock import SessionWriteLock
+from sessionkeeper.transcript._lock_settings import WriteLockSettings
 from sessionkeeper.transcript._messages import (
     AgentMessage,
     BranchSummaryMessage,
@@ -106,6 +109,11 @@ class TranscriptManager:
         """The tail repair made by the last append, if any (torn tail cut or newline added)."""
         self.last_backup: Path | None = None
         """The latest backup this manager made before a repair or migration rewrite."""
+        self.locking = True
+        """Take the transcript's :class:`SessionWriteLock` around every file mutation (default ``True``)."""
+        self.write_lock_settings: WriteLockSettings | None = None
+        """Settings of that lock (``None``: :meth:`WriteLockSettings.from_config`, i.e. the environment)."""
+        self._held_lock: SessionWriteLock | None = None
 
     # -- construction ------------------------------------------------------------------------------
 
@@ -304,15 +312,50 @@ class TranscriptManager:
 
     # -- writing -------------------------------------------------------------------------------------
 
+    @contextlib.asynccontextmanager
+    async def hold_write_lock(self, *, timeout_ms: float | None = None) -> AsyncIterator[SessionWriteLock]:
+        """
+        Hold the transcript's write lock for a whole run, so appends inside do not take it each time.
+
+        Appends made while the lock is held check it first (:meth:`SessionWriteLock.ensure_held`): if
+        the watchdog released it after ``max_hold_ms``, they raise
+        :class:`~sessionkeeper.exceptions.LockNotHeldError` instead of writing without the lock.
+
+        Raises:
+            SessionBusyError: The lock was not acquired in time (OpenClaw spec §3).
+        """
+        if self._path is None:
+            raise RuntimeError("an in-memory transcript has no write lock")
+        async with SessionWriteLock.acquire(
+            self._path, settings=self.write_lock_settings, clock=self._clock, timeout_ms=timeout_ms
+        ) as lock:
+            self._held_lock = lock
+            try:
+                yield lock
+            finally:
+                self._held_lock = None
+
     async def _write_lines(self, lines: Sequence[bytes]) -> None:
         """
         The one place where this manager mutates its file: append ``lines`` (complete JSON lines,
         without newlines) in one write. A pending migration rewrites the whole file instead (after a
         backup); a torn tail is backed up and cut first. No-op for in-memory transcripts.
+
+        Runs under the transcript's write lock: the one held by :meth:`hold_write_lock`, else one
+        taken for this write (unless :attr:`locking` is ``False``).
         """
         path = self._path
         if path is None:
             return
+        if self._held_lock is not None:
+            self._held_lock.ensure_held()
+        elif self.locking:
+            async with SessionWriteLock.acquire(path, settings=self.write_lock_settings, clock=self._clock):
+                await self._write_lines_locked(path, lines)
+            return
+        await self._write_lines_locked(path, lines)
+
+    async def _write_lines_locked(self, path: Path, lines: Sequence[bytes]) -> None:
         fsync = self._durability == "fsync"
         now = self._clock.now_ms()
         if self._pending_rewrite:
