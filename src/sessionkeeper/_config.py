@@ -15,6 +15,7 @@ converter. Every error is a :class:`~sessionkeeper.exceptions.ConfigError` namin
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -42,8 +43,9 @@ __all__ = (
 T = TypeVar("T")
 
 _DURATION_UNITS: Final = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_DURATION_ONE = re.compile(r"^(\d+(?:\.\d+)?|\.\d+)(ms|s|m|h|d)?$")
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?|\.\d+)(ms|s|m|h|d)")
+# ASCII digits only and a leading digit required, as OpenClaw's JavaScript regexes (``\d`` is ASCII there).
+_DURATION_ONE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d)?\Z")
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d)")
 _BYTE_UNITS: Final = {
     "b": 1,
     "k": 1024,
@@ -55,7 +57,7 @@ _BYTE_UNITS: Final = {
     "t": 1024**4,
     "tb": 1024**4,
 }
-_BYTES = re.compile(r"^(\d+(?:\.\d+)?)([a-z]+)?$")
+_BYTES = re.compile(r"^([0-9]+(?:\.[0-9]+)?)([a-z]+)?\Z")
 _MAX_SAFE_INTEGER: Final = 2**53 - 1
 
 _converter = cattrs.Converter(forbid_extra_keys=False)
@@ -241,7 +243,10 @@ def structure_settings(cls: type[T], section: Mapping[str, Any] | None, *, prefi
     if not isinstance(section, Mapping):
         raise ConfigError(f"expected an object, got {type(section).__name__}", key=prefix)
     kwargs: dict[str, Any] = {}
-    for field in attrs.fields(cast("type[attrs.AttrsInstance]", cls)):
+    attrs_cls = cast("type[attrs.AttrsInstance]", cls)
+    with contextlib.suppress(NameError):  # string annotations (PEP 563) -> real types, for cattrs
+        attrs.resolve_types(attrs_cls)
+    for field in attrs.fields(attrs_cls):
         spec: _FieldSpec = field.metadata.get(_META_KEY) or _FieldSpec(None, None, (), ())
         name = field.alias or field.name
         key = spec.key or _camel(field.name)
