@@ -4,7 +4,9 @@ Context pruning and transcript hygiene: transient, per-request views of the rebu
 * :class:`Pruner` / :func:`prune_context_messages`: OpenClaw's cache-TTL pruning of old tool results
   (soft trim, hard clear; OpenClaw spec §7), with :class:`PruningSettings` from
   ``agents.defaults.contextPruning`` and the ``openclaw.cache-ttl`` TTL clock.
-* Replay policies per provider family (:func:`resolve_replay_policy`).
+* Transcript hygiene for replay (OpenClaw spec §9): :func:`sanitize_replay_history` driven by a
+  :class:`ReplayPolicy` per provider family (:func:`resolve_replay_policy`), its steps as separate
+  functions, and :func:`check_tool_pairing` for ``doctor``.
 
 Nothing here rewrites a transcript.
 """
@@ -38,6 +40,10 @@ from sessionkeeper.pruning._estimate import (
 from sessionkeeper.pruning._estimate import (
     estimate_string_chars as estimate_string_chars,
 )
+from sessionkeeper.pruning._hygiene import HygieneFinding as HygieneFinding
+from sessionkeeper.pruning._hygiene import HygieneResult as HygieneResult
+from sessionkeeper.pruning._hygiene import check_tool_pairing as check_tool_pairing
+from sessionkeeper.pruning._hygiene import sanitize_replay_history as sanitize_replay_history
 from sessionkeeper.pruning._pruner import (
     PRUNED_IMAGE_MARKER as PRUNED_IMAGE_MARKER,
 )
@@ -68,12 +74,39 @@ from sessionkeeper.pruning._thinking import (
 from sessionkeeper.pruning._thinking import (
     drop_thinking_blocks as drop_thinking_blocks,
 )
+from sessionkeeper.pruning._tool_repair import (
+    SYNTHETIC_MISSING_TOOL_RESULT_TEXT as SYNTHETIC_MISSING_TOOL_RESULT_TEXT,
+)
+from sessionkeeper.pruning._tool_repair import PairingRepair as PairingRepair
+from sessionkeeper.pruning._tool_repair import make_missing_tool_result as make_missing_tool_result
+from sessionkeeper.pruning._tool_repair import repair_tool_call_inputs as repair_tool_call_inputs
+from sessionkeeper.pruning._tool_repair import (
+    repair_tool_use_result_pairing as repair_tool_use_result_pairing,
+)
+from sessionkeeper.pruning._tool_repair import sanitize_tool_call_id as sanitize_tool_call_id
+from sessionkeeper.pruning._tool_repair import sanitize_tool_call_ids as sanitize_tool_call_ids
+from sessionkeeper.pruning._turns import normalize_replay_content as normalize_replay_content
+from sessionkeeper.pruning._turns import (
+    sanitize_google_turn_ordering as sanitize_google_turn_ordering,
+)
+from sessionkeeper.pruning._turns import (
+    strip_invalid_thinking_signatures as strip_invalid_thinking_signatures,
+)
+from sessionkeeper.pruning._turns import (
+    strip_stale_thinking_signatures as strip_stale_thinking_signatures,
+)
+from sessionkeeper.pruning._turns import validate_anthropic_turns as validate_anthropic_turns
+from sessionkeeper.pruning._turns import validate_gemini_turns as validate_gemini_turns
 
 
 __all__ = (
     "CACHE_TTL_CUSTOM_TYPE",
     "PRUNED_IMAGE_MARKER",
+    "SYNTHETIC_MISSING_TOOL_RESULT_TEXT",
     "HardClearSettings",
+    "HygieneFinding",
+    "HygieneResult",
+    "PairingRepair",
     "PruneResult",
     "PruneSkipReason",
     "Pruner",
@@ -83,6 +116,7 @@ __all__ = (
     "ToolMatchSettings",
     "build_cache_ttl_entry",
     "cache_ttl_marker_data",
+    "check_tool_pairing",
     "drop_reasoning_from_history",
     "drop_thinking_blocks",
     "estimate_context_chars",
@@ -90,8 +124,20 @@ __all__ = (
     "estimate_string_chars",
     "is_cache_ttl_eligible_provider",
     "is_cache_ttl_expired",
+    "make_missing_tool_result",
+    "normalize_replay_content",
     "prune_context_messages",
     "read_last_cache_touch",
+    "repair_tool_call_inputs",
+    "repair_tool_use_result_pairing",
     "resolve_context_window_tokens",
     "resolve_replay_policy",
+    "sanitize_google_turn_ordering",
+    "sanitize_replay_history",
+    "sanitize_tool_call_id",
+    "sanitize_tool_call_ids",
+    "strip_invalid_thinking_signatures",
+    "strip_stale_thinking_signatures",
+    "validate_anthropic_turns",
+    "validate_gemini_turns",
 )

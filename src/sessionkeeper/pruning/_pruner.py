@@ -175,7 +175,9 @@ def _has_images(message: AgentMessage) -> bool:
     if isinstance(message, ToolResultMessage):
         return any(isinstance(block, ImageContent) for block in message.content)
     content = message.raw.get("content") if isinstance(message, UnknownMessage) else None
-    return isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "image" for b in content)
+    return isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") == "image" for b in content
+    )
 
 
 def _with_text(message: AgentMessage, text: str) -> AgentMessage:

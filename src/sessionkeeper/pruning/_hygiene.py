@@ -1,0 +1,261 @@
+"""
+The transcript-hygiene pipeline for replay (OpenClaw spec §9) and the checks ``doctor`` reuses.
+
+:func:`sanitize_replay_history` turns the rebuilt context into what may be sent to one provider,
+in OpenClaw's order, driven by a :class:`~sessionkeeper.pruning.ReplayPolicy`. It works in memory:
+the stored transcript is never rewritten. :func:`check_tool_pairing` reports, without changing
+anything, what the pairing repair would fix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Literal
+
+import attrs
+
+from sessionkeeper.pruning._replay_policy import ReplayPolicy, is_openai_responses_api
+from sessionkeeper.pruning._thinking import drop_reasoning_from_history, drop_thinking_blocks
+from sessionkeeper.pruning._tool_repair import (
+    is_allowed_tool_call_name,
+    repair_tool_call_inputs,
+    repair_tool_use_result_pairing,
+    sanitize_tool_call_ids,
+    strip_tool_result_details,
+)
+from sessionkeeper.pruning._turns import (
+    normalize_replay_content,
+    sanitize_google_turn_ordering,
+    strip_invalid_thinking_signatures,
+    strip_stale_thinking_signatures,
+    validate_anthropic_turns,
+    validate_gemini_turns,
+)
+from sessionkeeper.transcript._messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage
+
+
+__all__ = (
+    "HygieneFinding",
+    "HygieneResult",
+    "check_tool_pairing",
+    "sanitize_replay_history",
+)
+
+_SIGNED_THINKING_PROVIDERS = frozenset(("anthropic", "amazon-bedrock", "anthropic-vertex"))
+
+FindingKind = Literal[
+    "missing-tool-result",
+    "orphan-tool-result",
+    "duplicate-tool-result",
+    "displaced-tool-result",
+    "invalid-tool-call",
+]
+
+
+@attrs.frozen(kw_only=True)
+class HygieneFinding:
+    """
+    One problem in a context's tool calls and results.
+
+    Attributes:
+        kind: ``missing-tool-result`` (a call with no result before the next tool-calling assistant
+            or the end), ``orphan-tool-result`` (a result matching no earlier call),
+            ``duplicate-tool-result`` (a second result for one call), ``displaced-tool-result`` (a
+            result separated from its call by other messages), ``invalid-tool-call`` (no id, or a
+            name that is not allowed).
+        index: Index of the message at fault in the checked sequence.
+        tool_call_id: The tool call id concerned (``""`` when it has none).
+        detail: One human-readable line.
+    """
+
+    kind: FindingKind
+    index: int
+    tool_call_id: str
+    detail: str
+
+
+@attrs.frozen(kw_only=True)
+class HygieneResult:
+    """
+    The replay view of a context and what was repaired.
+
+    Attributes:
+        messages: What to send to the provider.
+        findings: The pairing problems found in the input (see :func:`check_tool_pairing`).
+        synthetic_results: Tool call ids that got a synthetic error result.
+        changed: Whether ``messages`` differs from the input.
+    """
+
+    messages: tuple[AgentMessage, ...]
+    findings: tuple[HygieneFinding, ...] = ()
+    synthetic_results: tuple[str, ...] = ()
+    changed: bool = False
+
+
+def check_tool_pairing(messages: Sequence[AgentMessage]) -> tuple[HygieneFinding, ...]:
+    """
+    Report tool call / result pairing problems without changing anything (for ``doctor``).
+
+    The PAIRING INVARIANT holds when this returns no finding: every tool call of an assistant turn
+    is answered by exactly one result, placed after the call and before the next assistant turn,
+    with only results between the call and its last result; every result answers an earlier call.
+    """
+    findings: list[HygieneFinding] = []
+    open_calls: dict[str, int] = {}
+    answered: set[str] = set()
+    last_assistant = -1
+    for index, message in enumerate(messages):
+        if isinstance(message, AssistantMessage):
+            for call_id, at in open_calls.items():
+                findings.append(
+                    HygieneFinding(
+                        kind="missing-tool-result",
+                        index=at,
+                        tool_call_id=call_id,
+                        detail=f"tool call {call_id!r} has no result before the next assistant turn",
+                    )
+                )
+            open_calls = {}
+            last_assistant = index
+            for block in message.content:
+                if not isinstance(block, ToolCall):
+                    continue
+                if not block.id or not is_allowed_tool_call_name(block.name):
+                    findings.append(
+                        HygieneFinding(
+                            kind="invalid-tool-call",
+                            index=index,
+                            tool_call_id=block.id,
+                            detail=f"tool call {block.id!r} has no id or an invalid name {block.name!r}",
+                        )
+                    )
+                if block.id:
+                    open_calls[block.id] = index
+        elif isinstance(message, ToolResultMessage):
+            call_id = message.tool_call_id
+            if call_id in open_calls:
+                if any(not isinstance(m, ToolResultMessage) for m in messages[last_assistant + 1 : index]):
+                    findings.append(
+                        HygieneFinding(
+                            kind="displaced-tool-result",
+                            index=index,
+                            tool_call_id=call_id,
+                            detail=f"result for {call_id!r} is separated from its call by other messages",
+                        )
+                    )
+                del open_calls[call_id]
+                answered.add(call_id)
+            elif call_id in answered:
+                findings.append(
+                    HygieneFinding(
+                        kind="duplicate-tool-result",
+                        index=index,
+                        tool_call_id=call_id,
+                        detail=f"second result for tool call {call_id!r}",
+                    )
+                )
+            else:
+                findings.append(
+                    HygieneFinding(
+                        kind="orphan-tool-result",
+                        index=index,
+                        tool_call_id=call_id,
+                        detail=f"result for {call_id!r} answers no earlier tool call",
+                    )
+                )
+    for call_id, at in open_calls.items():
+        findings.append(
+            HygieneFinding(
+                kind="missing-tool-result",
+                index=at,
+                tool_call_id=call_id,
+                detail=f"tool call {call_id!r} has no result",
+            )
+        )
+    return tuple(sorted(findings, key=lambda f: f.index))
+
+
+def sanitize_replay_history(
+    messages: Sequence[AgentMessage],
+    *,
+    policy: ReplayPolicy,
+    timestamp_ms: int,
+    api: str | None = None,
+    provider: str | None = None,
+    allowed_tool_names: Iterable[str] | None = None,
+) -> HygieneResult:
+    """
+    Prepare a context for replay to one provider (OpenClaw ``sanitizeSessionHistory`` and
+    ``validateReplayTurns``, spec §9), in OpenClaw's order:
+
+    1. :func:`~sessionkeeper.pruning.normalize_replay_content` (blank and silent turns, mirrors,
+       failed turns);
+    2. signed-thinking providers (``anthropic``, ``amazon-bedrock``, ``anthropic-vertex``) or
+       ``policy.preserve_signatures``: signatures older than the latest compaction are stripped,
+       then thinking without a valid signature is dropped (the latest assistant turn keeps its own);
+    3. ``policy.drop_reasoning_from_history`` / ``policy.drop_thinking_blocks``;
+    4. :func:`~sessionkeeper.pruning.repair_tool_call_inputs`;
+    5. OpenAI Responses: pairing repair with errored turns dropped and ``aborted`` synthetic results;
+    6. ``policy.sanitize_tool_call_ids``: strict / strict9 ids, calls and results kept paired.
+       Deliberate deviation **H1**: without id sanitisation, a tool-call id used by two calls still
+       gets a unique id per use (``<id>_2``...), results following their call; OpenClaw leaves the
+       second call unanswered, which providers reject and which breaks the pairing invariant;
+    7. other APIs, when ``policy.repair_tool_use_result_pairing``: pairing repair with errored
+       turns dropped (synthetic results marked as such: field report B06b); tool-result ``details``
+       are stripped;
+    8. ``policy.apply_google_turn_ordering``: a leading assistant turn gets a user turn before it;
+    9. ``policy.validate_gemini_turns`` then ``policy.validate_anthropic_turns``.
+
+    Not reproduced (no portable equivalent): image downscaling, inter-session provenance markers
+    (pi's message records do not carry ``provenance``), provider-plugin hooks, OpenAI reasoning-item
+    downgrades and model-snapshot bookkeeping.
+
+    Args:
+        messages: The rebuilt context, oldest first.
+        policy: The replay policy (:func:`~sessionkeeper.pruning.resolve_replay_policy`).
+        timestamp_ms: Timestamp of synthesised messages, ms since epoch.
+        api: The model's wire API (selects the Responses path and signed-thinking handling).
+        provider: Provider id (signed-thinking providers).
+        allowed_tool_names: Tool names the model may call; tool calls naming others are dropped.
+
+    Returns:
+        The :class:`HygieneResult`; after it, with pairing repair on, the PAIRING INVARIANT holds
+        (:func:`check_tool_pairing` finds nothing but what validation deliberately leaves).
+    """
+    findings = check_tool_pairing(messages)
+    responses = is_openai_responses_api(api)
+    current: Sequence[AgentMessage] = normalize_replay_content(messages)
+    signed = (provider or "").strip().lower() in _SIGNED_THINKING_PROVIDERS
+    if signed or policy.preserve_signatures:
+        current = strip_stale_thinking_signatures(current)
+        current = strip_invalid_thinking_signatures(current)
+    if policy.drop_reasoning_from_history:
+        current = drop_reasoning_from_history(current)
+    if policy.drop_thinking_blocks:
+        current = drop_thinking_blocks(current)
+    current = repair_tool_call_inputs(current, allowed_tool_names=allowed_tool_names)
+    synthetic: list[str] = []
+    if responses and policy.repair_tool_use_result_pairing:
+        repaired = repair_tool_use_result_pairing(
+            current, timestamp_ms=timestamp_ms, errored_assistant_policy="drop", missing_result_text="aborted"
+        )
+        current, synthetic = repaired.messages, list(repaired.added)
+    if policy.sanitize_tool_call_ids and policy.tool_call_id_mode is not None:
+        current = sanitize_tool_call_ids(current, mode=policy.tool_call_id_mode)
+    elif policy.repair_tool_use_result_pairing:
+        current = sanitize_tool_call_ids(current, mode="dedupe")  # deviation H1
+    if not responses and policy.repair_tool_use_result_pairing:
+        repaired = repair_tool_use_result_pairing(
+            current, timestamp_ms=timestamp_ms, errored_assistant_policy="drop"
+        )
+        current, synthetic = repaired.messages, synthetic + list(repaired.added)
+    current = strip_tool_result_details(current)
+    if policy.apply_google_turn_ordering:
+        current = sanitize_google_turn_ordering(current, timestamp_ms=timestamp_ms)
+    if policy.validate_gemini_turns:
+        current = validate_gemini_turns(current)
+    if policy.validate_anthropic_turns:
+        current = validate_anthropic_turns(current)
+    out = tuple(current)
+    changed = len(out) != len(messages) or any(a is not b for a, b in zip(out, messages, strict=False))
+    return HygieneResult(messages=out, findings=findings, synthetic_results=tuple(synthetic), changed=changed)

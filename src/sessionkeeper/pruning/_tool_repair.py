@@ -1,0 +1,508 @@
+"""
+Tool-call repairs of the replay pipeline (OpenClaw spec §9 steps 6, 8 and 9).
+
+* :func:`repair_tool_call_inputs` (``sanitizeToolCallInputs``): drop tool calls without an id or
+  with a name that is not allowed, trim names, drop assistant turns left empty.
+* :func:`sanitize_tool_call_ids` (``sanitizeToolCallIdsForCloudCodeAssist``): ``strict`` /
+  ``strict9`` ids, collision-free, calls and results kept consistent occurrence by occurrence.
+* :func:`repair_tool_use_result_pairing` (``repairToolUseResultPairing``): results moved right after
+  their call in call order, duplicates dropped, later results pulled forward, missing results
+  synthesised as clearly marked errors (field report B06b), orphan results dropped.
+
+All functions are pure: they take a message sequence and return a new list (or the input itself when
+nothing changed). Messages of unknown shape (:class:`UnknownMessage`) pass through unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Sequence
+from typing import Final, Literal
+
+import attrs
+import msgspec
+
+from sessionkeeper.transcript._messages import (
+    AgentMessage,
+    AssistantMessage,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+)
+
+
+__all__ = (
+    "SYNTHETIC_MISSING_TOOL_RESULT_TEXT",
+    "ErroredAssistantPolicy",
+    "PairingRepair",
+    "is_allowed_tool_call_name",
+    "is_synthetic_missing_tool_result",
+    "make_missing_tool_result",
+    "repair_tool_call_inputs",
+    "repair_tool_use_result_pairing",
+    "sanitize_tool_call_id",
+    "sanitize_tool_call_ids",
+    "strip_tool_result_details",
+)
+
+SYNTHETIC_MISSING_TOOL_RESULT_TEXT: Final = (
+    "[openclaw] missing tool result in session history;"
+    " inserted synthetic error result for transcript repair."
+)
+"""Text of a synthesised result for a tool call whose result is missing (OpenClaw's wording)."""
+
+SYNTHETIC_DETAIL_KEY: Final = "openclawSyntheticMissingToolResult"
+_NAME_RE = re.compile(r"^[A-Za-z0-9_:.-]+$")
+_NAME_MAX = 64
+_KIMI_ID = re.compile(r"^functions\.[A-Za-z0-9_-]+:\d+$")
+_NON_ALNUM = re.compile(r"[^a-zA-Z0-9]")
+_STRICT9 = 9
+
+ErroredAssistantPolicy = Literal["keep", "drop"]
+
+
+def is_allowed_tool_call_name(name: object, allowed: Iterable[str] | None = None) -> bool:
+    """
+    Whether a model-supplied tool name may be replayed (OpenClaw ``isAllowedToolCallName``).
+
+    After trimming: non-empty, at most 64 chars, ``^[A-Za-z0-9_:.-]+$``, and, when ``allowed`` is
+    given (and non-empty after trimming), one of those names case-insensitively.
+    """
+    if not isinstance(name, str):
+        return False
+    trimmed = name.strip()
+    if not trimmed or len(trimmed) > _NAME_MAX or not _NAME_RE.match(trimmed):
+        return False
+    names = {a.strip().lower() for a in allowed or () if a.strip()}
+    return not names or trimmed.lower() in names
+
+
+def repair_tool_call_inputs(
+    messages: Sequence[AgentMessage], *, allowed_tool_names: Iterable[str] | None = None
+) -> Sequence[AgentMessage]:
+    """
+    Drop unusable tool calls from assistant turns (OpenClaw ``repairToolCallInputs``, spec §9 step 6).
+
+    A tool call without an id, or whose name is not allowed (:func:`is_allowed_tool_call_name`), is
+    dropped; names with surrounding whitespace are trimmed; an assistant turn left with no content
+    is dropped.
+
+    Returns:
+        A new list, or ``messages`` itself when nothing changed.
+    """
+    allowed = tuple(allowed_tool_names) if allowed_tool_names is not None else None
+    out: list[AgentMessage] = []
+    changed = False
+    for message in messages:
+        if not isinstance(message, AssistantMessage) or not any(
+            isinstance(b, ToolCall) for b in message.content
+        ):
+            out.append(message)
+            continue
+        content: list[TextContent | object] = []
+        touched = False
+        for block in message.content:
+            if isinstance(block, ToolCall):
+                if not block.id or not is_allowed_tool_call_name(block.name, allowed):
+                    touched = True
+                    continue
+                if block.name != block.name.strip():
+                    block = msgspec.structs.replace(block, name=block.name.strip())
+                    touched = True
+            content.append(block)
+        if not touched:
+            out.append(message)
+            continue
+        changed = True
+        if content:
+            out.append(msgspec.structs.replace(message, content=content))
+    return out if changed else messages
+
+
+def make_missing_tool_result(
+    tool_call_id: str, *, tool_name: str | None, timestamp_ms: int, text: str | None = None
+) -> ToolResultMessage:
+    """
+    A synthetic error result for a tool call whose result is missing (OpenClaw ``makeMissingToolResult``).
+
+    ``isError`` is true, the text says a result was missing, and ``details`` carries
+    ``{"openclawSyntheticMissingToolResult": true}`` so it is recognisable (field report B06b).
+    """
+    return ToolResultMessage(
+        tool_call_id=tool_call_id,
+        tool_name=tool_name or "unknown",
+        content=[TextContent(text=text if text is not None else SYNTHETIC_MISSING_TOOL_RESULT_TEXT)],
+        details={SYNTHETIC_DETAIL_KEY: True},
+        is_error=True,
+        timestamp=timestamp_ms,
+    )
+
+
+def is_synthetic_missing_tool_result(message: AgentMessage) -> bool:
+    """Whether ``message`` is a result synthesised by :func:`make_missing_tool_result`."""
+    if not isinstance(message, ToolResultMessage) or not message.is_error:
+        return False
+    details = message.details
+    if isinstance(details, dict) and details.get(SYNTHETIC_DETAIL_KEY) is True:
+        return True
+    return any(
+        isinstance(b, TextContent) and b.text == SYNTHETIC_MISSING_TOOL_RESULT_TEXT for b in message.content
+    )
+
+
+def _calls(message: AssistantMessage) -> list[ToolCall]:
+    return [b for b in message.content if isinstance(b, ToolCall) and b.id]
+
+
+def _result_id(message: ToolResultMessage) -> str:
+    return message.tool_call_id.strip()
+
+
+def _with_name(result: ToolResultMessage, fallback: str | None) -> ToolResultMessage:
+    """OpenClaw ``normalizeToolResultName``: a trimmed name, else the call's name, else ``unknown``."""
+    trimmed = result.tool_name.strip()
+    if trimmed:
+        return result if trimmed == result.tool_name else msgspec.structs.replace(result, tool_name=trimmed)
+    if fallback and fallback.strip():
+        return msgspec.structs.replace(result, tool_name=fallback.strip())
+    return msgspec.structs.replace(result, tool_name="unknown")
+
+
+def _legacy_id(result: ToolResultMessage, calls: list[ToolCall]) -> ToolResultMessage:
+    """A result with no id answers a lone call of the same name (``normalizeLegacyToolResultId``)."""
+    if _result_id(result) or len(calls) != 1:
+        return result
+    call = calls[0]
+    if result.tool_name.strip() and call.name.strip() and result.tool_name.strip() != call.name.strip():
+        return result
+    return msgspec.structs.replace(result, tool_call_id=call.id, is_error=True)
+
+
+@attrs.frozen(kw_only=True)
+class PairingRepair:
+    """
+    What :func:`repair_tool_use_result_pairing` did.
+
+    Attributes:
+        messages: The repaired messages.
+        added: Tool call ids that got a synthetic error result.
+        dropped_duplicates: Duplicate results dropped.
+        dropped_orphans: Results without a matching call dropped.
+        moved: Whether results were moved (displaced or pulled forward) or anything else changed.
+    """
+
+    messages: tuple[AgentMessage, ...]
+    added: tuple[str, ...] = ()
+    dropped_duplicates: int = 0
+    dropped_orphans: int = 0
+    moved: bool = False
+
+
+def repair_tool_use_result_pairing(
+    messages: Sequence[AgentMessage],
+    *,
+    timestamp_ms: int,
+    errored_assistant_policy: ErroredAssistantPolicy = "keep",
+    missing_result_text: str | None = None,
+) -> PairingRepair:
+    """
+    Make every tool call answered exactly once, right after its call (OpenClaw spec §9 step 9).
+
+    For each assistant with tool calls, the span up to the next assistant *with tool calls* is
+    scanned: matching results move directly after the assistant in call order (other messages of
+    the span follow them); duplicates are dropped, a real result replacing a synthetic one; results
+    for these calls found later are pulled forward; a call with no result gets a synthetic error
+    result (:func:`make_missing_tool_result`, field report B06b); results matching no call are
+    dropped. A result with no id answers a lone call of the same name. An assistant that stopped
+    with ``error`` or ``aborted`` gets no synthetic results; with ``errored_assistant_policy="drop"``
+    (what OpenClaw's replay uses) it is dropped with its results.
+
+    Args:
+        messages: The context, oldest first.
+        timestamp_ms: Timestamp of synthetic results, ms since epoch.
+        errored_assistant_policy: ``"keep"`` or ``"drop"`` errored/aborted tool-calling assistants.
+        missing_result_text: Text of synthetic results (OpenAI Responses uses ``"aborted"``).
+
+    Returns:
+        The :class:`PairingRepair`. Afterwards every tool call of a kept assistant is followed by
+        exactly one result with its id, and every result follows its call.
+    """
+    out: list[AgentMessage] = []
+    added: list[str] = []
+    seen: set[str] = set()
+    positions: dict[str, int] = {}
+    dropped_duplicates = 0
+    dropped_orphans = 0
+    changed = False
+
+    def push(result: ToolResultMessage) -> None:
+        nonlocal dropped_duplicates, changed
+        rid = _result_id(result)
+        if rid and rid in seen:
+            at = positions.get(rid)
+            existing = out[at] if at is not None else None
+            if (
+                at is not None
+                and existing is not None
+                and is_synthetic_missing_tool_result(existing)
+                and not is_synthetic_missing_tool_result(result)
+            ):
+                out[at] = result
+                if rid in added:
+                    added.remove(rid)
+            dropped_duplicates += 1
+            changed = True
+            return
+        if rid:
+            seen.add(rid)
+            positions[rid] = len(out)
+        out.append(result)
+
+    index = 0
+    total = len(messages)
+    while index < total:
+        message = messages[index]
+        if isinstance(message, ToolResultMessage):
+            dropped_orphans += 1
+            changed = True
+            index += 1
+            continue
+        if not isinstance(message, AssistantMessage) or not _calls(message):
+            out.append(message)
+            index += 1
+            continue
+        calls = _calls(message)
+        ids = {c.id for c in calls}
+        names = {c.id: c.name for c in calls}
+        span: dict[str, ToolResultMessage] = {}
+        remainder: list[AgentMessage] = []
+        first_remainder = last_result = -1
+        j = index + 1
+        while j < total:
+            nxt = messages[j]
+            if isinstance(nxt, AssistantMessage):
+                if _calls(nxt):
+                    break
+                remainder.append(nxt)
+                first_remainder = j if first_remainder < 0 else first_remainder
+            elif isinstance(nxt, ToolResultMessage):
+                last_result = j
+                result = _legacy_id(nxt, calls)
+                rid = _result_id(result)
+                if rid and rid in seen:
+                    push(_with_name(result, names.get(rid)))
+                elif rid and rid in ids:
+                    named = _with_name(result, names.get(rid))
+                    changed = changed or named is not nxt
+                    existing = span.get(rid)
+                    if existing is None:
+                        span[rid] = named
+                    else:
+                        if is_synthetic_missing_tool_result(
+                            existing
+                        ) and not is_synthetic_missing_tool_result(named):
+                            span[rid] = named
+                        dropped_duplicates += 1
+                        changed = True
+                else:
+                    dropped_orphans += 1
+                    changed = True
+            else:
+                remainder.append(nxt)
+                first_remainder = j if first_remainder < 0 else first_remainder
+            j += 1
+        if message.stop_reason in ("error", "aborted"):
+            if errored_assistant_policy == "keep":
+                out.append(message)
+                for call in calls:
+                    if call.id in span:
+                        push(span[call.id])
+            else:
+                changed = True
+            out.extend(remainder)
+            index = j
+            continue
+        out.append(message)
+        if span and 0 <= first_remainder < last_result:
+            changed = True  # a result is moved up past other messages
+        later: dict[str, ToolResultMessage] = {}
+        for candidate in messages[j:]:
+            if not isinstance(candidate, ToolResultMessage):
+                continue
+            result = _legacy_id(candidate, calls)
+            rid = _result_id(result)
+            if rid and rid in ids and rid not in seen and rid not in later:
+                later[rid] = _with_name(result, names.get(rid))
+        for call in calls:
+            if call.id in span:
+                push(span[call.id])
+            elif call.id in later:
+                push(later.pop(call.id))
+                changed = True
+            else:
+                missing = make_missing_tool_result(
+                    call.id, tool_name=call.name, timestamp_ms=timestamp_ms, text=missing_result_text
+                )
+                added.append(call.id)
+                changed = True
+                push(missing)
+        out.extend(remainder)
+        index = j
+    return PairingRepair(
+        messages=tuple(out) if changed else tuple(messages),
+        added=tuple(added),
+        dropped_duplicates=dropped_duplicates,
+        dropped_orphans=dropped_orphans,
+        moved=changed,
+    )
+
+
+def strip_tool_result_details(messages: Sequence[AgentMessage]) -> Sequence[AgentMessage]:
+    """Remove ``details`` from tool results (never sent to a model; OpenClaw ``stripToolResultDetails``)."""
+    out: list[AgentMessage] = []
+    changed = False
+    for message in messages:
+        if isinstance(message, ToolResultMessage) and message.details is not msgspec.UNSET:
+            message = msgspec.structs.replace(message, details=msgspec.UNSET)
+            changed = True
+        out.append(message)
+    return out if changed else messages
+
+
+def _short_hash(text: str, length: int = 8) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:length]
+
+
+def sanitize_tool_call_id(tool_call_id: str, mode: Literal["strict", "strict9"] = "strict") -> str:
+    """
+    Sanitise one tool-call id (OpenClaw ``sanitizeToolCallId``).
+
+    ``strict``: keep ``[A-Za-z0-9]`` (Kimi's ``functions.<name>:<n>`` ids are kept as they are); an
+    empty result becomes ``sanitizedtoolid``. ``strict9``: exactly 9 alphanumerics (truncated, or a
+    sha256 prefix of a shorter id); ``defaultid`` for an empty input.
+    """
+    if not tool_call_id:
+        return "defaultid" if mode == "strict9" else "defaulttoolid"
+    alnum = _NON_ALNUM.sub("", tool_call_id)
+    if mode == "strict9":
+        if len(alnum) >= _STRICT9:
+            return alnum[:_STRICT9]
+        return _short_hash(alnum or "sanitized", _STRICT9)
+    if _KIMI_ID.match(tool_call_id):
+        return tool_call_id
+    return alnum or "sanitizedtoolid"
+
+
+class _Resolver:
+    """OpenClaw ``createOccurrenceAwareResolver``: unique ids, calls and results paired by occurrence."""
+
+    def __init__(self, mode: Literal["strict", "strict9", "dedupe"]) -> None:
+        self.mode = mode
+        self.used: set[str] = set()
+        self.call_occurrences: dict[str, int] = {}
+        self.orphan_occurrences: dict[str, int] = {}
+        self.pending: dict[str, list[str]] = {}
+
+    def _unique(self, seed: str) -> str:
+        if self.mode == "dedupe":
+            base = seed.split(":", 1)[0]
+            if seed == base and base not in self.used:
+                return base
+            for i in range(2, 10_000):
+                candidate = f"{base}_{i}"
+                if candidate not in self.used:
+                    return candidate
+            raise RuntimeError("could not allocate a unique tool call id")  # pragma: no cover
+        if self.mode == "strict9":
+            base = sanitize_tool_call_id(seed, "strict9")
+            if len(base) >= _STRICT9 and base[:_STRICT9] not in self.used:
+                return base[:_STRICT9]
+            for i in range(1000):
+                hashed = _short_hash(f"{seed}:{i}", _STRICT9)
+                if hashed not in self.used:
+                    return hashed
+            raise RuntimeError("could not allocate a unique strict9 tool call id")  # pragma: no cover
+        base = sanitize_tool_call_id(seed, "strict")[:40]
+        if base not in self.used:
+            return base
+        digest = _short_hash(seed)
+        candidate = f"{base[: 40 - len(digest)]}{digest}"
+        if candidate not in self.used:
+            return candidate
+        for i in range(2, 1000):
+            suffix = f"x{i}"
+            nxt = f"{candidate[: 40 - len(suffix)]}{suffix}"
+            if nxt not in self.used:
+                return nxt
+        raise RuntimeError("could not allocate a unique tool call id")  # pragma: no cover
+
+    def _allocate(self, seed: str) -> str:
+        value = self._unique(seed)
+        self.used.add(value)
+        return value
+
+    def call(self, raw: str) -> str:
+        occurrence = self.call_occurrences.get(raw, 0) + 1
+        self.call_occurrences[raw] = occurrence
+        value = self._allocate(raw if occurrence == 1 else f"{raw}:{occurrence}")
+        self.pending.setdefault(raw, []).append(value)
+        return value
+
+    def result(self, raw: str) -> str:
+        queue = self.pending.get(raw)
+        if queue:
+            value = queue.pop(0)
+            if not queue:
+                del self.pending[raw]
+            return value
+        occurrence = self.orphan_occurrences.get(raw, 0) + 1
+        self.orphan_occurrences[raw] = occurrence
+        return self._allocate(f"{raw}:tool_result:{occurrence}")
+
+
+def sanitize_tool_call_ids(
+    messages: Sequence[AgentMessage], *, mode: Literal["strict", "strict9", "dedupe"] = "strict"
+) -> Sequence[AgentMessage]:
+    """
+    Rewrite tool-call ids for providers with strict id rules (OpenClaw spec §9 step 8).
+
+    Every call id is sanitised (:func:`sanitize_tool_call_id`) and made unique (collisions get a
+    sha256 suffix, then ``x<i>``); a repeated raw id gets a new id per occurrence. Each result takes
+    the id of the oldest call with its raw id that no result has taken yet, so calls and results stay
+    paired; a result with no such call gets a fresh unique id.
+
+    ``mode="dedupe"`` changes nothing but repeated ids: the first use of an id keeps it, later uses
+    get ``<id>_2``, ``<id>_3``... (used by :func:`~sessionkeeper.pruning.sanitize_replay_history` when
+    the policy does not sanitise ids, deviation H1).
+
+    Returns:
+        A new list, or ``messages`` itself when no id changed.
+    """
+    resolver = _Resolver(mode)
+    out: list[AgentMessage] = []
+    changed = False
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            content = []
+            touched = False
+            for block in message.content:
+                if isinstance(block, ToolCall) and block.id:
+                    new_id = resolver.call(block.id)
+                    if new_id != block.id:
+                        block = msgspec.structs.replace(block, id=new_id)
+                        touched = True
+                content.append(block)
+            if touched:
+                message = msgspec.structs.replace(message, content=content)
+                changed = True
+        elif isinstance(message, ToolResultMessage) and message.tool_call_id:
+            if mode == "dedupe" and message.tool_call_id not in resolver.pending:
+                out.append(message)  # an orphan keeps its id (the pairing repair drops it)
+                continue
+            new_id = resolver.result(message.tool_call_id)
+            if new_id != message.tool_call_id:
+                message = msgspec.structs.replace(message, tool_call_id=new_id)
+                changed = True
+        out.append(message)
+    return out if changed else messages

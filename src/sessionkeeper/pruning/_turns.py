@@ -1,0 +1,341 @@
+"""
+Turn-level replay fixes (OpenClaw spec §9 steps 2, 4, 11 and 12).
+
+* :func:`normalize_replay_content`: blank user turns, transcript-only mirrors, silent (``NO_REPLY``)
+  assistant text, reasoning-only turns cut at the length limit, empty failed turns, trailing failed
+  turns.
+* :func:`strip_stale_thinking_signatures` / :func:`strip_invalid_thinking_signatures`: signed
+  thinking that a provider would reject.
+* :func:`sanitize_google_turn_ordering`: a leading assistant turn gets a ``(session bootstrap)`` user
+  turn before it.
+* :func:`validate_gemini_turns` / :func:`validate_anthropic_turns`: merge consecutive turns, strip
+  dangling tool calls.
+
+Pure functions over message sequences; :class:`UnknownMessage` records pass through unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+import msgspec
+
+from sessionkeeper._silent import is_silent_reply_payload
+from sessionkeeper.pruning._thinking import OMITTED_ASSISTANT_REASONING_TEXT, message_role
+from sessionkeeper.transcript._messages import (
+    AgentMessage,
+    AssistantMessage,
+    CompactionSummaryMessage,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+
+
+__all__ = (
+    "FAILED_TURN_TEXT",
+    "GOOGLE_BOOTSTRAP_TEXT",
+    "TOOL_CALLS_OMITTED_TEXT",
+    "normalize_replay_content",
+    "sanitize_google_turn_ordering",
+    "strip_invalid_thinking_signatures",
+    "strip_stale_thinking_signatures",
+    "validate_anthropic_turns",
+    "validate_gemini_turns",
+)
+
+FAILED_TURN_TEXT: Final = "[assistant turn failed before producing content]"
+"""Replaces the content of an empty assistant turn that failed (OpenClaw ``STREAM_ERROR_FALLBACK_TEXT``)."""
+
+GOOGLE_BOOTSTRAP_TEXT: Final = "(session bootstrap)"
+"""User turn prepended when a Google replay would start with an assistant turn."""
+
+TOOL_CALLS_OMITTED_TEXT: Final = "[tool calls omitted]"
+"""Replaces a thinking turn whose tool calls cannot all be answered (Anthropic validation)."""
+
+_TRANSCRIPT_ONLY_MODELS: Final = frozenset(("delivery-mirror", "gateway-injected"))
+
+
+def _zero_usage_empty_stop(message: AssistantMessage) -> bool:
+    usage = message.usage
+    parts = (usage.input, usage.output, usage.cache_read, usage.cache_write)
+    total = usage.total_tokens
+    zero = (total == 0) if isinstance(total, int) else all(p == 0 for p in parts)
+    return message.stop_reason == "stop" and not message.content and zero and all(p == 0 for p in parts)
+
+
+def _reasoning_only(message: AssistantMessage) -> bool:
+    has_thinking = False
+    for block in message.content:
+        if isinstance(block, ThinkingContent):
+            has_thinking = True
+        elif not (isinstance(block, TextContent) and not block.text.strip()):
+            return False
+    return has_thinking
+
+
+def _droppable_trailing(message: AgentMessage) -> bool:
+    if not isinstance(message, AssistantMessage):
+        return False
+    if not message.content:
+        return message.stop_reason == "error" or _zero_usage_empty_stop(message)
+    failed = len(message.content) == 1 and message.content[0] == TextContent(text=FAILED_TURN_TEXT)
+    if not failed:
+        return False
+    return message.stop_reason == "error" or _zero_usage_empty_stop(
+        msgspec.structs.replace(message, content=[])
+    )
+
+
+def normalize_replay_content(messages: Sequence[AgentMessage]) -> Sequence[AgentMessage]:
+    """
+    Clean turns for replay (OpenClaw ``normalizeAssistantReplayContent``, spec §9 step 2).
+
+    * blank user text blocks are dropped, and a user turn left empty (or a blank string) is dropped;
+    * assistant turns that only mirror deliveries (provider ``openclaw``, model ``delivery-mirror`` or
+      ``gateway-injected``) are dropped;
+    * assistant text blocks that are silent replies (``NO_REPLY`` payloads,
+      :func:`sessionkeeper._silent.is_silent_reply_payload`) are dropped, and a turn left empty is
+      dropped;
+    * reasoning-only turns that stopped at the length limit are dropped;
+    * an empty assistant turn that failed (``stopReason: "error"``, or ``"stop"`` with zero usage)
+      gets the text ``[assistant turn failed before producing content]``;
+    * failed or empty assistant turns at the end are popped.
+
+    Returns:
+        A new list, or ``messages`` itself when nothing changed.
+    """
+    out: list[AgentMessage] = []
+    touched = False
+    for message in messages:
+        if isinstance(message, UserMessage):
+            if isinstance(message.content, str):
+                if message.content.strip():
+                    out.append(message)
+                else:
+                    touched = True
+                continue
+            kept = [b for b in message.content if not (isinstance(b, TextContent) and not b.text.strip())]
+            if not kept:
+                touched = True
+                continue
+            if len(kept) != len(message.content):
+                touched = True
+                message = msgspec.structs.replace(message, content=kept)
+            out.append(message)
+            continue
+        if not isinstance(message, AssistantMessage):
+            out.append(message)
+            continue
+        if message.provider == "openclaw" and message.model in _TRANSCRIPT_ONLY_MODELS:
+            touched = True
+            continue
+        content = [
+            b
+            for b in message.content
+            if not (isinstance(b, TextContent) and is_silent_reply_payload(b.text.strip()))
+        ]
+        if len(content) != len(message.content):
+            touched = True
+            if not content:
+                continue
+            message = msgspec.structs.replace(message, content=content)
+        if message.stop_reason == "length" and _reasoning_only(message):
+            touched = True
+            continue
+        if not message.content and (message.stop_reason == "error" or _zero_usage_empty_stop(message)):
+            message = msgspec.structs.replace(message, content=[TextContent(text=FAILED_TURN_TEXT)])
+            touched = True
+        out.append(message)
+    while out and _droppable_trailing(out[-1]):
+        out.pop()
+        touched = True
+    return out if touched else messages
+
+
+def _latest_assistant(messages: Sequence[AgentMessage]) -> int:
+    for index in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[index], AssistantMessage):
+            return index
+    return -1
+
+
+def _strip_signatures(message: AssistantMessage) -> AssistantMessage:
+    content: list[Any] = []
+    changed = False
+    for block in message.content:
+        if isinstance(block, ThinkingContent) and block.thinking_signature is not msgspec.UNSET:
+            block = msgspec.structs.replace(block, thinking_signature=msgspec.UNSET)
+            changed = True
+        content.append(block)
+    return msgspec.structs.replace(message, content=content) if changed else message
+
+
+def strip_stale_thinking_signatures(messages: Sequence[AgentMessage]) -> Sequence[AgentMessage]:
+    """
+    Remove thinking signatures from assistant turns older than the latest compaction summary.
+
+    The signatures are bound to the context prefix the compaction replaced, so providers reject them
+    (OpenClaw ``stripStaleThinkingSignaturesForCompactionReplay``, spec §9 step 4). Turns with a
+    timestamp at or after the summary's keep theirs.
+    """
+    stamps = [m.timestamp for m in messages if isinstance(m, CompactionSummaryMessage)]
+    if not stamps:
+        return messages
+    latest = max(stamps)
+    out: list[AgentMessage] = []
+    touched = False
+    for message in messages:
+        if isinstance(message, AssistantMessage) and message.timestamp < latest:
+            stripped = _strip_signatures(message)
+            touched = touched or stripped is not message
+            message = stripped
+        out.append(message)
+    return out if touched else messages
+
+
+def strip_invalid_thinking_signatures(
+    messages: Sequence[AgentMessage], *, preserve_latest_assistant: bool = True
+) -> Sequence[AgentMessage]:
+    """
+    Drop thinking blocks whose signature is missing or blank (OpenClaw ``stripInvalidThinkingSignatures``).
+
+    Anthropic and Bedrock reject them on replay. The latest assistant turn is exempt when
+    ``preserve_latest_assistant``. A turn left empty gets ``[assistant reasoning omitted]``.
+    """
+    latest = _latest_assistant(messages) if preserve_latest_assistant else -1
+    out: list[AgentMessage] = []
+    touched = False
+    for index, message in enumerate(messages):
+        if isinstance(message, AssistantMessage) and index != latest:
+            kept = [
+                b
+                for b in message.content
+                if not isinstance(b, ThinkingContent)
+                or (isinstance(b.thinking_signature, str) and b.thinking_signature.strip())
+            ]
+            if len(kept) != len(message.content):
+                touched = True
+                message = msgspec.structs.replace(
+                    message, content=kept or [TextContent(text=OMITTED_ASSISTANT_REASONING_TEXT)]
+                )
+        out.append(message)
+    return out if touched else messages
+
+
+def sanitize_google_turn_ordering(
+    messages: Sequence[AgentMessage], *, timestamp_ms: int
+) -> Sequence[AgentMessage]:
+    """
+    Prepend a ``(session bootstrap)`` user turn when the first message is an assistant turn.
+
+    Google's APIs require the conversation to start with a user turn (OpenClaw
+    ``sanitizeGoogleAssistantFirstOrdering``, spec §9 step 11).
+    """
+    if not messages or message_role(messages[0]) != "assistant":
+        return messages
+    return [UserMessage(content=GOOGLE_BOOTSTRAP_TEXT, timestamp=timestamp_ms), *messages]
+
+
+def _merge_assistants(previous: AssistantMessage, current: AssistantMessage) -> AssistantMessage:
+    """Contents concatenated; the later usage, stop reason and error win (OpenClaw's merge)."""
+    changes: dict[str, Any] = {"content": [*previous.content, *current.content], "usage": current.usage}
+    if current.stop_reason:
+        changes["stop_reason"] = current.stop_reason
+    if isinstance(current.error_message, str) and current.error_message:
+        changes["error_message"] = current.error_message
+    return msgspec.structs.replace(previous, **changes)
+
+
+def _merge_users(previous: UserMessage, current: UserMessage) -> UserMessage:
+    """String content becomes a text block; the later timestamp wins (``mergeConsecutiveUserTurns``)."""
+
+    def blocks(content: Any) -> list[Any]:
+        return [TextContent(text=content)] if isinstance(content, str) else list(content)
+
+    return msgspec.structs.replace(current, content=[*blocks(previous.content), *blocks(current.content)])
+
+
+def _merge_consecutive(messages: Sequence[AgentMessage], role: str) -> Sequence[AgentMessage]:
+    out: list[AgentMessage] = []
+    last_role: str | None = None
+    touched = False
+    for message in messages:
+        current = message_role(message)
+        if current is None:
+            out.append(message)
+            continue
+        if current == last_role == role and out:
+            previous = out[-1]
+            if isinstance(previous, AssistantMessage) and isinstance(message, AssistantMessage):
+                out[-1] = _merge_assistants(previous, message)
+                touched = True
+                continue
+            if isinstance(previous, UserMessage) and isinstance(message, UserMessage):
+                out[-1] = _merge_users(previous, message)
+                touched = True
+                continue
+        out.append(message)
+        last_role = current
+    return out if touched else messages
+
+
+def validate_gemini_turns(messages: Sequence[AgentMessage]) -> Sequence[AgentMessage]:
+    """Merge consecutive assistant turns (OpenClaw ``validateGeminiTurns``, spec §9 step 12)."""
+    return _merge_consecutive(messages, "assistant")
+
+
+def _strip_dangling_tool_calls(messages: Sequence[AgentMessage]) -> Sequence[AgentMessage]:
+    out: list[AgentMessage] = []
+    touched = False
+    for index, message in enumerate(messages):
+        if not isinstance(message, AssistantMessage) or not any(
+            isinstance(b, ToolCall) and b.id for b in message.content
+        ):
+            out.append(message)
+            continue
+        answered: dict[str, set[str]] = {}
+        for later in messages[index + 1 :]:
+            if message_role(later) == "assistant":
+                break
+            if isinstance(later, ToolResultMessage) and later.tool_call_id.strip():
+                answered.setdefault(later.tool_call_id.strip(), set()).add(later.tool_name.strip())
+        aborted = message.stop_reason in ("error", "aborted")
+        fallback: list[Any] = [] if aborted else [TextContent(text=TOOL_CALLS_OMITTED_TEXT)]
+        if any(isinstance(b, ThinkingContent) for b in message.content):
+            complete = all(
+                not isinstance(b, ToolCall)
+                or (
+                    b.id.strip() in answered
+                    and b.name.strip() != ""
+                    and (not answered[b.id.strip()] - {""} or b.name.strip() in answered[b.id.strip()])
+                )
+                for b in message.content
+            )
+            if not complete:
+                message = msgspec.structs.replace(message, content=fallback)
+                touched = True
+            out.append(message)
+            continue
+        kept = [b for b in message.content if not isinstance(b, ToolCall) or b.id.strip() in answered]
+        if len(kept) != len(message.content):
+            message = msgspec.structs.replace(message, content=kept or fallback)
+            touched = True
+        out.append(message)
+    return out if touched else messages
+
+
+def validate_anthropic_turns(messages: Sequence[AgentMessage]) -> Sequence[AgentMessage]:
+    """
+    Anthropic turn validation (OpenClaw ``validateAnthropicTurns``, spec §9 step 12).
+
+    Merge consecutive assistant turns; strip tool calls that have no result before the next
+    assistant turn (a turn with thinking keeps all its calls only if every one is answered, else
+    its content becomes ``[tool calls omitted]``, or nothing if it was aborted); then merge
+    consecutive user turns.
+    """
+    merged = _merge_consecutive(messages, "assistant")
+    return _merge_consecutive(_strip_dangling_tool_calls(merged), "user")
