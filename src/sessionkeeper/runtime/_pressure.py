@@ -47,9 +47,9 @@ def _weighted_chars(text: str) -> int:
     """OpenClaw's ``estimateStringChars``: UTF-16 length, each non-Latin character counted as 4."""
     if not text:
         return 0
-    non_latin = _NON_LATIN.findall(text)
-    if not non_latin:
+    if text.isascii() or _NON_LATIN.search(text) is None:
         return utf16_len(text)
+    non_latin = _NON_LATIN.findall(text)
     # JS counts CJK Extension B+ characters as one code point here (its surrogate pair is collapsed)
     astral_cjk = sum(1 for ch in non_latin if ord(ch) >= _CJK_EXT_B_START)
     return utf16_len(text) - astral_cjk + len(non_latin) * 3
