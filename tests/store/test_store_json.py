@@ -182,22 +182,49 @@ async def test_lock_timeout_raises_session_busy(tmp_path: Path) -> None:
     await backend.aclose()
 
 
+def _read_store(path: Path) -> dict[str, dict]:
+    if path.suffix == ".json":
+        return json.loads(path.read_bytes())
+    from sessionkeeper.store import SqliteStoreBackend, session_entry_to_dict
+
+    async def read() -> dict[str, dict]:
+        backend = SqliteStoreBackend(path)
+        try:
+            return {k: session_entry_to_dict(e) for k, e in (await backend.load_all()).items()}
+        finally:
+            await backend.aclose()
+
+    return anyio.run(read)
+
+
 def _bump(entry: SessionEntry | None) -> SessionEntry:
     count = entry.compaction_count if entry is not None and isinstance(entry.compaction_count, int) else 0
     return SessionEntry(session_id="s", updated_at=count + 1, compaction_count=count + 1)
 
 
-def test_threads_with_their_own_instances_lose_no_update(tmp_path: Path) -> None:
-    path = tmp_path / "sessions.json"
+@pytest.mark.parametrize("mode", ["json-own", "json-shared", "sqlite-own", "sqlite-shared"])
+def test_threads_lose_no_update(tmp_path: Path, mode: str) -> None:
+    from sessionkeeper.store import SqliteStoreBackend
+
+    kind, sharing = mode.split("-")
+    path = tmp_path / ("sessions.json" if kind == "json" else "sessions.sqlite")
     per_thread, threads = 15, 6
+
+    def make() -> JsonFileStoreBackend | SqliteStoreBackend:
+        if kind == "json":
+            return JsonFileStoreBackend(path, durable=False)
+        return SqliteStoreBackend(path, synchronous="NORMAL")
+
+    shared = make()
 
     def worker(index: int) -> None:
         async def run() -> None:
-            backend = JsonFileStoreBackend(path, durable=False)
+            backend = shared if sharing == "shared" else make()
             for i in range(per_thread):
                 await backend.update("counter", _bump)
                 await backend.put(f"t{index}:{i}", SessionEntry(session_id=f"t{index}", updated_at=i))
-            await backend.aclose()
+            if backend is not shared:
+                await backend.aclose()
 
         anyio.run(run)
 
@@ -206,9 +233,16 @@ def test_threads_with_their_own_instances_lose_no_update(tmp_path: Path) -> None
         t.start()
     for t in pool:
         t.join()
-    data = json.loads(path.read_bytes())
-    assert data["counter"]["compactionCount"] == per_thread * threads
-    assert len(data) == 1 + per_thread * threads
+
+    async def read() -> dict[str, SessionEntry]:
+        try:
+            return await shared.load_all()
+        finally:
+            await shared.aclose()
+
+    entries = anyio.run(read)
+    assert entries["counter"].compaction_count == per_thread * threads
+    assert len(entries) == 1 + per_thread * threads
 
 
 _WORKER = r"""
@@ -268,12 +302,12 @@ def test_processes_lose_no_update(tmp_path: Path, kind: str) -> None:
 
 _CRASH_WRITER = r"""
 import sys, anyio
-from sessionkeeper.store import JsonFileStoreBackend, SessionEntry
+from sessionkeeper.store import JsonFileStoreBackend, SqliteStoreBackend, SessionEntry
 
 path = sys.argv[1]
 
 async def main():
-    backend = JsonFileStoreBackend(path)
+    backend = JsonFileStoreBackend(path) if path.endswith(".json") else SqliteStoreBackend(path)
     i = 0
     while True:
         i += 1
@@ -284,8 +318,9 @@ anyio.run(main)
 """
 
 
-def test_sigkill_mid_write_leaves_a_whole_store(tmp_path: Path) -> None:
-    path = tmp_path / "sessions.json"
+@pytest.mark.parametrize("name", ["sessions.json", "sessions.sqlite"])
+def test_sigkill_mid_write_leaves_a_whole_store(tmp_path: Path, name: str) -> None:
+    path = tmp_path / name
     for round_ in range(4):
         child = subprocess.Popen(
             [sys.executable, "-c", _CRASH_WRITER, str(path)], stdout=subprocess.PIPE, text=True
@@ -300,7 +335,7 @@ def test_sigkill_mid_write_leaves_a_whole_store(tmp_path: Path) -> None:
         os.kill(child.pid, signal.SIGKILL)
         child.wait()
         child.stdout.close()
-        data = json.loads(path.read_bytes())  # never empty, never partial
+        data = _read_store(path)  # never empty, never partial
         assert isinstance(data, dict)
         assert data
         assert all(set(v) == {"sessionId", "updatedAt", "label"} for v in data.values())
