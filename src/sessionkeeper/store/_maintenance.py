@@ -274,7 +274,8 @@ class MaintenancePlan:
 
     Attributes:
         entries_after: The store after maintenance (session key -> raw entry object, order kept).
-        store_changed: ``sessions.json`` must be rewritten (an entry was removed or dropped).
+        store_changed: An entry is removed (rows dropped as unsafe alone do not require a rewrite: the
+            store ignores them, and they disappear at its next write, as in OpenClaw).
         report: What the plan does, with reasons (``applied`` is False: nothing ran yet).
     """
 
@@ -591,7 +592,7 @@ def plan_maintenance(
     removals = tuple(dropped) + tuple(sim.removals)
     reasons = {r.key: r.reason for r in removals}
     actions = {key: reasons.get(key, "keep") for key in [*(d.key for d in dropped), *before_keys]}
-    store_changed = bool(removals)
+    store_changed = bool(sim.removals)
     bytes_before = sum(f.size for f in listing.values())
     final_files = dict(sim.files)
     bytes_after = sum(f.size for f in final_files.values())
