@@ -1,0 +1,131 @@
+"""
+``sessionkeeper prune FILE --context-window N [--ttl-expired] [--now ISO|MS] [--leaf ID] [--config PATH] [--json]``.
+
+Shows what cache-TTL context pruning (OpenClaw spec §7) would send to the model for a transcript's
+context. The transcript is only read, never written. The command assumes a cache-TTL-eligible provider
+(DESIGN "CLI JSON" item 6); the TTL gate is decided by the transcript's newest ``openclaw.cache-ttl``
+marker and ``--now``, or skipped with ``--ttl-expired``.
+
+``--json`` prints ``{"messages": [...], "changed", "softTrimmed", "hardCleared", "charsBefore",
+"charsAfter", "skipped"}``: ``messages`` is the pruned context in the ``context --json`` message shape
+(pi's camelCase records), the two id lists hold tool call ids, the char counts are OpenClaw's weighted
+estimate, and ``skipped`` names the gate that stopped pruning (``null`` when it ran).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import attrs
+import click
+
+from sessionkeeper._clock import SYSTEM_CLOCK
+from sessionkeeper._config import load_config
+from sessionkeeper.pruning import Pruner, PruningSettings, read_last_cache_touch
+from sessionkeeper.transcript import load_transcript, message_to_builtins
+
+
+__all__ = ("COMMANDS", "parse_now", "prune_command")
+
+
+def parse_now(value: str) -> int:
+    """
+    Parse ``--now``: epoch milliseconds, or an ISO-8601 date-time (UTC when it has no offset).
+
+    Raises:
+        click.BadParameter: Neither form.
+    """
+    text = value.strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is neither epoch ms nor an ISO date-time", param_hint="--now"
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return round(moment.timestamp() * 1000)
+
+
+@click.command("prune")
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+@click.option(
+    "--context-window", type=click.IntRange(min=1), required=True, help="Model context window, tokens."
+)
+@click.option(
+    "--ttl-expired", is_flag=True, help="Treat the prompt-cache TTL as expired (ignore the marker)."
+)
+@click.option("--now", "now", metavar="ISO|MS", help="Current time for the TTL gate (default: the clock).")
+@click.option(
+    "--leaf", "leaf", metavar="ID", help="Prune the context of this leaf (default: the file's leaf)."
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="openclaw.json whose agents.defaults.contextPruning settings to use (mode is forced to cache-ttl).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the stable JSON result.")
+def prune_command(
+    file: Path,
+    context_window: int,
+    ttl_expired: bool,
+    now: str | None,
+    leaf: str | None,
+    config_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Show the context of FILE after cache-TTL pruning (nothing is written)."""
+    now_ms = parse_now(now) if now is not None else SYSTEM_CLOCK.now_ms()
+    settings = attrs.evolve(PruningSettings.from_config(load_config(config_path)), mode="cache-ttl")
+    index = load_transcript(file)
+    leaf_id = leaf if leaf is not None else index.leaf_id
+    if leaf is not None:
+        index.require(leaf)
+    context = index.build_context(leaf_id)
+    provider = context.model.provider if context.model is not None else None
+    model_id = context.model.model_id if context.model is not None else None
+    if ttl_expired:
+        touch: int | None = max(1, now_ms - max(settings.ttl_ms, 1))
+    else:
+        touch = read_last_cache_touch(index.branch(leaf_id), provider=provider, model_id=model_id)
+    pruner = Pruner(settings=settings, is_cache_ttl_eligible=lambda p, m, a: True)
+    result = pruner.prune(
+        context.messages,
+        context_window_tokens=context_window,
+        last_cache_touch_at=touch,
+        provider=provider,
+        model_id=model_id,
+        api="anthropic-messages",
+        now_ms=now_ms,
+    )
+    if as_json:
+        payload: dict[str, Any] = {
+            "messages": [message_to_builtins(m) for m in result.messages],
+            "changed": result.changed,
+            "softTrimmed": list(result.soft_trimmed),
+            "hardCleared": list(result.hard_cleared),
+            "charsBefore": result.chars_before,
+            "charsAfter": result.chars_after,
+            "skipped": result.skipped,
+        }
+        click.echo(json.dumps(payload, ensure_ascii=False))
+        return
+    click.echo(f"messages: {len(result.messages)}")
+    click.echo(
+        f"changed: {'yes' if result.changed else 'no'}" + (f" ({result.skipped})" if result.skipped else "")
+    )
+    click.echo(f"soft-trimmed: {len(result.soft_trimmed)} {' '.join(result.soft_trimmed)}".rstrip())
+    click.echo(f"hard-cleared: {len(result.hard_cleared)} {' '.join(result.hard_cleared)}".rstrip())
+    click.echo(
+        f"chars: {result.chars_before} -> {result.chars_after} "
+        f"(window {context_window} tokens = {context_window * 4} chars)"
+    )
+
+
+COMMANDS: tuple[click.Command, ...] = (prune_command,)

@@ -1,0 +1,117 @@
+"""``sessionkeeper prune``: JSON shape, the TTL marker gate, OpenClaw equality, nothing written."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sessionkeeper.cli._main import cli
+from sessionkeeper.cli._prune import parse_now
+from sessionkeeper.pruning import build_cache_ttl_entry
+from sessionkeeper.transcript import entry_to_builtins, load_transcript, message_from_json
+
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+LARGE = DATA / "pi" / "large-2000.jsonl"
+
+
+def _run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["prune", *args], catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+def test_json_shape_and_file_untouched(tmp_path: Path) -> None:
+    before = LARGE.read_bytes()
+    code, out = _run(str(LARGE), "--context-window", "30000", "--ttl-expired", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert list(data) == [
+        "messages",
+        "changed",
+        "softTrimmed",
+        "hardCleared",
+        "charsBefore",
+        "charsAfter",
+        "skipped",
+    ]
+    assert data["changed"] is True and data["skipped"] is None
+    assert data["charsAfter"] < data["charsBefore"]
+    assert len(data["hardCleared"]) == 31 and data["softTrimmed"] == []
+    context = json.loads((DATA / "pi" / "large-2000.context.json").read_text(encoding="utf-8"))["messages"]
+    assert len(data["messages"]) == len(context)
+    unchanged = [i for i, (a, b) in enumerate(zip(context, data["messages"], strict=True)) if a == b]
+    assert len(unchanged) == len(context) - 31
+    assert LARGE.read_bytes() == before
+
+
+def test_cli_output_equals_openclaw_on_the_sample(tmp_path: Path) -> None:
+    """The oracle case ``sample-large-2000-30000`` run through the CLI with the same settings."""
+    config = tmp_path / "openclaw.json"
+    config.write_text(json.dumps({"agents": {"defaults": {"contextPruning": {"minPrunableToolChars": 0}}}}))
+    code, out = _run(
+        str(LARGE), "--context-window", "30000", "--ttl-expired", "--config", str(config), "--json"
+    )
+    assert code == 0
+    ours = json.loads(out)["messages"]
+    results = json.loads(gzip.decompress((DATA / "oracle" / "prune-results.json.gz").read_bytes()))
+    expected = next(r for r in results if r["name"] == "sample-large-2000-30000")
+    context = json.loads((DATA / "pi" / "large-2000.context.json").read_text(encoding="utf-8"))["messages"]
+    changed = [i for i, (a, b) in enumerate(zip(context, ours, strict=True)) if a != b]
+    assert changed == expected["changedIndexes"]
+    for index in changed:
+        assert message_from_json(ours[index]) == message_from_json(expected["changedMessages"][str(index)])
+
+
+def _with_marker(tmp_path: Path, stamp: int) -> Path:
+    index = load_transcript(LARGE)
+    context = index.build_context()
+    assert context.model is not None
+    entry = build_cache_ttl_entry(
+        entry_id="c0ffee00",
+        parent_id=index.leaf_id,
+        timestamp_ms=stamp,
+        provider=context.model.provider,
+        model_id=context.model.model_id,
+    )
+    copy = tmp_path / "marked.jsonl"
+    copy.write_bytes(
+        LARGE.read_bytes().rstrip(b"\n") + b"\n" + json.dumps(entry_to_builtins(entry)).encode() + b"\n"
+    )
+    return copy
+
+
+def test_marker_and_now_decide_the_ttl_gate(tmp_path: Path) -> None:
+    stamp = 1_800_000_000_000
+    marked = _with_marker(tmp_path, stamp)
+    code, out = _run(str(marked), "--context-window", "30000", "--now", str(stamp + 299_999), "--json")
+    assert code == 0 and json.loads(out)["skipped"] == "ttl-not-expired"
+    code, out = _run(str(marked), "--context-window", "30000", "--now", str(stamp + 300_000), "--json")
+    assert json.loads(out)["changed"] is True
+    code, out = _run(str(LARGE), "--context-window", "30000", "--json")  # no marker at all
+    assert json.loads(out)["skipped"] == "no-cache-marker"
+
+
+def test_text_output_and_errors(tmp_path: Path) -> None:
+    code, out = _run(str(LARGE), "--context-window", "30000", "--ttl-expired")
+    assert code == 0 and "changed: yes" in out and "hard-cleared: 31" in out
+    assert _run(str(tmp_path / "missing.jsonl"), "--context-window", "5")[0] == 2
+    assert _run(str(LARGE), "--context-window", "0")[0] == 2
+    assert _run(str(LARGE), "--context-window", "5", "--now", "soon")[0] == 2
+    assert _run(str(LARGE), "--context-window", "5", "--leaf", "ffffffff")[0] == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"),
+    [
+        ("1800000000000", 1_800_000_000_000),
+        ("2026-01-01T00:00:00Z", 1_767_225_600_000),
+        ("2026-01-01T01:00:00+01:00", 1_767_225_600_000),
+        ("2026-01-01T00:00:00.250", 1_767_225_600_250),
+    ],
+)
+def test_parse_now(text: str, ms: int) -> None:
+    assert parse_now(text) == ms
