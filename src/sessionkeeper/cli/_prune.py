@@ -1,5 +1,7 @@
 """
-``sessionkeeper prune FILE --context-window N [--ttl-expired] [--now ISO|MS] [--leaf ID] [--config PATH] [--json]``.
+``sessionkeeper prune FILE --context-window N [--ttl-expired] [--now ISO|MS] [--json]``.
+
+Further options: ``--leaf ID`` (another leaf's context) and ``--config PATH`` (an ``openclaw.json``).
 
 Shows what cache-TTL context pruning (OpenClaw spec §7) would send to the model for a transcript's
 context. The transcript is only read, never written. The command assumes a cache-TTL-eligible provider
@@ -72,6 +74,7 @@ def parse_now(value: str) -> int:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the stable JSON result.")
 def prune_command(
+    *,
     file: Path,
     context_window: int,
     ttl_expired: bool,
