@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-import sessionkeeper._fs
 from sessionkeeper.exceptions import StoreCorruptError
 from sessionkeeper.store import SessionStore
 from sessionkeeper.store._maintenance import find_unreferenced_transcripts
@@ -224,7 +223,11 @@ async def test_b21_a_failed_store_write_leaves_sessions_json_and_transcripts_int
         real_write(fd, bytes(data)[: len(data) // 2])
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(sessionkeeper._fs.os, "write", torn_write)
+    def torn_writev(fd: int, buffers: Any) -> int:
+        return torn_write(fd, b"".join(bytes(b) for b in buffers))
+
+    monkeypatch.setattr(os, "write", torn_write)
+    monkeypatch.setattr(os, "writev", torn_writev)
     with pytest.raises(OSError, match="No space"):
         await run_maintenance(store, now_ms=NOW)
     monkeypatch.undo()
