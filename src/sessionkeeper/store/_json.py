@@ -32,7 +32,7 @@ from typing import Any, Final, TypeVar
 import anyio.to_thread
 import msgspec
 
-from sessionkeeper._fs import FILE_MODE, atomic_write_bytes, backup_file, ensure_dir
+from sessionkeeper._fs import FILE_MODE, backup_file, ensure_dir, fsync_dir, temp_name
 from sessionkeeper.exceptions import SessionBusyError, StoreCorruptError
 from sessionkeeper.store._backend import (
     EntryUpdater,
@@ -309,19 +309,22 @@ class JsonFileStoreBackend:
         formatted = msgspec.json.format(msgspec.json.encode({key: self._raw[key]}), indent=2)
         return formatted[2:-2]
 
-    def _serialize(self) -> bytes:
-        """The file text; per-entry chunks are cached in file order, so a write re-encodes only changes."""
+    def _serialize(self) -> list[bytes]:
+        """
+        The file text as pieces to write in order (no concatenation of a large store in memory).
+
+        Per-entry chunks are cached in file order, so a write re-encodes only the changed entries.
+        """
         if not self._raw:
-            return b"{}"
+            return [b"{}"]
         # invariant: the chunk keys are a subset of the entry keys, in the same order when complete
         if len(self._chunks) != len(self._raw):
             cached = self._chunks
             self._chunks = {key: cached.get(key) or self._encode_chunk(key) for key in self._raw}
-        return b"{\n" + b",\n".join(self._chunks.values()) + b"\n}"
+        return [b"{\n", b",\n".join(self._chunks.values()), b"\n}"]
 
     def _commit(self) -> None:
-        data = self._serialize()
-        atomic_write_bytes(self.path, data, fsync=self.durable)
+        _atomic_write_pieces(self.path, self._serialize(), fsync=self.durable)
         self._sig = self._stat()
 
     def _set(self, key: str, entry: SessionEntry) -> bool:
@@ -395,3 +398,38 @@ class JsonFileStoreBackend:
             # the file was not replaced: forget the in-memory edit so the next call re-reads the file
             self._loaded = False
             raise
+
+
+def _atomic_write_pieces(target: Path, pieces: list[bytes], *, fsync: bool) -> None:
+    """
+    :func:`sessionkeeper._fs.atomic_write_bytes` for content given in pieces (written with ``writev``).
+
+    Temp file ``<name>.<pid>.<uuid>.tmp`` (0600) in the same directory, fsync, rename over ``target``,
+    directory fsync; on any error the temp file is removed and ``target`` is untouched.
+    """
+    ensure_dir(target.parent)
+    tmp = temp_name(target)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    try:
+        try:
+            views = [memoryview(p) for p in pieces if p]
+            while views:
+                written = os.writev(fd, views[:512])
+                while written and views:
+                    if written >= len(views[0]):
+                        written -= len(views[0])
+                        views.pop(0)
+                    else:
+                        views[0] = views[0][written:]
+                        written = 0
+            if fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        tmp.replace(target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    if fsync:
+        fsync_dir(target.parent)
