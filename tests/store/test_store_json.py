@@ -390,3 +390,33 @@ def test_file_is_always_the_canonical_serialisation(tmp_path: Path, ops: list[tu
         await backend.aclose()
 
     anyio.run(run)
+
+
+async def test_lone_surrogates_written_by_javascript_round_trip(tmp_path: Path) -> None:
+    # JavaScript strings may hold half of a surrogate pair (a label cut in the middle of an emoji);
+    # JSON.stringify writes it as an escape. Such a store is valid and must not be treated as corrupt.
+    path = tmp_path / "sessions.json"
+    text = '{\n  "k": {\n    "sessionId": "s",\n    "label": "cut \\ud83d"\n  }\n}'
+    path.write_text(text)
+    backend = JsonFileStoreBackend(path)
+    entry = await backend.get("k")
+    assert entry is not None
+    assert entry.label == "cut \ud83d"
+    await backend.put("j", SessionEntry(session_id="t", updated_at=1, label="also \udc00"))
+    rewritten = path.read_text()
+    assert rewritten.startswith(text[:-2])
+    assert '"label": "also \\udc00"' in rewritten
+    await backend.aclose()
+
+
+async def test_lone_surrogates_in_sqlite(tmp_path: Path) -> None:
+    from sessionkeeper.store import SqliteStoreBackend
+
+    backend = SqliteStoreBackend(tmp_path)
+    await backend.put("k", SessionEntry(session_id="s", updated_at=1, label="cut \ud83d"))
+    await backend.aclose()
+    again = SqliteStoreBackend(tmp_path)
+    entry = await again.get("k")
+    assert entry is not None
+    assert entry.label == "cut \ud83d"
+    await again.aclose()

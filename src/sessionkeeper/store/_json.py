@@ -22,8 +22,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import json
 import logging
 import os
+import re
 import threading
 import time
 from pathlib import Path
@@ -176,7 +178,9 @@ class JsonFileStoreBackend:
         try:
             parsed = msgspec.json.decode(data)
         except msgspec.DecodeError as err:
-            self._corrupt(sig, f"not valid JSON ({err})", err)
+            parsed = _decode_lenient(data)  # lone surrogate escapes, which JavaScript writes
+            if parsed is None:
+                self._corrupt(sig, f"not valid JSON ({err})", err)
         if not isinstance(parsed, dict):
             self._corrupt(sig, f"the root is a JSON {type(parsed).__name__}, not an object", None)
         self._set_content(parsed, sig, data)
@@ -306,7 +310,10 @@ class JsonFileStoreBackend:
                 fcntl.flock(fd, fcntl.LOCK_UN)
 
     def _encode_chunk(self, key: str) -> bytes:
-        formatted = msgspec.json.format(msgspec.json.encode({key: self._raw[key]}), indent=2)
+        try:
+            formatted = msgspec.json.format(msgspec.json.encode({key: self._raw[key]}), indent=2)
+        except UnicodeEncodeError:
+            formatted = _encode_with_surrogates({key: self._raw[key]})
         return formatted[2:-2]
 
     def _serialize(self) -> list[bytes]:
@@ -433,3 +440,22 @@ def _atomic_write_pieces(target: Path, pieces: list[bytes], *, fsync: bool) -> N
         raise
     if fsync:
         fsync_dir(target.parent)
+
+
+_LONE_SURROGATE_RE: Final = re.compile(r"[\ud800-\udfff]")
+
+
+def _decode_lenient(data: bytes) -> Any:
+    """Decode JSON that msgspec refuses only for lone surrogate escapes (``"\\ud83d"``); else ``None``."""
+    if b"\\u" not in data:
+        return None
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
+def _encode_with_surrogates(value: Any) -> bytes:
+    """``JSON.stringify(value, null, 2)`` for values holding lone surrogates: written as ``\\udXXX``."""
+    text = json.dumps(value, indent=2, ensure_ascii=False)
+    return _LONE_SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")

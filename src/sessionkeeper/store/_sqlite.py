@@ -20,6 +20,7 @@ processes are serialised by SQLite itself (``busy_timeout``); readers never bloc
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
@@ -36,6 +37,7 @@ from sessionkeeper.store._entry import (
     SessionEntry,
     encode_session_entry,
     session_entry_from_dict,
+    session_entry_to_dict,
 )
 
 
@@ -172,7 +174,10 @@ class SqliteStoreBackend:
         try:
             raw = msgspec.json.decode(text)
         except msgspec.DecodeError as err:
-            raise StoreCorruptError(f"entry {key!r} is not valid JSON ({err})", path=self.path) from err
+            try:
+                raw = json.loads(text)  # lone surrogate escapes (see _encode_row)
+            except ValueError:
+                raise StoreCorruptError(f"entry {key!r} is not valid JSON ({err})", path=self.path) from err
         if not isinstance(raw, dict):
             raise StoreCorruptError(f"entry {key!r} is not a JSON object", path=self.path)
         return session_entry_from_dict(raw)
@@ -226,7 +231,7 @@ class SqliteStoreBackend:
         if new is None:
             return current
         check_entry(key, new)
-        text = encode_session_entry(new).decode()
+        text = _encode_row(new)
         if row is None or row[0] != text:
             conn.execute(_UPSERT, (key, text))
         return new
@@ -242,7 +247,7 @@ class SqliteStoreBackend:
         for key, entry in upserts.items():
             check_entry(key, entry)
         conn.executemany("DELETE FROM session_entries WHERE session_key = ?", [(k,) for k in removals])
-        conn.executemany(_UPSERT, [(k, encode_session_entry(e).decode()) for k, e in upserts.items()])
+        conn.executemany(_UPSERT, [(k, _encode_row(e)) for k, e in upserts.items()])
         return result
 
     # ------------------------------------------------------------------ public async API
@@ -291,3 +296,11 @@ class SqliteStoreBackend:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+def _encode_row(entry: SessionEntry) -> str:
+    """The row text of ``entry``; lone surrogates (valid in JavaScript strings) are written escaped."""
+    try:
+        return encode_session_entry(entry).decode()
+    except UnicodeEncodeError:
+        return json.dumps(session_entry_to_dict(entry))
