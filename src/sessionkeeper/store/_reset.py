@@ -661,7 +661,10 @@ def resolve_session(
     if verdict.fresh or soft:
         reused = {**current, "updatedAt": now_ms, "lastInteractionAt": now_ms}
         if _number(current.get("sessionStartedAt")) is None:
-            started_ms = _number(started)
+            # record the start freshness was judged by (header timestamp, else updatedAt), never "now"
+            started_ms = _timestamp(started, now_ms)
+            if started_ms is None:
+                started_ms = _timestamp(current.get("updatedAt"), now_ms)
             reused["sessionStartedAt"] = int(started_ms) if started_ms is not None else now_ms
         reason: ResolutionReason = "soft-reset" if soft else ("provider-owned" if owned else "fresh")
         return result(reused, is_new=False, reason=reason, fresh=verdict, text=text)
