@@ -60,12 +60,12 @@ def main() -> None:
     parser.add_argument("--oracle", type=Path, default=Path("/tmp/pi-oracle"))
     parser.add_argument("--jobs", type=int, default=8)
     args = parser.parse_args()
-    jobs = []
-    for name in FILES:
-        sample = SAMPLES / f"{name}.jsonl"
-        for leaf in _leaves(sample):
-            for budget in BUDGETS:
-                jobs.append((name, sample, leaf, budget))
+    jobs = [
+        (name, SAMPLES / f"{name}.jsonl", leaf, budget)
+        for name in FILES
+        for leaf in _leaves(SAMPLES / f"{name}.jsonl")
+        for budget in BUDGETS
+    ]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         results = list(pool.map(lambda job: _run(args.oracle, job[1], job[2], job[3]), jobs))
     fixture: dict[str, dict[str, dict[str, object]]] = {}

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from tests import _pi_oracle
+from tests._pi_oracle import PiOracle
 
 from sessionkeeper.compaction import find_cut_point, find_turn_start_index, is_cut_point, prepare_compaction
 from sessionkeeper.transcript import (
@@ -22,8 +24,6 @@ from sessionkeeper.transcript import (
     UserMessage,
 )
 from sessionkeeper.transcript._load import TranscriptIndex, load_transcript
-from tests import _pi_oracle
-from tests._pi_oracle import PiOracle
 
 
 pi_oracle = _pi_oracle.pi_oracle
