@@ -1,0 +1,150 @@
+"""
+``sessionkeeper sessions cleanup``: store maintenance on a sessions directory (OpenClaw spec §2; DESIGN D6,
+"CLI JSON" item 6).
+
+Flags combine as in ``openclaw sessions cleanup``: ``--dry-run`` previews without changing anything,
+``--enforce`` forces ``mode: enforce`` (otherwise the configured ``session.maintenance.mode`` applies, default
+``enforce``), so ``--dry-run --enforce`` previews an enforce run and no flag applies the configured mode. The
+``--json`` output has the fields of ``openclaw sessions cleanup --json`` plus ``actions`` (session key ->
+``keep`` or the removal reason), ``files``, ``bytesBefore``/``bytesAfter`` and ``warnings``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import click
+from rich.console import Console
+from rich.table import Table
+
+from sessionkeeper._config import load_config
+from sessionkeeper.cli._sessions import sessions_group
+from sessionkeeper.store import SessionStore
+from sessionkeeper.store._maintenance import MaintenanceReport
+from sessionkeeper.store._maintenance_run import run_maintenance
+from sessionkeeper.store._maintenance_settings import MaintenanceMode, MaintenanceSettings
+
+
+__all__ = ("COMMANDS", "cleanup_command", "parse_now")
+
+
+def parse_now(value: str) -> int:
+    """``--now``: epoch milliseconds, or an ISO-8601 time (``2026-09-21T12:00:00Z``; no zone means UTC)."""
+    text = value.strip()
+    if text.isdigit():
+        return int(text)
+    try:
+        when = _dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is neither epoch ms nor an ISO-8601 time", param_hint="--now"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=_dt.UTC)
+    return int(when.timestamp() * 1000)
+
+
+def _agent_id(sessions_dir: Path) -> str:
+    parts = sessions_dir.resolve().parts
+    if len(parts) >= 3 and parts[-1] == "sessions" and parts[-3] == "agents":
+        return parts[-2]
+    return "main"
+
+
+def _print_human(console: Console, report: MaintenanceReport, store_path: Path) -> None:
+    state = (
+        "dry run" if report.dry_run else ("applied" if report.applied else f"{report.mode} mode: not applied")
+    )
+    console.print(f"[bold]sessions cleanup[/bold] {store_path} ({report.mode}, {state})")
+    console.print(
+        f"entries {report.before_count} -> {report.after_count}; "
+        f"files: {len(report.file_actions)} actions; bytes {report.bytes_before} -> {report.bytes_after}"
+    )
+    changed = {k: v for k, v in report.actions.items() if v != "keep"}
+    if changed:
+        table = Table("session key", "action")
+        for key, reason in changed.items():
+            table.add_row(key, reason)
+        console.print(table)
+    if report.file_actions:
+        files = Table("file", "action", "reason", "bytes")
+        for file_action in report.file_actions:
+            label = (
+                f"archive -> {file_action.archive_name}" if file_action.archive_name else file_action.action
+            )
+            files.add_row(file_action.name, label, file_action.reason, str(file_action.size))
+        console.print(files)
+    budget = report.disk_budget
+    if budget is not None:
+        console.print(
+            f"disk budget: {budget.total_bytes_before} -> {budget.total_bytes_after} bytes "
+            f"(max {budget.max_bytes}, high water {budget.high_water_bytes})"
+        )
+    for warning in report.warnings:
+        console.print(f"[yellow]warning:[/yellow] {warning}")
+
+
+@sessions_group.command("cleanup")
+@click.option(
+    "--store",
+    "store_path",
+    required=True,
+    type=click.Path(path_type=Path, exists=True),
+    help="Sessions directory (<root>/agents/<agentId>/sessions) or its sessions.json / sessions.sqlite.",
+)
+@click.option("--backend", type=click.Choice(["json", "sqlite"]), default=None, help="Store backend.")
+@click.option("--dry-run", is_flag=True, help="Preview: report what would be removed, change nothing.")
+@click.option("--enforce", is_flag=True, help="Apply in enforce mode even when the configured mode is warn.")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path, exists=True, dir_okay=False),
+    default=None,
+    help="Config file (openclaw.json layout); session.maintenance is read from it.",
+)
+@click.option(
+    "--now", "now", default=None, help="Evaluate at this time: epoch ms or ISO-8601 (default: now)."
+)
+@click.option(
+    "--active-key", "active_keys", multiple=True, help="Session key that must survive (repeatable)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON report (docs/maintenance.md).")
+def cleanup_command(
+    *,
+    store_path: Path,
+    backend: str | None,
+    dry_run: bool,
+    enforce: bool,
+    config_path: Path | None,
+    now: str | None,
+    active_keys: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Prune stale entries, cap the store, archive and retire transcripts, enforce the disk budget."""
+    settings = MaintenanceSettings.from_config(load_config(config_path))
+    now_ms = parse_now(now) if now is not None else None
+    mode: MaintenanceMode | None = "enforce" if enforce else None
+
+    async def run() -> tuple[MaintenanceReport, Path]:
+        async with SessionStore.open(store_path, backend=backend) as store:  # type: ignore[arg-type]
+            assert store.sessions_dir is not None
+            report = await run_maintenance(
+                store, settings=settings, mode=mode, dry_run=dry_run, now_ms=now_ms, active_keys=active_keys
+            )
+            return report, store.sessions_dir
+
+    report, sessions_dir = anyio.run(run)
+    if as_json:
+        payload: dict[str, Any] = {"agentId": _agent_id(sessions_dir), "storePath": str(store_path)}
+        payload.update(report.to_json())
+        click.echo(json.dumps(payload, indent=2))
+        return
+    _print_human(Console(), report, store_path)
+
+
+COMMANDS: tuple[click.Command, ...] = ()
+"""``cleanup`` is attached to the ``sessions`` group; it registers no top-level command."""
