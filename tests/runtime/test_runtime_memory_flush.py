@@ -427,3 +427,30 @@ def test_record_is_frozen() -> None:
     record = MemoryFlushPolicy().record_success(compaction_count_at_start=0, now_ms=NOW)
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         record.memory_flush_at = 1  # type: ignore[misc]
+
+
+@given(
+    count=st.integers(min_value=0, max_value=1000),
+    tokens=st.integers(min_value=0, max_value=400_000),
+    size=st.integers(min_value=0, max_value=10**8),
+    pending=st.booleans(),
+)
+def test_at_most_one_flush_per_cycle(count: int, tokens: int, size: int, pending: bool) -> None:
+    policy = MemoryFlushPolicy()
+    record = policy.record_success(compaction_count_at_start=count, now_ms=NOW)
+    same_cycle = _decide(
+        policy,
+        context_tokens=tokens,
+        compaction_count=count,
+        memory_flush_compaction_count=record.memory_flush_compaction_count,
+        transcript_bytes=size,
+        pending_compaction=pending,
+    )
+    assert same_cycle.run is False
+    next_cycle = _decide(
+        policy,
+        context_tokens=max(tokens, 176000),
+        compaction_count=count + 1,
+        memory_flush_compaction_count=record.memory_flush_compaction_count,
+    )
+    assert next_cycle.run is True

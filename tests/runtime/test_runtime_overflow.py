@@ -443,3 +443,46 @@ def test_recovery_uses_estimate_when_nothing_is_observed() -> None:
     )
     assert step.token_count is not None
     assert (step.token_count.tokens, step.token_count.source) == (130000, "estimate")
+
+
+# ---- robustness and properties ------------------------------------------------------------------------
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=40),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@given(value=_json_values)
+def test_never_raises_on_arbitrary_input(value: object) -> None:
+    assert isinstance(is_context_overflow(value, context_window=1000), bool)
+    result = parse_observed_token_count(value)
+    assert result is None or result > 0
+
+
+def test_cyclic_exception_chain_terminates() -> None:
+    first = RuntimeError("wrapper")
+    second = ValueError("prompt is too long: 300000 tokens > 200000 maximum")
+    first.__cause__ = second
+    second.__context__ = first
+    assert is_context_overflow(first)
+    assert parse_observed_token_count(first) == 300000
+
+
+@given(tokens=st.integers(min_value=1, max_value=10**9), maximum=st.integers(min_value=1, max_value=10**9))
+def test_anthropic_count_round_trip(tokens: int, maximum: int) -> None:
+    text = f"prompt is too long: {tokens:,} tokens > {maximum:,} maximum"
+    assert is_context_overflow(text)
+    assert parse_observed_token_count(text) == tokens
+
+
+@given(
+    prompt=st.integers(min_value=1, max_value=10**7),
+    output=st.integers(min_value=0, max_value=10**6),
+    limit=st.integers(min_value=1, max_value=10**7),
+)
+def test_anthropic_sum_form(prompt: int, output: int, limit: int) -> None:
+    text = f"input length and `max_tokens` exceed context limit: {prompt} + {output} > {limit}"
+    assert parse_observed_token_count(text) == prompt + output

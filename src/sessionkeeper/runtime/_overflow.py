@@ -77,7 +77,10 @@ _EXCLUSIONS: Final[tuple[re.Pattern[str], ...]] = tuple(
 )
 
 # --------------------------------------------------------------------------------------------------------
-# Positives: OpenClaw's isContextOverflowError (+ provider fallbacks) and pi's OVERFLOW_PATTERNS.
+# Positives: OpenClaw's isContextOverflowError (+ provider fallbacks) and pi's OVERFLOW_PATTERNS, including
+# the few that only OpenClaw's bundled fork of pi's list (@openclaw/ai, used by its harness) knows: LiteLLM's
+# "maximum context length of N tokens", Together's "input (N tokens) is longer than", DS4's "configured
+# context size". tests/data/oracle/overflow.json pins the union against the three classifiers.
 # --------------------------------------------------------------------------------------------------------
 _SUBSTRINGS: Final = (
     # OpenClaw §5.7
