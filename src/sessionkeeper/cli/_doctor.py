@@ -281,15 +281,15 @@ class DoctorRegistry:
             ValueError: A check with the same id is already registered.
             TypeError: ``check`` implements neither protocol.
         """
+        if not isinstance(check, DirectoryCheck | TranscriptCheck):
+            raise TypeError(f"{check!r} is neither a TranscriptCheck nor a DirectoryCheck")
         taken = {c.id for c in self.transcript_checks} | {c.id for c in self.directory_checks}
         if check.id in taken:
             raise ValueError(f"a doctor check with id {check.id!r} is already registered")
         if isinstance(check, DirectoryCheck):
             self.directory_checks.append(check)
-        elif isinstance(check, TranscriptCheck):
-            self.transcript_checks.append(check)
         else:
-            raise TypeError(f"{check!r} is neither a TranscriptCheck nor a DirectoryCheck")
+            self.transcript_checks.append(check)
 
 
 def default_registry() -> DoctorRegistry:
