@@ -102,7 +102,7 @@ def main() -> None:
                 context_window=200000,
                 compaction_count=3,
                 memory_flush_compaction_count=2,
-                transcript_bytes=1_000_000,
+                active_transcript_bytes=1_000_000,
             )
             decide_preflight_compaction(context_tokens=tokens, context_window=200000, settings=settings)
             plan_prompt_budget(estimated_prompt_tokens=p, context_window=200000, settings=settings)

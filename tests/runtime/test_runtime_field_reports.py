@@ -293,3 +293,24 @@ def test_b15_streamed_silent_token_never_leaks(deltas: list[str], aborted: bool,
     assert "".join(emitted) == expected
     assert stream.text == expected
     assert stream.silent == (expected == "")
+
+
+def test_b14_forced_flush_by_size_does_not_refire_on_the_summary() -> None:
+    # the transcript file is 5 MiB; a compaction just happened and only 40 KiB were written since
+    big, since = 5 * 1024 * 1024, 40 * 1024
+    before = B13.decide(
+        context_tokens=None,
+        context_window=200000,
+        compaction_count=4,
+        memory_flush_compaction_count=3,
+        active_transcript_bytes=big,
+    )
+    assert (before.run, before.reason) == (True, "transcript_size")
+    after = B13.decide(
+        context_tokens=30000,
+        context_window=200000,
+        compaction_count=5,
+        memory_flush_compaction_count=4,
+        active_transcript_bytes=since,
+    )
+    assert (after.run, after.reason) == (False, "below_threshold")

@@ -228,7 +228,11 @@ def test_once_per_compaction_cycle(
 )
 def test_skip_rules(kwargs: dict[str, Any], reason: str) -> None:
     decision = _decide(
-        MemoryFlushPolicy(), context_tokens=190000, transcript_bytes=10**9, pending_compaction=True, **kwargs
+        MemoryFlushPolicy(),
+        context_tokens=190000,
+        active_transcript_bytes=10**9,
+        pending_compaction=True,
+        **kwargs,
     )
     assert (decision.run, decision.reason) == (False, reason)
 
@@ -241,14 +245,16 @@ def test_disabled_never_flushes() -> None:
 def test_forced_flush_by_transcript_size() -> None:
     policy = MemoryFlushPolicy()
     two_mib = 2 * 1024 * 1024
-    forced = _decide(policy, context_tokens=None, transcript_bytes=two_mib)
+    forced = _decide(policy, context_tokens=None, active_transcript_bytes=two_mib)
     assert (forced.run, forced.reason, forced.forced) == (True, "transcript_size", True)
-    assert not _decide(policy, context_tokens=None, transcript_bytes=two_mib - 1).run
+    assert not _decide(policy, context_tokens=None, active_transcript_bytes=two_mib - 1).run
     # once per cycle applies to the forced path too
-    again = _decide(policy, transcript_bytes=two_mib, compaction_count=2, memory_flush_compaction_count=2)
+    again = _decide(
+        policy, active_transcript_bytes=two_mib, compaction_count=2, memory_flush_compaction_count=2
+    )
     assert again.reason == "already_flushed"
     # 0 disables it
-    assert not _decide(_policy(force_flush_transcript_bytes=0), transcript_bytes=10**9).run
+    assert not _decide(_policy(force_flush_transcript_bytes=0), active_transcript_bytes=10**9).run
 
 
 def test_pending_compaction_flushes_first_even_below_threshold() -> None:
@@ -443,7 +449,7 @@ def test_at_most_one_flush_per_cycle(count: int, tokens: int, size: int, pending
         context_tokens=tokens,
         compaction_count=count,
         memory_flush_compaction_count=record.memory_flush_compaction_count,
-        transcript_bytes=size,
+        active_transcript_bytes=size,
         pending_compaction=pending,
     )
     assert same_cycle.run is False

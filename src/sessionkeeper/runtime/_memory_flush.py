@@ -405,7 +405,7 @@ class MemoryFlushPolicy:
         context_window: int | None,
         compaction_count: int | None,
         memory_flush_compaction_count: int | None,
-        transcript_bytes: int | None = None,
+        active_transcript_bytes: int | None = None,
         max_output_tokens: int | None = None,
         pending_compaction: bool = False,
         has_session: bool = True,
@@ -423,7 +423,7 @@ class MemoryFlushPolicy:
         == compactionCount``, a missing ``compactionCount`` being 0). Then the flush runs when a compaction
         is about to run (``pending_compaction``: threshold, preflight, overflow or timeout compaction; B14,
         D4 "the flush always runs first"), when ``context_tokens >= flush threshold > 0``, or when the
-        transcript is at least ``forceFlushTranscriptBytes`` (> 0) long.
+        transcript written since the latest compaction is at least ``forceFlushTranscriptBytes`` (> 0).
 
         Args:
             context_tokens: The projected context in tokens (last usage + newer messages + the incoming
@@ -431,7 +431,11 @@ class MemoryFlushPolicy:
             context_window: The model's window in tokens (``None`` = 200000).
             compaction_count: ``SessionEntry.compactionCount`` (``None`` = 0).
             memory_flush_compaction_count: ``SessionEntry.memoryFlushCompactionCount`` (``None`` = never).
-            transcript_bytes: Size of the active transcript file in bytes, if known.
+            active_transcript_bytes: Bytes of transcript written since the latest compaction (the whole file
+                when it has none; the successor file when ``truncateAfterCompaction`` rotates), if known.
+                Refinement of OpenClaw, which measures the whole file: an append-only file stays over the
+                limit after a compaction, so OpenClaw's forced flush fires again at the start of every
+                cycle, on nothing but the summary (B14).
             max_output_tokens: The reply budget the host requests, if known (raises the reserve, B09).
             pending_compaction: A compaction is about to run in this turn.
             has_session: A ``SessionEntry`` exists for the session key.
@@ -477,7 +481,7 @@ class MemoryFlushPolicy:
         if context_tokens is not None and context_tokens > 0 and flush_at > 0 and context_tokens >= flush_at:
             return run("threshold")
         force = self.settings.force_flush_transcript_bytes
-        if force > 0 and transcript_bytes is not None and transcript_bytes >= force:
+        if force > 0 and active_transcript_bytes is not None and active_transcript_bytes >= force:
             return run("transcript_size")
         return skip("below_threshold" if context_tokens else "no_token_count")
 
