@@ -420,3 +420,22 @@ async def test_lone_surrogates_in_sqlite(tmp_path: Path) -> None:
     assert entry is not None
     assert entry.label == "cut \ud83d"
     await again.aclose()
+
+
+async def test_a_file_mid_write_by_another_writer_is_read_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sessionkeeper.store._json as json_module
+
+    path = tmp_path / "sessions.json"
+    path.write_text('{"k": {"sessionId": "s", "upd')  # a non-atomic writer is half-way
+    finished = '{"k": {"sessionId": "s", "updatedAt": 5}}'
+
+    def writer_finishes(_seconds: float) -> None:
+        path.write_text(finished)
+
+    monkeypatch.setattr(json_module, "_sleep", writer_finishes)
+    backend = JsonFileStoreBackend(path)
+    assert await backend.get("k") == SessionEntry(session_id="s", updated_at=5)
+    assert not [p for p in os.listdir(tmp_path) if ".bak." in p]
+    await backend.aclose()

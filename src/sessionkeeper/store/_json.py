@@ -29,7 +29,7 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final, NoReturn, TypeVar
 
 import anyio.to_thread
 import msgspec
@@ -60,6 +60,9 @@ STORE_FILE_NAME: Final = "sessions.json"
 
 _log = logging.getLogger("sessionkeeper.store")
 _SPLIT: Final = b',\n  "'
+_READ_ATTEMPTS: Final = 3
+_RETRY_DELAY_S: Final = 0.05
+_sleep = time.sleep  # the retry wait (a seam for tests)
 _Signature = tuple[int, int, int, int]  # dev, ino, size, mtime_ns
 
 
@@ -163,29 +166,36 @@ class JsonFileStoreBackend:
         if sig is None:
             self._set_content({}, None, b"")
             return
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except FileNotFoundError:
-            self._set_content({}, None, b"")
+        for attempt in range(_READ_ATTEMPTS):
+            try:
+                fd = os.open(self.path, os.O_RDONLY)
+            except FileNotFoundError:
+                self._set_content({}, None, b"")
+                return
+            with os.fdopen(fd, "rb") as fh:
+                st = os.fstat(fh.fileno())
+                data = fh.read()
+            sig = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            if not data.strip():
+                self._set_content({}, sig, b"")
+                return
+            try:
+                parsed = msgspec.json.decode(data)
+            except msgspec.DecodeError as err:
+                parsed = _decode_lenient(data)  # lone surrogate escapes, which JavaScript writes
+                if parsed is None:
+                    # a writer that does not replace the file atomically may be mid-write (OpenClaw
+                    # retries 3 times, 50 ms apart): read again if the file changes meanwhile
+                    _sleep(_RETRY_DELAY_S)
+                    if attempt + 1 < _READ_ATTEMPTS and self._stat() != sig:
+                        continue
+                    self._corrupt(sig, f"not valid JSON ({err})", err)
+            if not isinstance(parsed, dict):
+                self._corrupt(sig, f"the root is a JSON {type(parsed).__name__}, not an object", None)
+            self._set_content(parsed, sig, data)
             return
-        with os.fdopen(fd, "rb") as fh:
-            st = os.fstat(fh.fileno())
-            data = fh.read()
-        sig = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-        if not data.strip():
-            self._set_content({}, sig, b"")
-            return
-        try:
-            parsed = msgspec.json.decode(data)
-        except msgspec.DecodeError as err:
-            parsed = _decode_lenient(data)  # lone surrogate escapes, which JavaScript writes
-            if parsed is None:
-                self._corrupt(sig, f"not valid JSON ({err})", err)
-        if not isinstance(parsed, dict):
-            self._corrupt(sig, f"the root is a JSON {type(parsed).__name__}, not an object", None)
-        self._set_content(parsed, sig, data)
 
-    def _corrupt(self, sig: _Signature, message: str, cause: Exception | None) -> None:
+    def _corrupt(self, sig: _Signature, message: str, cause: Exception | None) -> NoReturn:
         backup = None
         if self._corrupt_backed_up != sig:
             backup = backup_file(self.path)
