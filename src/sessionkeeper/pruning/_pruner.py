@@ -19,6 +19,7 @@ import msgspec
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
 from sessionkeeper.pruning._cache_ttl import is_cache_ttl_eligible_provider, is_cache_ttl_expired
 from sessionkeeper.pruning._estimate import (
+    IMAGE_CHAR_ESTIMATE,
     estimate_context_chars,
     estimate_message_chars,
     estimate_string_chars,
@@ -171,6 +172,13 @@ def _tool_result_parts(message: AgentMessage) -> tuple[list[str], bool] | None:
     return None
 
 
+def _block_count(message: AgentMessage) -> int:
+    if isinstance(message, ToolResultMessage):
+        return len(message.content)
+    content = message.raw.get("content") if isinstance(message, UnknownMessage) else None
+    return len(content) if isinstance(content, list) else 0
+
+
 def _has_images(message: AgentMessage) -> bool:
     if isinstance(message, ToolResultMessage):
         return any(isinstance(block, ImageContent) for block in message.content)
@@ -315,7 +323,8 @@ def prune_context_messages(
         The :class:`PruneResult`.
     """
     estimate_input = drop_thinking_blocks(messages) if drop_thinking_for_estimate else messages
-    total = estimate_context_chars(estimate_input)
+    weights = [estimate_message_chars(m) for m in estimate_input]  # per message, reused below
+    total = sum(weights)
     chars_before = total
 
     def unchanged(reason: PruneSkipReason | None) -> PruneResult:
@@ -351,6 +360,7 @@ def prune_context_messages(
         return unchanged("below-soft-trim-ratio")
 
     out: list[AgentMessage] = list(messages)
+    max_chars = settings.soft_trim.max_chars
     prunable: list[int] = []
     soft: dict[int, str] = {}
     for index in range(start, cutoff):
@@ -358,12 +368,16 @@ def prune_context_messages(
         if message_role(message) != "toolResult" or not predicate(_tool_name(message)):
             continue
         prunable.append(index)
+        if weights[index] < min(IMAGE_CHAR_ESTIMATE, max_chars - _block_count(message) + 1):
+            continue  # no image, and its joined text cannot exceed max_chars: nothing to trim
         updated = _soft_trim(message, settings)
         if updated is None:
             continue
-        delta = estimate_message_chars(updated) - estimate_message_chars(message)
+        after = estimate_message_chars(updated)
+        delta = after - weights[index]
         if delta >= 0 and not _has_images(message):
             continue  # deviation P1: a "trim" that does not shrink the result is not applied
+        weights[index] = after
         total += delta
         out[index] = updated
         soft[index] = _tool_call_id(message)
@@ -373,17 +387,18 @@ def prune_context_messages(
     if (
         ratio >= settings.hard_clear_ratio
         and settings.hard_clear.enabled
-        and sum(estimate_message_chars(out[i]) for i in prunable) >= settings.min_prunable_tool_chars
+        and sum(weights[i] for i in prunable) >= settings.min_prunable_tool_chars
     ):
         placeholder_chars = estimate_string_chars(settings.hard_clear.placeholder)
         for index in prunable:
             if ratio < settings.hard_clear_ratio:
                 break
-            before = estimate_message_chars(out[index])
+            before = weights[index]
             if before <= placeholder_chars:
                 continue  # deviation P1: clearing would not shrink the context
             out[index] = _with_text(out[index], settings.hard_clear.placeholder)
-            total += estimate_message_chars(out[index]) - before
+            weights[index] = placeholder_chars
+            total += placeholder_chars - before
             ratio = total / char_window
             cleared.append(index)
             soft.pop(index, None)

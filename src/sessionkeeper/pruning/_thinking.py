@@ -130,7 +130,8 @@ def _preserve_current_tool_turn(messages: Sequence[AgentMessage], index: int, la
             break
         if role == "assistant":
             return False
-    for later in messages[index + 1 :]:
+    for at in range(index + 1, len(messages)):
+        later = messages[at]
         if isinstance(later, ToolResultMessage) or message_role(later) == "toolResult":
             return True
         if isinstance(later, UserMessage) or message_role(later) == "user":

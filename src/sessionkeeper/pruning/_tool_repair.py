@@ -15,6 +15,7 @@ nothing changed). Messages of unknown shape (:class:`UnknownMessage`) pass throu
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import re
 from collections.abc import Iterable, Sequence
@@ -179,6 +180,45 @@ def _legacy_id(result: ToolResultMessage, calls: list[ToolCall]) -> ToolResultMe
     return msgspec.structs.replace(result, tool_call_id=call.id, is_error=True)
 
 
+def _later_results(
+    messages: Sequence[AgentMessage],
+    positions: dict[str, list[int]],
+    start: int,
+    calls: list[ToolCall],
+    seen: set[str],
+) -> dict[str, ToolResultMessage]:
+    """
+    The first result at or after ``start`` for each unanswered call (``collectLaterMatchingToolResults``).
+
+    Uses the per-id position index instead of rescanning the tail for every assistant, so the repair
+    stays linear in the context length.
+    """
+    found: dict[str, ToolResultMessage] = {}
+    names = {c.id: c.name for c in calls}
+    for call in calls:
+        if call.id in seen or call.id in found:
+            continue
+        best: int | None = None
+        same = positions.get(call.id, [])
+        at = bisect.bisect_left(same, start)
+        if at < len(same):
+            best = same[at]
+        if len(calls) == 1:  # a legacy result without an id answers a lone call of the same name
+            blank = positions.get("", [])
+            for pos in blank[bisect.bisect_left(blank, start) :]:
+                if best is not None and pos > best:
+                    break
+                candidate = messages[pos]
+                if isinstance(candidate, ToolResultMessage) and _legacy_id(candidate, calls) is not candidate:
+                    best = pos
+                    break
+        if best is not None:
+            candidate = messages[best]
+            assert isinstance(candidate, ToolResultMessage)
+            found[call.id] = _with_name(_legacy_id(candidate, calls), names[call.id])
+    return found
+
+
 @attrs.frozen(kw_only=True)
 class PairingRepair:
     """
@@ -259,6 +299,10 @@ def repair_tool_use_result_pairing(
             positions[rid] = len(out)
         out.append(result)
 
+    positions: dict[str, list[int]] = {}
+    for at, candidate in enumerate(messages):
+        if isinstance(candidate, ToolResultMessage):
+            positions.setdefault(_result_id(candidate), []).append(at)
     index = 0
     total = len(messages)
     while index < total:
@@ -326,14 +370,7 @@ def repair_tool_use_result_pairing(
         out.append(message)
         if span and 0 <= first_remainder < last_result:
             changed = True  # a result is moved up past other messages
-        later: dict[str, ToolResultMessage] = {}
-        for candidate in messages[j:]:
-            if not isinstance(candidate, ToolResultMessage):
-                continue
-            result = _legacy_id(candidate, calls)
-            rid = _result_id(result)
-            if rid and rid in ids and rid not in seen and rid not in later:
-                later[rid] = _with_name(result, names.get(rid))
+        later = _later_results(messages, positions, j, calls, seen)
         for call in calls:
             if call.id in span:
                 push(span[call.id])

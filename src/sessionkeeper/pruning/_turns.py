@@ -298,7 +298,8 @@ def _strip_dangling_tool_calls(messages: Sequence[AgentMessage]) -> Sequence[Age
             out.append(message)
             continue
         answered: dict[str, set[str]] = {}
-        for later in messages[index + 1 :]:
+        for at in range(index + 1, len(messages)):  # no slice copy: this runs once per tool-calling turn
+            later = messages[at]
             if message_role(later) == "assistant":
                 break
             if isinstance(later, ToolResultMessage) and later.tool_call_id.strip():
