@@ -109,13 +109,18 @@ def _user(text: str, ts: int) -> UserMessage:
     return UserMessage(content=[TextContent(text=text)], timestamp=ts)
 
 
-def _reply(text: str, ts: int, *, total: int = 0, stop: str = "stop", **usage: int) -> AssistantMessage:
+def _reply(
+    text: str, ts: int, *, total: int = 0, stop: str = "stop", input: int = 0, output: int = 0
+) -> AssistantMessage:
+    usage = (
+        Usage(input=input, output=output, total_tokens=total) if total else Usage(input=input, output=output)
+    )
     return AssistantMessage(
         content=[TextContent(text=text)],
         api="anthropic-messages",
         provider="anthropic",
         model="m",
-        usage=Usage(total_tokens=total, **usage) if total else Usage(**usage),
+        usage=usage,
         stop_reason=stop,
         timestamp=ts,
     )
