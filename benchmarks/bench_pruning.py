@@ -94,7 +94,9 @@ def main() -> None:
             ("char estimate", lambda m=messages: estimate_context_chars(m)),
             (
                 f"prune, window {window} (trim {len(full.soft_trimmed)}, clear {len(full.hard_cleared)})",
-                lambda m=messages: prune_context_messages(m, settings=settings, context_window_tokens=window),
+                lambda m=messages, w=window: prune_context_messages(
+                    m, settings=settings, context_window_tokens=w
+                ),
             ),
             (
                 "prune, under the soft-trim ratio",
@@ -102,8 +104,8 @@ def main() -> None:
             ),
             (
                 "Pruner.prune, TTL not expired",
-                lambda m=messages: Pruner(settings=settings).prune(
-                    m, context_window_tokens=window, last_cache_touch_at=NOW - 1000, now_ms=NOW
+                lambda m=messages, w=window: Pruner(settings=settings).prune(
+                    m, context_window_tokens=w, last_cache_touch_at=NOW - 1000, now_ms=NOW
                 ),
             ),
             ("check_tool_pairing", lambda m=messages: check_tool_pairing(m)),

@@ -299,10 +299,10 @@ def repair_tool_use_result_pairing(
             positions[rid] = len(out)
         out.append(result)
 
-    positions: dict[str, list[int]] = {}
+    result_positions: dict[str, list[int]] = {}
     for at, candidate in enumerate(messages):
         if isinstance(candidate, ToolResultMessage):
-            positions.setdefault(_result_id(candidate), []).append(at)
+            result_positions.setdefault(_result_id(candidate), []).append(at)
     index = 0
     total = len(messages)
     while index < total:
@@ -370,7 +370,7 @@ def repair_tool_use_result_pairing(
         out.append(message)
         if span and 0 <= first_remainder < last_result:
             changed = True  # a result is moved up past other messages
-        later = _later_results(messages, positions, j, calls, seen)
+        later = _later_results(messages, result_positions, j, calls, seen)
         for call in calls:
             if call.id in span:
                 push(span[call.id])
