@@ -44,6 +44,8 @@ __all__ = (
     "build_context_lazily",
     "build_session_context",
     "entry_kind",
+    "entry_model",
+    "entry_thinking_level",
     "walk_path",
 )
 
@@ -201,7 +203,8 @@ def _entry_message(entry: TranscriptEntry) -> AgentMessage | None:
 _MESSAGE_KINDS = frozenset({"message", "custom_message", "branch_summary"})
 
 
-def _thinking_value(entry: TranscriptEntry) -> str | None:
+def entry_thinking_level(entry: TranscriptEntry) -> str | None:
+    """The thinking level a path entry sets (spec §9 item 3), or ``None``."""
     if isinstance(entry, ThinkingLevelChangeEntry):
         return entry.thinking_level
     if isinstance(entry, UnknownEntry):
@@ -209,7 +212,8 @@ def _thinking_value(entry: TranscriptEntry) -> str | None:
     return None
 
 
-def _model_value(entry: TranscriptEntry) -> ModelRef | None:
+def entry_model(entry: TranscriptEntry) -> ModelRef | None:
+    """The model a path entry sets (``model_change`` or an assistant message, spec §9 item 3), or ``None``."""
     if isinstance(entry, MessageEntry):
         message = entry.message
         if isinstance(message, AssistantMessage):
@@ -255,14 +259,14 @@ def build_context_lazily(
     thinking_level = "off"
     for i in range(count - 1, -1, -1):
         if kind_at(i) == "thinking_level_change":
-            value = _thinking_value(entry_at(i))
+            value = entry_thinking_level(entry_at(i))
             if value is not None:
                 thinking_level = value
                 break
     model: ModelRef | None = None
     for i in range(count - 1, -1, -1):
         if kind_at(i) in ("model_change", "message"):
-            found_model = _model_value(entry_at(i))
+            found_model = entry_model(entry_at(i))
             if found_model is not None:
                 model = found_model
                 break

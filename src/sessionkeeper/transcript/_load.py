@@ -40,10 +40,13 @@ from sessionkeeper.transcript._context import (
     SessionContext,
     build_context_lazily,
     entry_kind,
+    entry_model,
+    entry_thinking_level,
 )
 from sessionkeeper.transcript._diagnostics import TornTail, TranscriptDiagnostics
 from sessionkeeper.transcript._entries import (
     CURRENT_SESSION_VERSION,
+    CompactionEntry,
     LabelEntry,
     SessionHeader,
     SessionInfoEntry,
@@ -105,6 +108,14 @@ _HEAD_DECODER: Final = msgspec.json.Decoder(_Head)
 _ANY_DECODER: Final = msgspec.json.Decoder()
 
 
+def _decode_line(line: bytes) -> Any:
+    """Decode an indexed line; invalid UTF-8 (not checked by the fast scan) reads as U+FFFD."""
+    try:
+        return _ANY_DECODER.decode(line)
+    except msgspec.DecodeError:
+        return decode_json_line(line)[0]
+
+
 class TranscriptIndex:
     """
     The loaded state of one transcript: header, entries in file order, id index, leaf, labels.
@@ -126,7 +137,8 @@ class TranscriptIndex:
         self.header = header
         self.header_raw = header_raw
         self.migrated = False
-        self.diagnostics = TranscriptDiagnostics(path=path)
+        self._scan: _Scan | None = None
+        self._diagnostics: TranscriptDiagnostics | None = None
         # Per entry, in file order: its JSON line (no newline), type, id, parent id, 1-based line number
         # (0 for appended entries).
         self.lines: list[bytes] = []
@@ -167,6 +179,8 @@ class TranscriptIndex:
         Updates labels and the session name like pi's ``_appendEntry``. Returns its position.
         """
         kind = entry_kind(entry)
+        if self._scan is not None and not self._scan.appended_from:
+            self._scan.appended_from = len(self.kinds)
         pos = self._push(kind, entry.id, entry.parent_id, 0)
         self.lines.append(line)
         self._cache[pos] = entry
@@ -187,11 +201,7 @@ class TranscriptIndex:
         cached = self._cache.get(pos)
         if cached is not None:
             return cached
-        try:
-            raw = _ANY_DECODER.decode(self.line_bytes(pos))
-        except msgspec.DecodeError:  # safety net: lines are validated when indexed
-            raw = decode_json_line(self.line_bytes(pos))[0]
-        entry = entry_from_json(raw)
+        entry = entry_from_json(_decode_line(self.line_bytes(pos)))
         self._cache[pos] = entry
         return entry
 
@@ -252,13 +262,58 @@ class TranscriptIndex:
             if not self.kinds:
                 return EMPTY_CONTEXT
             pos = len(self.kinds) - 1
-        path = self._walk(pos)
+        path = self._context_path(pos)
         return build_context_lazily(
             len(path),
             kind_at=lambda i: self.kinds[path[i]],
             id_at=lambda i: self.ids[path[i]],
             entry_at=lambda i: self.entry_at(path[i]),
         )
+
+    def _context_path(self, pos: int) -> list[int]:
+        """
+        The part of the path from ``pos`` towards the root that the context depends on (root first).
+
+        Walking leaf -> root, it stops once it has seen the last compaction on the path, that
+        compaction's first kept entry, the last thinking level and the last model: earlier entries
+        cannot change the result (spec §9), so a rebuild costs what the live context holds, not the
+        file. Without a compaction it walks to the root.
+        """
+        kinds, ids, parents, by_id = self.kinds, self.ids, self.parents, self.by_id
+        reverse = [pos]
+        seen = {pos}
+        compaction_seen = kept_seen = thinking_seen = model_seen = False
+        first_kept: Any = None
+        current = pos
+        while True:
+            kind = kinds[current]
+            if not compaction_seen and kind == "compaction":
+                compaction_seen = True
+                entry = self.entry_at(current)
+                if isinstance(entry, CompactionEntry):
+                    first_kept = entry.first_kept_entry_id
+                elif isinstance(entry, UnknownEntry):
+                    first_kept = entry.raw.get("firstKeptEntryId")
+                kept_seen = not isinstance(first_kept, str)
+            elif compaction_seen and not kept_seen and ids[current] == first_kept:
+                kept_seen = True
+            if not thinking_seen and kind == "thinking_level_change":
+                thinking_seen = entry_thinking_level(self.entry_at(current)) is not None
+            if not model_seen and kind in ("model_change", "message"):
+                model_seen = entry_model(self.entry_at(current)) is not None
+            if compaction_seen and kept_seen and thinking_seen and model_seen:
+                break
+            parent = parents[current]
+            if not parent:
+                break
+            nxt = by_id.get(parent)
+            if nxt is None or nxt in seen:
+                break
+            seen.add(nxt)
+            reverse.append(nxt)
+            current = nxt
+        reverse.reverse()
+        return reverse
 
     def require(self, entry_id: str) -> TranscriptEntry:
         """The entry with ``entry_id``; raises :class:`EntryNotFoundError` when absent."""
@@ -268,6 +323,61 @@ class TranscriptIndex:
         return entry
 
     # -- derived state -----------------------------------------------------------------------------
+
+    @property
+    def diagnostics(self) -> TranscriptDiagnostics:
+        """
+        What loading found (computed on first access, so opening stays cheap). Describes the file as it
+        was loaded; entries added since are not re-checked.
+        """
+        if self._diagnostics is None:
+            self._diagnostics = self._compute_diagnostics()
+        return self._diagnostics
+
+    def _compute_diagnostics(self) -> TranscriptDiagnostics:
+        scan = self._scan
+        if scan is None:  # a new transcript: nothing was loaded
+            return TranscriptDiagnostics(path=self.path, line_count=1)
+        loaded = len(self.line_numbers) if not scan.appended_from else scan.appended_from
+        duplicates: dict[str, list[int]] = {}
+        seen: dict[str, int] = {}
+        for pos in range(loaded):
+            entry_id = self.ids[pos]
+            if entry_id is None:
+                continue
+            if entry_id in seen:
+                duplicates.setdefault(entry_id, [self.line_numbers[seen[entry_id]]]).append(
+                    self.line_numbers[pos]
+                )
+            seen[entry_id] = pos
+        bad_utf8 = list(scan.bad_utf8)
+        if scan.fast:  # the fast scan does not check UTF-8 inside skipped fields: check non-ASCII lines
+            for pos in range(loaded):
+                line = self.lines[pos]
+                if not line.isascii():
+                    try:
+                        line.decode("utf-8")
+                    except UnicodeDecodeError:
+                        bad_utf8.append(self.line_numbers[pos])
+        missing, cyclic = self._graph_findings()
+        return TranscriptDiagnostics(
+            path=self.path,
+            line_count=scan.line_count,
+            header_line=scan.header_line,
+            version=scan.version,
+            legacy_version=scan.version < CURRENT_SESSION_VERSION,
+            torn_tail=scan.torn,
+            missing_final_newline=scan.missing_newline,
+            invalid_lines=tuple(scan.invalid),
+            non_object_lines=tuple(scan.non_object),
+            bad_utf8_lines=tuple(sorted(bad_utf8)),
+            lone_surrogate_lines=tuple(scan.lone),
+            repeated_header_lines=tuple(scan.repeated),
+            entries_without_id=tuple(scan.without_id),
+            duplicate_ids=tuple((k, tuple(v)) for k, v in duplicates.items()),
+            missing_parents=missing,
+            cycles=cyclic,
+        )
 
     def _apply_label_or_name(self, entry: TranscriptEntry) -> None:
         if isinstance(entry, LabelEntry) or (isinstance(entry, UnknownEntry) and entry.type == "label"):
@@ -336,8 +446,7 @@ def _migrate(index: TranscriptIndex, order: list[int | None], version: int) -> N
     """
     raws: dict[int, dict[str, Any]] = {}
     for pos in range(len(index)):
-        value = _ANY_DECODER.decode(index.line_bytes(pos))
-        raws[pos] = value
+        raws[pos] = _decode_line(index.line_bytes(pos))
     if version < 2:
         taken: set[str] = set()
         previous: str | None = None
@@ -408,6 +517,8 @@ class _Scan:
         self.torn: TornTail | None = None
         self.missing_newline = False
         self.order: list[int | None] = []  # parsed lines -> entry position (None: header line)
+        self.fast = False
+        self.appended_from = 0  # entries at load time (set by the index when it first grows)
 
 
 def _header_version(raw_header: dict[str, Any]) -> int:
@@ -437,11 +548,6 @@ def _scan_fast(data: bytes, path: Path | None) -> _Scan | None:
     """One C-speed pass for well-formed files; ``None`` means "use the careful scan"."""
     if data.startswith(_BOM):
         return None
-    if not data.isascii():
-        try:  # msgspec does not check UTF-8 inside the fields it skips: validate once, up front
-            data.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
     lines = data.split(b"\n")
     missing_newline = lines[-1] != b""
     if not missing_newline:
@@ -460,7 +566,8 @@ def _scan_fast(data: bytes, path: Path | None) -> _Scan | None:
     if "session" in kinds[1:]:
         return None
     scan = _Scan()
-    index = _make_index(_ANY_DECODER.decode(lines[0]), first.id, path, 1)
+    scan.fast = True
+    index = _make_index(_decode_line(lines[0]), first.id, path, 1)
     scan.index = index
     scan.line_count = len(lines)
     scan.header_line = 1
@@ -608,36 +715,7 @@ def load_transcript_bytes(data: bytes, *, path: Path | None = None) -> Transcrip
         _migrate(index, scan.order, scan.version)
         scan.without_id = []
     index._replay()
-    duplicates: dict[str, list[int]] = {}
-    if len(index.by_id) + len(scan.without_id) != len(index):
-        seen: dict[str, int] = {}
-        for pos, entry_id in enumerate(index.ids):
-            if entry_id is None:
-                continue
-            if entry_id in seen:
-                duplicates.setdefault(entry_id, [index.line_numbers[seen[entry_id]]]).append(
-                    index.line_numbers[pos]
-                )
-            seen[entry_id] = pos
-    missing, cyclic = index._graph_findings()
-    index.diagnostics = TranscriptDiagnostics(
-        path=path,
-        line_count=scan.line_count,
-        header_line=scan.header_line,
-        version=scan.version,
-        legacy_version=scan.version < CURRENT_SESSION_VERSION,
-        torn_tail=scan.torn,
-        missing_final_newline=scan.missing_newline,
-        invalid_lines=tuple(scan.invalid),
-        non_object_lines=tuple(scan.non_object),
-        bad_utf8_lines=tuple(scan.bad_utf8),
-        lone_surrogate_lines=tuple(scan.lone),
-        repeated_header_lines=tuple(scan.repeated),
-        entries_without_id=tuple(scan.without_id),
-        duplicate_ids=tuple((k, tuple(v)) for k, v in duplicates.items()),
-        missing_parents=missing,
-        cycles=cyclic,
-    )
+    index._scan = scan
     return index
 
 

@@ -1,0 +1,1 @@
+"""Speed and memory measurements (plain scripts): ``python -m benchmarks <name>``."""
