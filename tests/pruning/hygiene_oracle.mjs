@@ -1,0 +1,63 @@
+#!/usr/bin/env node
+// hygiene_oracle.mjs: run OpenClaw 2026.7.35's transcript-hygiene steps on message lists.
+//
+//   node tests/pruning/hygiene_oracle.mjs ORACLE_DIR CASES.json > RESULTS.json
+//
+// ORACLE_DIR is an installed copy of shared/tools/openclaw-oracle (its lib/oc.mjs loads the dist chunks
+// by source name). CASES.json: [{name, step, messages, options?}], step one of: pairing, toolInputs,
+// toolIds, anthropicTurns, geminiTurns, googleOrdering. Date.now() is frozen at options.nowMs (default
+// 1800000000000) so synthetic messages are deterministic. Prints [{name, messages}].
+import fs from "node:fs";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+
+const [oracleDir, casesFile] = process.argv.slice(2);
+const oc = await import(pathToFileURL(path.join(path.resolve(oracleDir), "lib", "oc.mjs")).href);
+oc.ensureSupportedNode();
+oc.isolateEnv("openclaw-oracle-hygiene-");
+oc.quietConsole();
+
+const repair = await oc.loadDist("session-transcript-repair-BUFGXxrq.js", [
+  "repairToolUseResultPairing",
+  "sanitizeToolCallInputs",
+]);
+const ids = await oc.loadDist("tool-call-id-CtDzcfGi.js", ["sanitizeToolCallIdsForCloudCodeAssist"]);
+const turns = await oc.loadDist("embedded-agent-helpers-D4KtJ9qQ.js", [
+  "validateAnthropicTurns",
+  "validateGeminiTurns",
+  "sanitizeGoogleTurnOrdering",
+]);
+
+const cases = JSON.parse(fs.readFileSync(casesFile, "utf8"));
+const out = [];
+for (const c of cases) {
+  const options = c.options ?? {};
+  oc.freezeClock(options.nowMs ?? 1800000000000);
+  const input = structuredClone(c.messages);
+  let messages;
+  switch (c.step) {
+    case "pairing":
+      messages = repair.repairToolUseResultPairing(input, options).messages;
+      break;
+    case "toolInputs":
+      messages = repair.sanitizeToolCallInputs(input, options);
+      break;
+    case "toolIds":
+      messages = ids.sanitizeToolCallIdsForCloudCodeAssist(input, options.mode ?? "strict", options);
+      break;
+    case "anthropicTurns":
+      messages = turns.validateAnthropicTurns(input);
+      break;
+    case "geminiTurns":
+      messages = turns.validateGeminiTurns(input);
+      break;
+    case "googleOrdering":
+      messages = turns.sanitizeGoogleTurnOrdering(input);
+      break;
+    default:
+      throw new Error(`unknown step ${c.step}`);
+  }
+  out.push({ name: c.name, messages });
+}
+process.stdout.write(JSON.stringify(out) + "\n");
+process.exit(0);

@@ -1,0 +1,234 @@
+"""
+Regenerate the OpenClaw hygiene fixtures in tests/data/oracle (hygiene-cases.json, hygiene-results.json).
+
+Runs ``tests/pruning/hygiene_oracle.mjs`` (OpenClaw 2026.7.35's own ``repairToolUseResultPairing``,
+``sanitizeToolCallInputs``, ``sanitizeToolCallIdsForCloudCodeAssist``, ``validateAnthropicTurns``,
+``validateGeminiTurns`` and ``sanitizeGoogleTurnOrdering``, loaded from the installed oracle) on the
+crafted cases of :func:`cases`. Usage::
+
+    python tests/pruning/regen_hygiene_fixtures.py [--oracle /tmp/openclaw-oracle]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from sessionkeeper.pruning import make_missing_tool_result
+from sessionkeeper.transcript import message_to_builtins
+from sessionkeeper.transcript._messages import TextContent
+
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))
+
+from tests.pruning._builders import assistant, call, result, thinking, user  # noqa: E402
+
+
+OUT = HERE.parents[1] / "tests" / "data" / "oracle"
+NOW = 1_800_000_000_000
+
+
+def cases() -> list[dict[str, Any]]:
+    """The crafted hygiene cases: ``{name, step, messages, options}`` (messages as pi JSON)."""
+    synthetic = make_missing_tool_result("a", tool_name="read", timestamp_ms=NOW - 5)
+    raw: list[tuple[str, str, list[Any], dict[str, Any]]] = [
+        (
+            "b06b-dangling",
+            "pairing",
+            [
+                user("x" * 600),
+                user("Archive the old reports."),
+                assistant(call("call_z", "archive", dir="r")),
+                user("?"),
+            ],
+            {},
+        ),
+        (
+            "displaced",
+            "pairing",
+            [user(), assistant(call("a"), call("b")), user("mid"), result("b", "B"), result("a", "A")],
+            {},
+        ),
+        (
+            "duplicates",
+            "pairing",
+            [user(), assistant(call("a")), result("a", "real"), result("a", "again")],
+            {},
+        ),
+        (
+            "synthetic-replaced",
+            "pairing",
+            [user(), assistant(call("a")), synthetic, user("later"), result("a", "real")],
+            {},
+        ),
+        (
+            "pulled-forward-orphans",
+            "pairing",
+            [
+                result("zz", "orphan at start"),
+                user(),
+                assistant(call("a")),
+                assistant(call("b")),
+                result("b", "B"),
+                result("a", "A late"),
+                result("nobody", "orphan"),
+            ],
+            {},
+        ),
+        (
+            "legacy-id",
+            "pairing",
+            [user(), assistant(call("a", "grep")), result("", "found", name="grep")],
+            {},
+        ),
+        (
+            "errored-keep",
+            "pairing",
+            [user(), assistant(call("a"), call("b"), stop="error"), result("a", "A"), user("n")],
+            {},
+        ),
+        (
+            "errored-drop",
+            "pairing",
+            [user(), assistant(call("a"), call("b"), stop="error"), result("a", "A"), user("n")],
+            {"erroredAssistantResultPolicy": "drop"},
+        ),
+        (
+            "responses-aborted",
+            "pairing",
+            [user(), assistant(call("call_1|fc_1")), user("?")],
+            {"erroredAssistantResultPolicy": "drop", "missingToolResultText": "aborted"},
+        ),
+        ("well-paired", "pairing", [user(), assistant(call("a")), result("a", "A"), assistant("done")], {}),
+        (
+            "assistant-between",
+            "pairing",
+            [user(), assistant(call("a")), assistant("thinking aloud"), result("a", "A")],
+            {},
+        ),
+        (
+            "repeated-id",
+            "pairing",
+            [user(), assistant(call("a")), result("a", "1"), assistant(call("a"))],
+            {},
+        ),
+        (
+            "blank-tool-name",
+            "pairing",
+            [user(), assistant(call("a", "read")), result("a", "A", name="  ")],
+            {},
+        ),
+        (
+            "inputs",
+            "toolInputs",
+            [
+                user(),
+                assistant("keep", call("", "read"), call("a", " read "), call("b", "bad name")),
+                assistant(call("c", "nope")),
+                assistant(call("d", "Read")),
+            ],
+            {"allowedToolNames": ["READ", " "]},
+        ),
+        (
+            "inputs-no-allowlist",
+            "toolInputs",
+            [user(), assistant(call("a", "x" * 65), call("b", "ok.tool:1"))],
+            {},
+        ),
+        (
+            "ids-strict",
+            "toolIds",
+            [
+                user(),
+                assistant(call("a-1"), call("a_1")),
+                result("a_1", "second"),
+                result("a-1", "first"),
+                assistant(call("a-1")),
+                result("a-1", "third"),
+                result("ghost", "orphan"),
+                assistant(call("functions.read:0"), call("___")),
+            ],
+            {"mode": "strict"},
+        ),
+        (
+            "ids-strict9",
+            "toolIds",
+            [
+                user(),
+                assistant(call("toolu_0123456789"), call("ab"), call("toolu_0123456789x")),
+                result("ab", "r"),
+            ],
+            {"mode": "strict9"},
+        ),
+        (
+            "anthropic-turns",
+            "anthropicTurns",
+            [
+                user("one", ts=1),
+                user([TextContent(text="two")], ts=2),
+                assistant("text", call("a"), call("b")),
+                result("a", "A"),
+                assistant(thinking("t", "s"), call("c")),
+                user("x"),
+                assistant(call("d"), stop="aborted"),
+                user("y"),
+                assistant("a1", ts=5),
+                assistant("a2", stop="length", ts=6),
+            ],
+            {},
+        ),
+        (
+            "gemini-turns",
+            "geminiTurns",
+            [user(), assistant("a", stop="toolUse"), assistant("b"), user(), user()],
+            {},
+        ),
+        ("google-assistant-first", "googleOrdering", [assistant("hello"), user("hi")], {}),
+        ("google-user-first", "googleOrdering", [user("hi"), assistant("hello")], {}),
+    ]
+    return [
+        {
+            "name": name,
+            "step": step,
+            "messages": [message_to_builtins(m) for m in messages],
+            "options": options,
+        }
+        for name, step, messages, options in raw
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="regenerate the hygiene oracle fixtures")
+    parser.add_argument(
+        "--oracle", default="/tmp/openclaw-oracle", help="installed copy of tools/openclaw-oracle"
+    )
+    args = parser.parse_args()
+    data = cases()
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8") as handle:
+        json.dump(data, handle)
+    proc = subprocess.run(
+        ["node", str(HERE / "hygiene_oracle.mjs"), args.oracle, handle.name],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "hygiene-cases.json").write_text(
+        json.dumps(data, ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
+    )
+    results = json.loads(proc.stdout)
+    (OUT / "hygiene-results.json").write_text(
+        json.dumps(results, ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
+    )
+    print(f"wrote {len(data)} cases to {OUT}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

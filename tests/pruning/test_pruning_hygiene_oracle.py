@@ -1,0 +1,66 @@
+"""
+Our hygiene steps equal OpenClaw 2026.7.35's on the committed oracle fixtures.
+
+Fixtures: ``tests/data/oracle/hygiene-cases.json`` and ``hygiene-results.json``, produced by
+``tests/pruning/hygiene_oracle.mjs`` (OpenClaw's own functions) via ``regen_hygiene_fixtures.py``.
+Messages are compared as JSON objects (key order aside).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sessionkeeper.pruning import (
+    repair_tool_call_inputs,
+    repair_tool_use_result_pairing,
+    sanitize_google_turn_ordering,
+    sanitize_tool_call_ids,
+    validate_anthropic_turns,
+    validate_gemini_turns,
+)
+from sessionkeeper.transcript import message_from_json, message_to_builtins
+from sessionkeeper.transcript._messages import AgentMessage
+
+
+ORACLE = Path(__file__).resolve().parents[1] / "data" / "oracle"
+CASES = json.loads((ORACLE / "hygiene-cases.json").read_text(encoding="utf-8"))
+RESULTS = {r["name"]: r for r in json.loads((ORACLE / "hygiene-results.json").read_text(encoding="utf-8"))}
+NOW = 1_800_000_000_000
+
+
+def _pairing(messages: Sequence[AgentMessage], options: dict[str, Any]) -> Sequence[AgentMessage]:
+    policy = "drop" if options.get("erroredAssistantResultPolicy") == "drop" else "keep"
+    return repair_tool_use_result_pairing(
+        messages,
+        timestamp_ms=NOW,
+        errored_assistant_policy=policy,
+        missing_result_text=options.get("missingToolResultText"),
+    ).messages
+
+
+STEPS: dict[str, Callable[[Sequence[AgentMessage], dict[str, Any]], Sequence[AgentMessage]]] = {
+    "pairing": _pairing,
+    "toolInputs": lambda m, o: repair_tool_call_inputs(m, allowed_tool_names=o.get("allowedToolNames")),
+    "toolIds": lambda m, o: sanitize_tool_call_ids(m, mode=o.get("mode", "strict")),
+    "anthropicTurns": lambda m, o: validate_anthropic_turns(m),
+    "geminiTurns": lambda m, o: validate_gemini_turns(m),
+    "googleOrdering": lambda m, o: sanitize_google_turn_ordering(m, timestamp_ms=NOW),
+}
+
+
+def test_every_step_is_covered() -> None:
+    assert {c["step"] for c in CASES} == set(STEPS)
+    assert set(RESULTS) == {c["name"] for c in CASES}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
+def test_hygiene_step_equals_openclaw(case: dict[str, Any]) -> None:
+    messages = [message_from_json(m) for m in case["messages"]]
+    ours = [message_to_builtins(m) for m in STEPS[case["step"]](messages, case["options"])]
+    theirs = RESULTS[case["name"]]["messages"]
+    assert ours == theirs
