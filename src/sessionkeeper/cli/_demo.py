@@ -1,0 +1,461 @@
+"""
+``sessionkeeper demo [--json] [--workdir DIR]``: the main job, end to end, on the bundled sample sessions.
+
+The bundled pi transcripts (``sessionkeeper/_samples/*.jsonl``, read with :mod:`importlib.resources`)
+are copied into a work directory (a temporary one unless ``--workdir`` is given) and run through the
+library, one :class:`DemoStep` after another: open, context rebuild and token estimates, tree stats,
+doctor checks and a torn-tail repair, a durable append, a compaction plan with an extractive summary,
+cache-TTL pruning and a silent-reply stream. The bundled files themselves are never modified.
+
+Steps are a list (:data:`DEMO_STEPS`); a later feature adds its step there. A step that raises is
+reported as failed, the others still run, and the command exits 1.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import attrs
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from sessionkeeper._fs import ensure_dir
+from sessionkeeper._silent import SilentReplyStreamFilter
+from sessionkeeper._tokens import EstimateTokenCounter
+from sessionkeeper.cli._doctor import run_doctor
+from sessionkeeper.cli._main import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_OK, fail
+from sessionkeeper.compaction import extractive_summary, prepare_compaction
+from sessionkeeper.pruning import Pruner, PruningSettings, SoftTrimSettings, estimate_context_chars
+from sessionkeeper.transcript import (
+    TranscriptManager,
+    TreeNode,
+    UserMessage,
+    estimate_context_tokens,
+    estimate_tokens,
+)
+
+
+__all__ = ("COMMANDS", "DEMO_STEPS", "DemoContext", "DemoStep", "StepResult", "demo_command", "run_demo")
+
+
+@attrs.frozen(kw_only=True)
+class StepResult:
+    """
+    What one demo step did.
+
+    Attributes:
+        summary: One line for humans.
+        rows: Table rows (same keys in every row), shown as a table and included in the JSON.
+        data: Extra JSON-ready facts.
+    """
+
+    summary: str
+    rows: tuple[dict[str, Any], ...] = ()
+    data: dict[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.define
+class DemoContext:
+    """
+    Shared state of a demo run.
+
+    Attributes:
+        workdir: The work directory.
+        sessions: The directory holding the copied transcripts.
+        transcripts: The copied transcripts, by name.
+    """
+
+    workdir: Path
+    sessions: Path
+    transcripts: dict[str, Path] = attrs.field(factory=dict)
+
+    async def open(self, name: str) -> TranscriptManager:
+        """Open one copied transcript."""
+        return await TranscriptManager.open(self.transcripts[name])
+
+    async def open_all(self) -> list[tuple[str, TranscriptManager]]:
+        """Open every copied transcript, in name order."""
+        return [(name, await self.open(name)) for name in sorted(self.transcripts)]
+
+
+@attrs.frozen(kw_only=True)
+class DemoStep:
+    """
+    One step of the demo.
+
+    Attributes:
+        name: Short id (``"context"``), used in the JSON.
+        title: What it shows.
+        run: ``async (ctx) -> StepResult``.
+    """
+
+    name: str
+    title: str
+    run: Callable[[DemoContext], Awaitable[StepResult]]
+
+
+def _copy_samples(sessions: Path) -> dict[str, Path]:
+    ensure_dir(sessions)
+    copied: dict[str, Path] = {}
+    samples = importlib.resources.files("sessionkeeper").joinpath("_samples")
+    for item in sorted(samples.iterdir(), key=lambda t: t.name):
+        if not item.name.endswith(".jsonl"):
+            continue
+        target = sessions / item.name
+        target.write_bytes(item.read_bytes())
+        target.chmod(0o600)
+        copied[item.name.removesuffix(".jsonl")] = target
+    return copied
+
+
+async def _step_samples(ctx: DemoContext) -> StepResult:
+    ctx.transcripts = await anyio.to_thread.run_sync(_copy_samples, ctx.sessions)
+    rows = []
+    for name, path in sorted(ctx.transcripts.items()):
+        data = await anyio.Path(path).read_bytes()
+        rows.append({"transcript": name, "bytes": len(data), "lines": data.count(b"\n")})
+    return StepResult(
+        summary=f"copied {len(rows)} bundled sample transcripts to {ctx.sessions}",
+        rows=tuple(rows),
+        data={"sessions": str(ctx.sessions)},
+    )
+
+
+async def _step_open(ctx: DemoContext) -> StepResult:
+    rows = []
+    for name, manager in await ctx.open_all():
+        diag = manager.diagnostics
+        rows.append(
+            {
+                "transcript": name,
+                "version": diag.version,
+                "entries": len(manager.entries()),
+                "leaf": manager.leaf_id,
+                "name": manager.session_name,
+                "labels": len(manager.labels),
+            }
+        )
+    legacy = [name for name, manager in await ctx.open_all() if manager.diagnostics.legacy_version]
+    note = f"; {', '.join(legacy)} migrated from an old version in memory (nothing written)" if legacy else ""
+    return StepResult(summary=f"opened {len(rows)} transcripts{note}", rows=tuple(rows))
+
+
+async def _step_context(ctx: DemoContext) -> StepResult:
+    counter = EstimateTokenCounter()
+    rows = []
+    for name, manager in await ctx.open_all():
+        context = manager.build_session_context()
+        estimate = estimate_context_tokens(context.messages)
+        rows.append(
+            {
+                "transcript": name,
+                "messages": len(context.messages),
+                "model": f"{context.model.provider}/{context.model.model_id}" if context.model else None,
+                "thinkingLevel": context.thinking_level,
+                "contextTokens": estimate.tokens,
+                "charsOver4": sum(counter.count_message(m) for m in context.messages),
+            }
+        )
+    return StepResult(
+        summary="rebuilt each leaf's model context (pi's buildSessionContext) and estimated its tokens",
+        rows=tuple(rows),
+    )
+
+
+def _tree_stats(roots: tuple[TreeNode, ...]) -> tuple[int, int, int]:
+    nodes = leaves = depth = 0
+    stack = [(root, 1) for root in roots]
+    while stack:
+        node, level = stack.pop()
+        nodes += 1
+        depth = max(depth, level)
+        if not node.children:
+            leaves += 1
+        stack.extend((child, level + 1) for child in node.children)
+    return nodes, leaves, depth
+
+
+async def _step_tree(ctx: DemoContext) -> StepResult:
+    rows = []
+    for name, manager in await ctx.open_all():
+        roots = manager.tree()
+        nodes, leaves, depth = _tree_stats(roots)
+        rows.append(
+            {
+                "transcript": name,
+                "entries": nodes,
+                "roots": len(roots),
+                "branchTips": leaves,
+                "depth": depth,
+                "pathToLeaf": len(manager.get_branch()),
+            }
+        )
+    return StepResult(summary="walked each session tree (branches, depth, current path)", rows=tuple(rows))
+
+
+async def _step_doctor(ctx: DemoContext) -> StepResult:
+    run = await run_doctor(ctx.sessions)
+    rows = [
+        {
+            "transcript": r.path.stem,
+            "status": r.status,
+            "findings": ", ".join(f.check for f in r.findings) or "-",
+        }
+        for r in run.files
+    ]
+    repair_dir = ctx.workdir / "repair"
+    ensure_dir(repair_dir)
+    torn = repair_dir / "torn.jsonl"
+    source = await anyio.Path(ctx.transcripts["basic"]).read_bytes()
+    await anyio.Path(torn).write_bytes(source + b'{"type":"message","id":"deadbeef","parentId":')
+    fixed = await run_doctor(torn, fix=True)
+    report = fixed.files[0]
+    backup = report.backup_path.name if report.backup_path else None
+    rows.append({"transcript": "torn copy", "status": report.status, "findings": f"backup {backup}"})
+    return StepResult(
+        summary="checked every transcript, then repaired a copy with a torn last line (backup first)",
+        rows=tuple(rows),
+        data={"repair": report.to_json()},
+    )
+
+
+async def _step_append(ctx: DemoContext) -> StepResult:
+    manager = await ctx.open("basic")
+    before = len(manager.build_session_context().messages)
+    started = time.perf_counter()
+    entry = await manager.append_message(
+        UserMessage(content="Demo: what changed since yesterday?", timestamp=0)
+    )
+    elapsed_ms = (time.perf_counter() - started) * 1000
+    reopened = await ctx.open("basic")
+    after = len(reopened.build_session_context().messages)
+    return StepResult(
+        summary=(
+            f"appended entry {entry.id} durably (fsync) in {elapsed_ms:.2f} ms; "
+            f"context {before} -> {after} messages after reopening"
+        ),
+        data={"entryId": entry.id, "parentId": entry.parent_id, "before": before, "after": after},
+    )
+
+
+async def _step_compaction(ctx: DemoContext) -> StepResult:
+    rows = []
+    summaries: dict[str, str] = {}
+    for name, manager in await ctx.open_all():
+        branch = manager.get_branch()
+        estimated = sum(estimate_tokens(m) for m in manager.build_session_context().messages)
+        keep = max(1, estimated // 4)
+        plan = prepare_compaction(branch, keep_recent_tokens=keep)
+        if plan is None:
+            rows.append({"transcript": name, "keepRecentTokens": keep, "plan": "nothing to compact"})
+            continue
+        summary = ""
+        if not plan.nothing_to_summarize:
+            summary = extractive_summary(
+                [*plan.messages_to_summarize, *plan.turn_prefix_messages],
+                previous_summary=plan.previous_summary,
+                read_files=sorted(plan.file_ops.read),
+                modified_files=sorted(plan.file_ops.written | plan.file_ops.edited),
+            )
+            summaries[name] = summary
+        rows.append(
+            {
+                "transcript": name,
+                "keepRecentTokens": keep,
+                "tokensBefore": plan.tokens_before,
+                "summarized": len(plan.messages_to_summarize),
+                "kept": plan.kept_messages,
+                "firstKeptEntryId": plan.first_kept_entry_id,
+                "splitTurn": plan.is_split_turn,
+                "summaryChars": len(summary),
+            }
+        )
+    return StepResult(
+        summary="planned a compaction keeping ~1/4 of each context and summarised the rest (no model needed)",
+        rows=tuple(rows),
+        data={"summaries": summaries},
+    )
+
+
+async def _step_pruning(ctx: DemoContext) -> StepResult:
+    # OpenClaw's ratios, with thresholds scaled down to the small samples.
+    settings = PruningSettings(
+        keep_last_assistants=1,
+        min_prunable_tool_chars=500,
+        soft_trim=SoftTrimSettings(max_chars=300, head_chars=100, tail_chars=100),
+    )
+    pruner = Pruner(settings=settings)
+    rows = []
+    for name, manager in await ctx.open_all():
+        messages = manager.build_session_context().messages
+        window = max(estimate_context_chars(messages) // 4, 100)  # the context fills its window
+        result = pruner.prune(messages, context_window_tokens=window, last_cache_touch_at=1, now_ms=10**13)
+        rows.append(
+            {
+                "transcript": name,
+                "contextWindow": window,
+                "changed": result.changed,
+                "softTrimmed": len(result.soft_trimmed),
+                "hardCleared": len(result.hard_cleared),
+                "charsBefore": result.chars_before,
+                "charsAfter": result.chars_after,
+            }
+        )
+    return StepResult(
+        summary=(
+            "pruned old tool results for a cache-TTL provider whose TTL expired, with thresholds scaled "
+            "to the samples (transcripts untouched)"
+        ),
+        rows=tuple(rows),
+    )
+
+
+async def _step_silent(ctx: DemoContext) -> StepResult:
+    del ctx
+    rows = []
+    for chunks in (
+        ["NO", "_RE", "PLY"],
+        ["N", "O_REPLY\n"],
+        ["No", " problem, done."],
+        ["Done.", " NO_REPLY"],
+    ):
+        stream = SilentReplyStreamFilter()
+        shown = [stream.feed(chunk) for chunk in chunks]
+        shown.append(stream.finish())
+        rows.append(
+            {
+                "streamed": " | ".join(repr(c) for c in chunks),
+                "shown": " | ".join(repr(s) for s in shown if s) or "(nothing)",
+                "silent": stream.silent,
+            }
+        )
+    return StepResult(summary="streamed replies through the NO_REPLY filter", rows=tuple(rows))
+
+
+DEMO_STEPS: list[DemoStep] = [
+    DemoStep(name="samples", title="Bundled samples", run=_step_samples),
+    DemoStep(name="open", title="Open transcripts", run=_step_open),
+    DemoStep(name="context", title="Context rebuild and token estimates", run=_step_context),
+    DemoStep(name="tree", title="Session trees", run=_step_tree),
+    DemoStep(name="doctor", title="Doctor checks and repair", run=_step_doctor),
+    DemoStep(name="append", title="Durable append", run=_step_append),
+    DemoStep(name="compaction", title="Compaction plan and extractive summary", run=_step_compaction),
+    DemoStep(name="pruning", title="Cache-TTL pruning", run=_step_pruning),
+    DemoStep(name="silent", title="Silent replies", run=_step_silent),
+]
+"""The demo, in order. Later features append their step here."""
+
+
+async def run_demo(
+    workdir: Path,
+    *,
+    steps: list[DemoStep] | None = None,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """
+    Run the demo steps in ``workdir`` (the transcripts go to ``workdir/sessions``).
+
+    Args:
+        workdir: The work directory (created 0700 if missing).
+        steps: The steps (default :data:`DEMO_STEPS`); the first must copy the samples.
+        on_step: Called with each step's JSON record as soon as it is done.
+
+    Returns:
+        ``{"workdir", "steps": [{"name", "title", "status": "ok"|"failed", "summary", "rows", "data",
+        "error"}], "ok"}``.
+    """
+    ensure_dir(workdir)
+    ctx = DemoContext(workdir=workdir, sessions=workdir / "sessions")
+    records: list[dict[str, Any]] = []
+    for step in steps if steps is not None else DEMO_STEPS:
+        record: dict[str, Any] = {"name": step.name, "title": step.title}
+        try:
+            result = await step.run(ctx)
+        except Exception as err:  # a failed step is reported; the others still run
+            record |= {
+                "status": "failed",
+                "summary": "",
+                "rows": [],
+                "data": {},
+                "error": f"{type(err).__name__}: {err}",
+            }
+        else:
+            record |= {
+                "status": "ok",
+                "summary": result.summary,
+                "rows": list(result.rows),
+                "data": result.data,
+            }
+            record["error"] = None
+        records.append(record)
+        if on_step is not None:
+            on_step(record)
+    return {"workdir": str(workdir), "steps": records, "ok": all(r["status"] == "ok" for r in records)}
+
+
+def _print_step(console: Console, index: int, record: dict[str, Any]) -> None:
+    style = "green" if record["status"] == "ok" else "red"
+    console.rule(f"[{style}]{index}. {escape(record['title'])}[/{style}]")
+    if record["status"] != "ok":
+        console.print(f"[red]failed:[/red] {escape(record['error'])}")
+        return
+    rows = record["rows"]
+    if rows:
+        table = Table(show_header=True, header_style="bold")
+        for key in rows[0]:
+            table.add_column(key)
+        for row in rows:
+            table.add_row(*(escape("-" if v is None else str(v)) for v in row.values()))
+        console.print(table)
+    console.print(escape(record["summary"]))
+
+
+@click.command("demo")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of the report.")
+@click.option(
+    "--workdir",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Keep the work files here (default: a temporary directory, removed afterwards).",
+)
+def demo_command(as_json: bool, workdir: Path | None) -> None:
+    """Run the library on the bundled sample sessions and show what it does."""
+    if workdir is not None and workdir.exists() and not workdir.is_dir():
+        fail(f"--workdir {workdir} is not a directory", code=EXIT_BAD_INPUT)
+    console = Console(highlight=False)
+    counter = iter(range(1, 1000))
+
+    def show(record: dict[str, Any]) -> None:
+        _print_step(console, next(counter), record)
+
+    with tempfile.TemporaryDirectory(prefix="sessionkeeper-demo-") as scratch:
+        target = workdir if workdir is not None else Path(scratch)
+        report = anyio.run(lambda: run_demo(target, on_step=None if as_json else show))
+        if workdir is None:
+            report["workdir"] = None
+            shutil.rmtree(Path(scratch) / "sessions", ignore_errors=True)
+    if as_json:
+        click.echo(json.dumps(report, ensure_ascii=False, indent=2, default=str))
+    else:
+        failed = [r["name"] for r in report["steps"] if r["status"] != "ok"]
+        console.rule()
+        console.print(
+            f"{len(report['steps']) - len(failed)} of {len(report['steps'])} steps ok"
+            + (f"; failed: {', '.join(failed)}" if failed else "")
+        )
+        if workdir is not None:
+            console.print(f"work files kept in {escape(str(workdir))}")
+    click.get_current_context().exit(EXIT_OK if report["ok"] else EXIT_ERROR)
+
+
+COMMANDS: tuple[click.Command, ...] = (demo_command,)
