@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sessionkeeper.store._artifacts import archive_name
+from sessionkeeper.store._artifacts import archive_file_name
 from sessionkeeper.store._maintenance import (
     MaintenancePlan,
     StoreFile,
@@ -217,8 +217,8 @@ def test_removed_transcripts_are_archived_and_trajectories_deleted():
         ("s1.trajectory-path.json", "delete", "removed-trajectory"),
         ("s1.trajectory.jsonl", "delete", "removed-trajectory"),
     ]
-    assert plan.report.file_actions[0].archive_name == archive_name("s1.jsonl", "deleted", NOW)
-    assert archive_name("s1.jsonl", "deleted", NOW) == "s1.jsonl.deleted.2026-09-21T12-00-00.000Z"
+    assert plan.report.file_actions[0].archive_name == archive_file_name("s1.jsonl", "deleted", NOW)
+    assert archive_file_name("s1.jsonl", "deleted", NOW) == "s1.jsonl.deleted.2026-09-21T12-00-00.000Z"
 
 
 def test_a_transcript_shared_with_a_kept_entry_is_not_archived():

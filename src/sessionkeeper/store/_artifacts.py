@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import datetime as _dt
 import re
-from typing import Final, Literal
+from typing import Final
+
+from sessionkeeper.store._paths import ArchiveReason, archive_stamp
 
 
 __all__ = (
     "STORE_TEMP_STALE_MS",
-    "ArchiveReason",
-    "archive_name",
-    "archive_stamp",
+    "archive_file_name",
     "archive_timestamp_ms",
     "is_archive_name",
     "is_checkpoint_transcript_name",
@@ -26,8 +26,6 @@ __all__ = (
     "is_trajectory_name",
     "trajectory_names",
 )
-
-ArchiveReason = Literal["deleted", "reset", "bak"]
 
 STORE_TEMP_STALE_MS: Final = 5 * 60 * 1000
 """Store temp files older than this (5 min) are removable (spec §1.5, §2.4)."""
@@ -43,14 +41,8 @@ _CHECKPOINT = re.compile(
 _TEMP_ID = r"(?:[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32})"
 
 
-def archive_stamp(now_ms: int) -> str:
-    """``Date.toISOString()`` with ``:`` as ``-`` (``2026-09-21T12-00-00.000Z``): OpenClaw's archive stamp."""
-    when = _dt.datetime.fromtimestamp(now_ms / 1000, tz=_dt.UTC)
-    return when.strftime("%Y-%m-%dT%H-%M-%S.") + f"{when.microsecond // 1000:03d}Z"
-
-
-def archive_name(file_name: str, reason: ArchiveReason, now_ms: int) -> str:
-    """``<file>.<reason>.<stamp>`` (spec §2.4)."""
+def archive_file_name(file_name: str, reason: ArchiveReason, now_ms: int) -> str:
+    """``<file>.<reason>.<stamp>`` (spec §2.4), the stamp being OpenClaw's (:func:`archive_stamp`)."""
     return f"{file_name}.{reason}.{archive_stamp(now_ms)}"
 
 

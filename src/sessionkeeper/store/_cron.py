@@ -28,7 +28,7 @@ from sessionkeeper._clock import SYSTEM_CLOCK, Clock
 from sessionkeeper._config import Config, parse_byte_size, parse_duration_ms
 from sessionkeeper._fs import atomic_write_bytes
 from sessionkeeper.exceptions import ConfigError, UnsafePathError
-from sessionkeeper.store._artifacts import archive_name, archive_timestamp_ms
+from sessionkeeper.store._artifacts import archive_file_name, archive_timestamp_ms
 from sessionkeeper.store._entry import SessionEntry, session_entry_from_dict, session_entry_to_dict
 from sessionkeeper.store._keys import is_cron_run_session_key, transcript_file_name
 from sessionkeeper.store._maintenance_run import held_transcript_locks, list_store_files
@@ -251,7 +251,7 @@ async def sweep_cron_run_sessions(
             except UnsafePathError:
                 continue
             if name in present and name not in locked:
-                target = archive_name(name, "deleted", now)
+                target = archive_file_name(name, "deleted", now)
                 if not dry_run:
                     (sessions_dir / name).rename(sessions_dir / target)
                 present.discard(name)

@@ -15,17 +15,15 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Final, Literal
-from urllib.parse import quote
 
 import attrs
 
 from sessionkeeper.exceptions import UnsafePathError
+from sessionkeeper.store._paths import encode_thread_id, normalize_agent_id
 
 
 __all__ = (
-    "DEFAULT_AGENT_ID",
     "DEFAULT_MAIN_KEY",
     "GLOBAL_SESSION_KEY",
     "DmScope",
@@ -51,19 +49,14 @@ __all__ = (
     "is_subagent_session_key",
     "is_synthetic_session_key",
     "is_telegram_topic_session_key",
-    "normalize_agent_id",
     "normalize_main_key",
     "normalize_session_key",
     "parse_agent_session_key",
     "parse_cron_run_job_id",
     "parse_thread_suffix",
     "transcript_file_name",
-    "transcript_path",
     "validate_session_id",
 )
-
-DEFAULT_AGENT_ID: Final = "main"
-"""Agent id used when none is given or the given one normalises to nothing."""
 
 DEFAULT_MAIN_KEY: Final = "main"
 """The main session's key suffix (``agent:<agentId>:main``)."""
@@ -74,8 +67,6 @@ GLOBAL_SESSION_KEY: Final = "global"
 DmScope = Literal["main", "per-peer", "per-channel-peer", "per-account-channel-peer"]
 """``session.dmScope``: how direct messages are bucketed (OpenClaw spec §4.1)."""
 
-_VALID_AGENT_ID = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$", re.IGNORECASE)
-_INVALID_AGENT_CHARS = re.compile(r"[^a-z0-9_-]+")
 _SAFE_SESSION_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$", re.IGNORECASE)
 _STORE_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$")
 _CHECKPOINT_NAME = re.compile(
@@ -107,23 +98,6 @@ class ParsedSessionKey:
 
     agent_id: str
     rest: str
-
-
-def normalize_agent_id(value: str | None) -> str:
-    """
-    Normalise an agent id (OpenClaw ``normalizeAgentId``, spec §1.1).
-
-    Lowercased; characters outside ``[a-z0-9_-]`` become ``-``; leading/trailing dashes are
-    dropped; at most 64 characters; empty results fall back to ``"main"``.
-    """
-    trimmed = (value or "").strip()
-    if not trimmed:
-        return DEFAULT_AGENT_ID
-    lowered = trimmed.lower()
-    if _VALID_AGENT_ID.match(trimmed):
-        return lowered
-    cleaned = _INVALID_AGENT_CHARS.sub("-", lowered).strip("-")[:64]
-    return cleaned or DEFAULT_AGENT_ID
 
 
 def normalize_main_key(value: str | None) -> str:
@@ -493,7 +467,7 @@ def transcript_file_name(session_id: str, *, topic_id: str | int | None = None) 
     The transcript file name of a session (spec §1.1).
 
     ``<sessionId>.jsonl``, or ``<sessionId>-topic-<encodeURIComponent(topicId)>.jsonl`` for a Telegram
-    topic thread.
+    topic thread. (Full paths: :func:`sessionkeeper.store.transcript_path`.)
 
     Raises:
         UnsafePathError: Invalid session id, or a topic id that cannot be encoded.
@@ -501,32 +475,4 @@ def transcript_file_name(session_id: str, *, topic_id: str | int | None = None) 
     safe = validate_session_id(session_id)
     if topic_id is None:
         return f"{safe}.jsonl"
-    try:
-        encoded = str(topic_id) if isinstance(topic_id, int) else quote(topic_id, safe="-_.!~*'()")
-    except UnicodeEncodeError as err:
-        raise UnsafePathError(f"invalid topic id {topic_id!r}", value=str(topic_id)) from err
-    return f"{safe}-topic-{encoded}.jsonl"
-
-
-def transcript_path(
-    sessions_dir: Path | str,
-    session_id: str,
-    *,
-    session_file: str | None = None,
-    topic_id: str | int | None = None,
-) -> Path:
-    """
-    Resolve a session's transcript path inside ``sessions_dir`` (``resolveSessionFilePath``, §1.1).
-
-    An explicit ``session_file`` (relative to the directory, or absolute) is used when it resolves inside
-    the directory; otherwise the canonical ``<sessionId>.jsonl`` (or topic) name is used.
-
-    Raises:
-        UnsafePathError: The session id is invalid (and no usable ``session_file`` was given).
-    """
-    base = Path(sessions_dir).resolve()
-    if session_file and session_file.strip():
-        candidate = (base / session_file.strip()).resolve()
-        if candidate != base and candidate.is_relative_to(base):
-            return candidate
-    return base / transcript_file_name(session_id, topic_id=topic_id)
+    return f"{safe}-topic-{encode_thread_id(topic_id)}.jsonl"

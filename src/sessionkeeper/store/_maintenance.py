@@ -29,7 +29,7 @@ import attrs
 from sessionkeeper.exceptions import UnsafePathError
 from sessionkeeper.store._artifacts import (
     STORE_TEMP_STALE_MS,
-    archive_name,
+    archive_file_name,
     archive_timestamp_ms,
     is_archive_name,
     is_checkpoint_transcript_name,
@@ -416,7 +416,7 @@ class _Sim:
         if name in self.locked:
             self.warnings.append(f"kept {name}: its transcript lock is held")
             return False
-        target = archive_name(name, "deleted", self.now_ms)
+        target = archive_file_name(name, "deleted", self.now_ms)
         del self.files[name]
         self.files[target] = StoreFile(name=target, size=file.size, mtime_ms=file.mtime_ms)
         self.actions.append(
