@@ -20,6 +20,7 @@ from sessionkeeper.compaction._chunking import (
     chunk_messages_by_max_tokens,
     split_messages_by_token_share,
 )
+from sessionkeeper.compaction._compactor import CompactionResult, CompactionStatus, Compactor
 from sessionkeeper.compaction._cut import CutPoint, find_cut_point, find_turn_start_index, is_cut_point
 from sessionkeeper.compaction._extractive import extract_identifiers, extractive_summary
 from sessionkeeper.compaction._prepare import CompactionPreparation, FileOperations, prepare_compaction
@@ -33,7 +34,10 @@ __all__ = (
     "CompactionPreparation",
     "CompactionProvider",
     "CompactionProviderRegistry",
+    "CompactionResult",
     "CompactionSettings",
+    "CompactionStatus",
+    "Compactor",
     "CutPoint",
     "FileOperations",
     "QualityGuardSettings",

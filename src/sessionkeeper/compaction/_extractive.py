@@ -49,6 +49,8 @@ _IDENTIFIER = re.compile(
     r"|(?P<number>\b\d{6,}\b)"
 )
 _TRAILING = ".,;:!?)]}>\"'`"
+_TOKEN_SPLIT = re.compile(r"[\s\"'`<>()\[\]{},;|]+")
+_MAX_TOKEN_CHARS = 2000
 _ERROR_LINE = re.compile(r"(error|exception|traceback|failed|failure|fatal|panic)", re.IGNORECASE)
 _CONSTRAINT = re.compile(
     r"\b(must|never|always|do not|don't|dont|should not|shouldn't|only|avoid|prefer|without|keep)\b",
@@ -109,13 +111,17 @@ def extract_identifiers(text: str) -> list[str]:
 
     UUIDs, URLs, Windows and POSIX paths (absolute or relative with a ``/``), file names with a
     known extension, ``host:port``, hex strings of 8+ chars (hashes, short ids) and numbers of 6+
-    digits. Values shorter than 4 chars are dropped.
+    digits. Values shorter than 4 chars are dropped. The text is cut into whitespace/quote-separated
+    tokens first and tokens longer than 2000 chars are skipped, so the scan stays linear.
     """
     seen: dict[str, None] = {}
-    for match in _IDENTIFIER.finditer(text):
-        value = match.group(0).rstrip(_TRAILING).lstrip("([{<\"'`")
-        if len(value) >= 4 and value not in seen:
-            seen[value] = None
+    for token in _TOKEN_SPLIT.split(text):
+        if len(token) < 4 or len(token) > _MAX_TOKEN_CHARS:
+            continue
+        for match in _IDENTIFIER.finditer(token):
+            value = match.group(0).rstrip(_TRAILING).lstrip("([{<\"'`")
+            if len(value) >= 4 and value not in seen:
+                seen[value] = None
     return list(seen)
 
 

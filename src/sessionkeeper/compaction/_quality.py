@@ -22,6 +22,7 @@ __all__ = ("QualityAudit", "audit_summary", "extract_opaque_identifiers")
 
 _MAX_IDENTIFIERS = 12
 _MAX_ASK_TOKENS = 12
+_MAX_TOKEN_CHARS = 2000  # identifiers never contain whitespace: scanning per token keeps the regex linear
 _OPAQUE = re.compile(
     r"([A-Fa-f0-9]{8,}|https?://\S+|/[\w.-]{2,}(?:/[\w.-]+)+|[A-Za-z]:\\[\w\\.-]+"
     r"|[A-Za-z0-9._-]+\.[A-Za-z0-9._/-]+:\d{1,5}|\b\d{6,}\b)"
@@ -46,9 +47,11 @@ def extract_opaque_identifiers(text: str) -> list[str]:
 
     Hex runs of 8+ (upper-cased, compared case-insensitively), URLs, absolute POSIX and Windows
     paths, ``host:port`` and numbers of 6+ digits; at least 4 chars; at most 12, first seen first.
+    Whitespace-separated tokens longer than 2000 chars are skipped (no identifier is that long).
     """
     seen: dict[str, None] = {}
-    for match in _OPAQUE.finditer(text):
+    matches = (m for token in text.split() if len(token) <= _MAX_TOKEN_CHARS for m in _OPAQUE.finditer(token))
+    for match in matches:
         value = _sanitize(match.group(0))
         if _PURE_HEX.match(value):
             value = value.upper()

@@ -1,0 +1,423 @@
+"""
+The compactor: plan, ask the hooks, summarise, write the ``compaction`` entry, tell the hooks.
+
+Order (pi spec §15.6): ``compaction_start`` -> ``session_before_compact`` -> summariser -> append
+entry -> ``session_compact`` -> ``compaction_end``. The summariser chain is DESIGN D3's: configured
+provider -> built-in LLM summariser (needs a ``ModelClient``) -> extractive summariser. No entry is
+ever written when the summariser failed or produced nothing usable.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal, TypeAlias
+
+import anyio
+import attrs
+from msgspec import UNSET
+
+from sessionkeeper._clock import SYSTEM_CLOCK, Clock
+from sessionkeeper._hooks import (
+    CompactHookResult,
+    CompactionEndEvent,
+    CompactionHookOverride,
+    CompactionReason,
+    CompactionStartEvent,
+    HookRegistry,
+    SessionBeforeCompactEvent,
+    SessionCompactEvent,
+)
+from sessionkeeper._model_client import ModelClient
+from sessionkeeper.compaction._budget import DEFAULT_CONTEXT_WINDOW
+from sessionkeeper.compaction._cut import entry_kind, message_role
+from sessionkeeper.compaction._extractive import extractive_summary, message_text
+from sessionkeeper.compaction._llm import LlmSummarizer
+from sessionkeeper.compaction._prepare import CompactionPreparation, prepare_compaction
+from sessionkeeper.compaction._prompts import build_structured_instructions, structured_fallback_summary
+from sessionkeeper.compaction._providers import CompactionProviderRegistry, SummaryRequest
+from sessionkeeper.compaction._settings import CompactionSettings
+from sessionkeeper.compaction._suffix import (
+    cap_preserving_suffix,
+    format_file_operations,
+    safeguard_suffix,
+)
+from sessionkeeper.exceptions import CompactionCancelled, CompactionError, ModelClientError
+from sessionkeeper.transcript import CompactionEntry, TranscriptEntry, estimate_tokens
+from sessionkeeper.transcript._manager import TranscriptManager
+
+
+__all__ = ("CompactionResult", "CompactionStatus", "Compactor")
+
+CompactionStatus: TypeAlias = Literal[
+    "compacted",
+    "empty",
+    "already_compacted",
+    "nothing_to_summarize",
+    "pending_tool_results",
+    "ineffective",
+]
+_SILENT_TEXTS = frozenset({"NO_REPLY", "HEARTBEAT_OK"})
+
+
+@attrs.frozen(kw_only=True)
+class CompactionResult:
+    """
+    What :meth:`Compactor.compact` did.
+
+    Attributes:
+        status: ``"compacted"`` (an entry was written); ``"empty"`` (no branch); ``"already_compacted"``
+            (the branch ends with a compaction); ``"nothing_to_summarize"`` (DESIGN D2);
+            ``"pending_tool_results"`` (the leaf's tool calls have no results yet, field report B06);
+            ``"ineffective"`` (the summary would not be smaller than what it replaces, B11). Only
+            ``"compacted"`` writes anything.
+        entry: The written entry, or ``None``.
+        preparation: The plan, or ``None`` when there was none.
+        summary: The summary written (``None`` when nothing was written).
+        provider: Who made the summary: ``"hook"``, a provider id, ``"llm"``, ``"extractive"`` or
+            ``"fallback"`` (OpenClaw's structured fallback when there is no real conversation).
+        fallbacks: Why earlier links of the chain were skipped (``"provider x failed: ..."``).
+        tokens_before: Context tokens before compaction.
+    """
+
+    status: CompactionStatus
+    entry: CompactionEntry | None = None
+    preparation: CompactionPreparation | None = None
+    summary: str | None = None
+    provider: str | None = None
+    fallbacks: tuple[str, ...] = ()
+    tokens_before: int = 0
+
+    @property
+    def compacted(self) -> bool:
+        """Whether an entry was written."""
+        return self.entry is not None
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``compact --json`` shape (DESIGN "CLI JSON" item 6), camelCase."""
+        out: dict[str, Any] = self.preparation.to_json() if self.preparation is not None else {}
+        out.update(
+            {
+                "status": self.status,
+                "entryId": self.entry.id if self.entry is not None else None,
+                "provider": self.provider,
+                "summaryChars": len(self.summary) if self.summary is not None else 0,
+                "fallbacks": list(self.fallbacks),
+            }
+        )
+        if self.entry is not None:
+            out["firstKeptEntryId"] = self.entry.first_kept_entry_id
+        return out
+
+
+def _real_conversation(messages: tuple[Any, ...]) -> bool:
+    """OpenClaw §5.6 step 1: meaningful user/assistant text (not NO_REPLY/heartbeat) or a tool result."""
+    for message in messages:
+        role = message_role(message)
+        if role == "toolResult":
+            return True
+        if role in ("user", "assistant", "custom", "bashExecution"):
+            text = message_text(message).strip()
+            if text and text not in _SILENT_TEXTS:
+                return True
+        if role == "assistant" and any(
+            type(b).__name__ == "ToolCall" for b in getattr(message, "content", ())
+        ):
+            return True
+    return False
+
+
+class Compactor:
+    """
+    Compacts transcripts (pi spec §13-15, OpenClaw spec §5, DESIGN D1-D4).
+
+    Args:
+        settings: Compaction settings (:class:`CompactionSettings`; defaults when omitted).
+        model_client: The host's model, for LLM summaries; ``None`` -> extractive summaries.
+        providers: Registered compaction providers (``settings.provider`` picks one).
+        hooks: Hook registry for ``session_before_compact`` / ``session_compact`` and the
+            ``compaction_start`` / ``compaction_end`` events; ``None`` emits nothing.
+        context_window: The model's window in tokens (sizes safeguard chunks); ``None`` = 200000.
+        clock: Time source (retry waits).
+    """
+
+    def __init__(
+        self,
+        *,
+        settings: CompactionSettings | None = None,
+        model_client: ModelClient | None = None,
+        providers: CompactionProviderRegistry | None = None,
+        hooks: HookRegistry | None = None,
+        context_window: int | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self.settings = settings if settings is not None else CompactionSettings()
+        self.model_client = model_client
+        self.providers = providers if providers is not None else CompactionProviderRegistry()
+        self.hooks = hooks
+        self.context_window = context_window or DEFAULT_CONTEXT_WINDOW
+        self._clock = clock
+
+    def keep_budget(self, *, reason: CompactionReason, keep_recent_tokens: int | None) -> int | None:
+        """
+        The keep budget for a run: the explicit value, else the configured one; a manual run without
+        either is a strict checkpoint (``None``, OpenClaw's ``/compact``), automatic runs use 20000.
+        """
+        if keep_recent_tokens is not None:
+            return keep_recent_tokens
+        if reason == "manual":
+            return self.settings.keep_recent_tokens
+        return self.settings.resolved_keep_recent_tokens
+
+    def plan(
+        self,
+        branch: list[TranscriptEntry],
+        *,
+        reason: CompactionReason = "manual",
+        keep_recent_tokens: int | None = None,
+    ) -> CompactionPreparation | None:
+        """:func:`prepare_compaction` with the keep budget of :meth:`keep_budget`."""
+        budget = self.keep_budget(reason=reason, keep_recent_tokens=keep_recent_tokens)
+        return prepare_compaction(branch, keep_recent_tokens=budget)
+
+    async def _emit(self, event: Any) -> None:
+        if self.hooks is not None:
+            await self.hooks.emit(event)
+
+    async def compact(
+        self,
+        transcript: TranscriptManager,
+        *,
+        reason: CompactionReason = "manual",
+        keep_recent_tokens: int | None = None,
+        custom_instructions: str | None = None,
+        abort: anyio.Event | None = None,
+    ) -> CompactionResult:
+        """
+        Compact the transcript's current branch.
+
+        Args:
+            transcript: The transcript; the entry is appended at its leaf.
+            reason: ``"manual" | "threshold" | "overflow"`` (pi's ``compaction_start`` reason).
+            keep_recent_tokens: Keep budget; ``None`` = see :meth:`keep_budget`.
+            custom_instructions: Extra focus for the summary (``/compact <text>``).
+            abort: Set to abort; the run raises and writes nothing.
+
+        Returns:
+            The :class:`CompactionResult` (``status`` says whether anything was written).
+
+        Raises:
+            CompactionCancelled: A ``session_before_compact`` handler cancelled, or the summariser
+                was aborted. Nothing was written.
+            TimeoutError: The run took longer than ``settings.timeout_seconds``.
+            CompactionError: No summary could be made (not raised in practice: the extractive
+                summariser always answers).
+            OSError: Writing the entry failed.
+        """
+        await self._emit(CompactionStartEvent(reason=reason))
+        try:
+            result = await self._compact(
+                transcript,
+                reason=reason,
+                keep_recent_tokens=keep_recent_tokens,
+                custom_instructions=custom_instructions,
+                abort=abort,
+            )
+        except CompactionCancelled as err:
+            await self._emit(CompactionEndEvent(reason=reason, aborted=True, error_message=str(err)))
+            raise
+        except (CompactionError, TimeoutError, OSError) as err:
+            await self._emit(CompactionEndEvent(reason=reason, error_message=str(err) or type(err).__name__))
+            raise
+        await self._emit(CompactionEndEvent(reason=reason, result=result))
+        return result
+
+    async def _compact(
+        self,
+        transcript: TranscriptManager,
+        *,
+        reason: CompactionReason,
+        keep_recent_tokens: int | None,
+        custom_instructions: str | None,
+        abort: anyio.Event | None,
+    ) -> CompactionResult:
+        branch = transcript.get_branch()
+        if not branch:
+            return CompactionResult(status="empty")
+        if entry_kind(branch[-1]) == "compaction":
+            return CompactionResult(status="already_compacted")
+        plan = self.plan(branch, reason=reason, keep_recent_tokens=keep_recent_tokens)
+        if plan is None:
+            return CompactionResult(status="empty")
+        base = CompactionResult(
+            status="nothing_to_summarize", preparation=plan, tokens_before=plan.tokens_before
+        )
+        if plan.pending_tool_call_ids:
+            return attrs.evolve(base, status="pending_tool_results")
+        if plan.nothing_to_summarize:
+            return base
+        instructions = custom_instructions or self.settings.custom_instructions
+
+        hook_result = None
+        if self.hooks is not None:
+            hook_result = await self.hooks.emit_last(
+                SessionBeforeCompactEvent(
+                    preparation=plan, branch_entries=branch, custom_instructions=instructions, signal=abort
+                )
+            )
+        override: CompactionHookOverride | None = None
+        if isinstance(hook_result, CompactHookResult):
+            if hook_result.cancel:
+                raise CompactionCancelled(hook_result.reason)
+            override = hook_result.compaction
+        elif isinstance(hook_result, CompactionHookOverride):
+            override = hook_result
+        if override is not None and override.summary.strip():
+            entry = await transcript.append_compaction(
+                summary=override.summary,
+                first_kept_entry_id=override.first_kept_entry_id,
+                tokens_before=override.tokens_before,
+                details=UNSET if override.details is None else override.details,
+                from_hook=True,
+            )
+            await self._emit(SessionCompactEvent(compaction_entry=entry, from_hook=True))
+            return attrs.evolve(
+                base, status="compacted", entry=entry, summary=override.summary, provider="hook"
+            )
+
+        with anyio.fail_after(self.settings.timeout_seconds):
+            summary, provider, fallbacks = await self._summarize(plan, instructions=instructions, abort=abort)
+        if abort is not None and abort.is_set():
+            raise CompactionCancelled("aborted")
+
+        replaced = sum(estimate_tokens(m) for m in (*plan.messages_to_summarize, *plan.turn_prefix_messages))
+        replaced += math.ceil(len(plan.previous_summary or "") / 4)
+        if math.ceil(len(summary) / 4) >= replaced and not plan.strict_checkpoint and replaced > 0:
+            return attrs.evolve(base, status="ineffective", provider=provider, fallbacks=fallbacks)
+
+        details = plan.file_ops.details()
+        if plan.first_kept_entry_id is None:
+            entry = await _append_checkpoint(transcript, summary=summary, plan=plan, details=details)
+        else:
+            entry = await transcript.append_compaction(
+                summary=summary,
+                first_kept_entry_id=plan.first_kept_entry_id,
+                tokens_before=plan.tokens_before,
+                details=details,
+                from_hook=False,
+            )
+        await self._emit(SessionCompactEvent(compaction_entry=entry, from_hook=False))
+        return attrs.evolve(
+            base, status="compacted", entry=entry, summary=summary, provider=provider, fallbacks=fallbacks
+        )
+
+    async def _summarize(
+        self, plan: CompactionPreparation, *, instructions: str | None, abort: anyio.Event | None
+    ) -> tuple[str, str, tuple[str, ...]]:
+        """Run the D3 chain; returns ``(summary, provider, fallbacks)``."""
+        settings = self.settings
+        safeguard = settings.effective_mode == "safeguard"
+        fallbacks: list[str] = []
+        messages = (*plan.messages_to_summarize, *plan.turn_prefix_messages)
+        read_files, modified_files = plan.file_ops.read_files, plan.file_ops.modified_files
+
+        if safeguard and not _real_conversation(messages):
+            body = structured_fallback_summary(plan.previous_summary)
+            return cap_preserving_suffix(body, safeguard_suffix(plan, settings)), "fallback", ()
+
+        structured = build_structured_instructions(
+            instructions, policy=settings.identifier_policy, identifier_text=settings.identifier_instructions
+        )
+        if safeguard and settings.provider:
+            provider = self.providers.get(settings.provider)
+            if provider is None:
+                fallbacks.append(f"provider {settings.provider!r} is not registered")
+            else:
+                request = SummaryRequest(
+                    messages=messages,
+                    previous_summary=plan.previous_summary,
+                    custom_instructions=structured,
+                    identifier_policy=settings.identifier_policy,
+                    identifier_instructions=settings.identifier_instructions,
+                    abort=abort,
+                )
+                try:
+                    text = await provider.summarize(request)
+                except TimeoutError:
+                    raise
+                except Exception as err:
+                    if abort is not None and abort.is_set():
+                        raise
+                    fallbacks.append(f"provider {provider.id!r} failed: {err}")
+                else:
+                    if text.strip():
+                        suffix = safeguard_suffix(plan, settings)
+                        return cap_preserving_suffix(text, suffix), provider.id, tuple(fallbacks)
+                    fallbacks.append(f"provider {provider.id!r} returned an empty summary")
+
+        if self.model_client is not None:
+            llm = LlmSummarizer(
+                self.model_client, settings=settings, context_window=self.context_window, clock=self._clock
+            )
+            try:
+                if safeguard:
+                    guarded = await llm.safeguard_summary(
+                        messages_to_summarize=plan.messages_to_summarize,
+                        turn_prefix_messages=plan.turn_prefix_messages,
+                        is_split_turn=plan.is_split_turn,
+                        previous_summary=plan.previous_summary,
+                        structured_instructions=structured,
+                        abort=abort,
+                    )
+                    suffix = safeguard_suffix(plan, settings, split_turn_summary=guarded.split_turn)
+                    return cap_preserving_suffix(guarded.history, suffix), "llm", tuple(fallbacks)
+                text = await llm.default_summary(
+                    messages_to_summarize=plan.messages_to_summarize,
+                    turn_prefix_messages=plan.turn_prefix_messages,
+                    is_split_turn=plan.is_split_turn,
+                    previous_summary=plan.previous_summary,
+                    custom_instructions=instructions,
+                    abort=abort,
+                )
+                return text + format_file_operations(read_files, modified_files), "llm", tuple(fallbacks)
+            except (ModelClientError, CompactionError) as err:
+                if isinstance(err, CompactionCancelled):
+                    raise
+                fallbacks.append(f"llm summarizer failed: {err}")
+        else:
+            fallbacks.append("no model client: extractive summary")
+
+        body = extractive_summary(
+            messages,
+            previous_summary=plan.previous_summary,
+            read_files=read_files,
+            modified_files=modified_files,
+        )
+        if safeguard:
+            return (
+                cap_preserving_suffix(body, safeguard_suffix(plan, settings)),
+                "extractive",
+                tuple(fallbacks),
+            )
+        return body + format_file_operations(read_files, modified_files), "extractive", tuple(fallbacks)
+
+
+async def _append_checkpoint(
+    transcript: TranscriptManager, *, summary: str, plan: CompactionPreparation, details: dict[str, list[str]]
+) -> CompactionEntry:
+    """
+    Write a strict checkpoint: ``firstKeptEntryId`` is the entry's own id, so nothing before it is kept
+    (OpenClaw's hardened boundary, spec §5.8; pi's context rebuild then keeps nothing, spec §9 6b).
+    """
+    entry: CompactionEntry = await transcript._append(  # the id must be known to build the entry
+        lambda entry_id, parent_id, timestamp: CompactionEntry(
+            id=entry_id,
+            parent_id=parent_id,
+            timestamp=timestamp,
+            summary=summary,
+            first_kept_entry_id=entry_id,
+            tokens_before=plan.tokens_before,
+            details=details,
+            from_hook=False,
+        )
+    )
+    return entry
