@@ -44,6 +44,7 @@ from sessionkeeper.transcript import (
     find_orphan_tool_results,
     load_transcript_bytes,
 )
+from sessionkeeper.transcript._codec import decode_json_line
 from sessionkeeper.transcript._lock import SessionWriteLock
 
 
@@ -317,7 +318,8 @@ def _findings(target: TranscriptTarget, registry: DoctorRegistry) -> list[Findin
 
 
 def _reencode(raw_line: bytes) -> bytes:
-    value = json.loads(raw_line.decode("utf-8", "replace"))
+    """The line decoded as the loader reads it (invalid UTF-8 and lone surrogates as U+FFFD), re-encoded."""
+    value, _, _ = decode_json_line(raw_line)
     return msgspec.json.encode(value)
 
 
@@ -347,19 +349,12 @@ def repair_transcript_bytes(target: TranscriptTarget) -> bytes:
     if diag.torn_tail is not None:
         drop.add(diag.torn_tail.line)
     recode = set(diag.bad_utf8_lines) | set(diag.lone_surrogate_lines)
-    entry_line = {line: pos for pos, line in enumerate(index.line_numbers)}
     out: list[bytes] = []
     for number, raw in enumerate(parts, start=1):
         if number in drop or not raw.strip():
             continue
         if number in recode:
-            pos = entry_line.get(number)
-            if pos is not None:
-                raw = index.lines[pos]
-            elif number == diag.header_line:
-                raw = msgspec.json.encode(index.header_raw)
-            else:
-                raw = _reencode(raw)
+            raw = _reencode(raw)
         out.append(raw + b"\n")
     return b"".join(out)
 
