@@ -23,10 +23,13 @@ from rich.table import Table
 
 from sessionkeeper._config import load_config
 from sessionkeeper.cli._sessions import sessions_group
-from sessionkeeper.store import SessionStore
-from sessionkeeper.store._maintenance import MaintenanceReport
-from sessionkeeper.store._maintenance_run import run_maintenance
-from sessionkeeper.store._maintenance_settings import MaintenanceMode, MaintenanceSettings
+from sessionkeeper.store import (
+    MaintenanceMode,
+    MaintenanceReport,
+    MaintenanceSettings,
+    SessionStore,
+    run_maintenance,
+)
 
 
 __all__ = ("COMMANDS", "cleanup_command", "parse_now")
