@@ -477,3 +477,13 @@ def test_deviation_h1_repeated_ids_are_made_unique_without_id_sanitisation() -> 
     assert out[3].content[0].id == "a_2" and check_tool_pairing(out) == ()
     plain = [user(), assistant(call("a"), stop="toolUse"), result("a", "1")]
     assert sanitize_tool_call_ids(plain, mode="dedupe") is plain
+
+
+def test_results_with_extra_fields_still_take_part_in_pairing() -> None:
+    raw = msgspec.to_builtins(result("a", "A"))
+    odd = message_from_json({**raw, "toolCallId": "a", "extraField": 1})
+    assert type(odd).__name__ == "UnknownMessage"
+    messages = [user(), assistant(call("a"), stop="toolUse"), odd]
+    r = sanitize_replay_history(messages, policy=ReplayPolicy(), timestamp_ms=NOW)
+    assert r.synthetic_results == () and len(r.messages) == 3
+    assert isinstance(r.messages[2], ToolResultMessage) and r.messages[2].content == [TextContent(text="A")]

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from typing import Literal
 
 import attrs
+import msgspec
 
 from sessionkeeper.pruning._replay_policy import ReplayPolicy, is_openai_responses_api
 from sessionkeeper.pruning._thinking import drop_reasoning_from_history, drop_thinking_blocks
@@ -31,7 +32,14 @@ from sessionkeeper.pruning._turns import (
     validate_anthropic_turns,
     validate_gemini_turns,
 )
-from sessionkeeper.transcript._messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage
+from sessionkeeper.transcript._messages import (
+    AgentMessage,
+    AssistantMessage,
+    ToolCall,
+    ToolResultMessage,
+    UnknownMessage,
+    UserMessage,
+)
 
 
 __all__ = (
@@ -90,6 +98,35 @@ class HygieneResult:
     findings: tuple[HygieneFinding, ...] = ()
     synthetic_results: tuple[str, ...] = ()
     changed: bool = False
+
+
+_REPLAY_TYPES: dict[str, type[UserMessage | AssistantMessage | ToolResultMessage]] = {
+    "user": UserMessage,
+    "assistant": AssistantMessage,
+    "toolResult": ToolResultMessage,
+}
+
+
+def _replay_view(messages: Sequence[AgentMessage]) -> Sequence[AgentMessage]:
+    """
+    Read user/assistant/toolResult messages kept as :class:`UnknownMessage` (extra fields) as records.
+
+    Fields a provider is never sent are dropped, so the pairing repair sees every tool result;
+    shapes that still do not fit stay unknown and pass through unchanged.
+    """
+    out: list[AgentMessage] = []
+    touched = False
+    for message in messages:
+        if isinstance(message, UnknownMessage) and message.role in _REPLAY_TYPES:
+            cls = _REPLAY_TYPES[message.role]
+            known = {*cls.__struct_encode_fields__, "role"}
+            try:
+                message = msgspec.convert({k: v for k, v in message.raw.items() if k in known}, cls)
+                touched = True
+            except msgspec.ValidationError:
+                pass
+        out.append(message)
+    return out if touched else messages
 
 
 def check_tool_pairing(messages: Sequence[AgentMessage]) -> tuple[HygieneFinding, ...]:
@@ -188,8 +225,9 @@ def sanitize_replay_history(
     Prepare a context for replay to one provider (OpenClaw ``sanitizeSessionHistory`` and
     ``validateReplayTurns``, spec §9), in OpenClaw's order:
 
-    1. :func:`~sessionkeeper.pruning.normalize_replay_content` (blank and silent turns, mirrors,
-       failed turns);
+    1. messages kept as unknown only because of extra fields are read as records (the extra fields
+       are never sent); :func:`~sessionkeeper.pruning.normalize_replay_content` (blank and silent
+       turns, mirrors, failed turns);
     2. signed-thinking providers (``anthropic``, ``amazon-bedrock``, ``anthropic-vertex``) or
        ``policy.preserve_signatures``: signatures older than the latest compaction are stripped,
        then thinking without a valid signature is dropped (the latest assistant turn keeps its own);
@@ -224,7 +262,7 @@ def sanitize_replay_history(
     """
     findings = check_tool_pairing(messages)
     responses = is_openai_responses_api(api)
-    current: Sequence[AgentMessage] = normalize_replay_content(messages)
+    current: Sequence[AgentMessage] = normalize_replay_content(_replay_view(messages))
     signed = (provider or "").strip().lower() in _SIGNED_THINKING_PROVIDERS
     if signed or policy.preserve_signatures:
         current = strip_stale_thinking_signatures(current)
