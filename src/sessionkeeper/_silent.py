@@ -400,7 +400,13 @@ def streaming_decision(text: str) -> StreamingDecision:
 
 def _same(a: str, b: str) -> bool:
     """Equal under JavaScript's ``i`` flag (per character canonicalisation)."""
-    return len(a) == len(b) and all(_js_canon(x) == _js_canon(y) for x, y in zip(a, b, strict=True))
+    if len(a) != len(b):
+        return False
+    if a == b:
+        return True
+    if a.isascii() and b.isascii():
+        return a.upper() == b.upper()
+    return all(_js_canon(x) == _js_canon(y) for x, y in zip(a, b, strict=True))
 
 
 def _skip_space(text: str, pos: int) -> int:
@@ -457,6 +463,9 @@ def _could_be_trailing_token(text: str, pos: int, token: str) -> bool:
     else:
         return False
     return pos == len(text) or _token_run_prefix(text, pos, token, punct_tail=False)
+
+
+_SPACE_OR_STAR_RUN: Final = re.compile(rf"{_W}+|\*+")
 
 
 class SilentReplyStreamFilter:
@@ -541,13 +550,12 @@ class SilentReplyStreamFilter:
 
     def _emit(self, text: str) -> str:
         """Emit ``text`` except a tail that could still be a trailing token."""
-        for pos in range(len(text)):
-            if (pos == 0 or text[pos - 1] != text[pos]) and _could_be_trailing_token(text, pos, self._token):
-                self._pending = text[pos:]
-                text = text[:pos]
+        self._pending = ""
+        for run in _SPACE_OR_STAR_RUN.finditer(text):  # a trailing token starts at such a run
+            if _could_be_trailing_token(text, run.start(), self._token):
+                self._pending = text[run.start() :]
+                text = text[: run.start()]
                 break
-        else:
-            self._pending = ""
         if text:
             self._emitted.append(text)
         return text
