@@ -50,10 +50,10 @@ import math
 import os
 import threading
 from collections import deque
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Literal, NoReturn
+from typing import Any, Final, Literal, NoReturn, TypeVar
 
 import anyio
 import anyio.lowlevel
@@ -81,13 +81,29 @@ from sessionkeeper.transcript._lock_inspect import (
 from sessionkeeper.transcript._lock_inspect import (
     is_locked as _file_is_locked,
 )
-from sessionkeeper.transcript._lock_settings import WriteLockSettings
+from sessionkeeper.transcript._lock_settings import (
+    ENV_ACQUIRE_TIMEOUT_MS,
+    ENV_MAX_HOLD_MS,
+    ENV_STALE_MS,
+    WriteLockSettings,
+)
 
 
-__all__ = ("LockAcquisition", "SessionWriteLock", "clean_stale_lock_files", "is_locked", "read_lock_owner")
+__all__ = (
+    "LockAcquisition",
+    "SessionWriteLock",
+    "StaleLockReport",
+    "clean_stale_lock_files",
+    "is_locked",
+    "read_lock_owner",
+    "run_locked",
+)
+
+T = TypeVar("T")
 
 _log = logging.getLogger("sessionkeeper.lock")
 
+ENV_VARIABLES: Final = (ENV_ACQUIRE_TIMEOUT_MS, ENV_STALE_MS, ENV_MAX_HOLD_MS)
 _EPSILON_S: Final = 1e-6
 """Remaining wait below which the timeout counts as reached (float clocks drift by ulps)."""
 
@@ -256,14 +272,27 @@ def _finish_release(reg: _Registry, state: _PathState, held: _Held) -> None:
             del reg.states[held.key]
 
 
+_DEFAULTS: dict[tuple[str | None, ...], WriteLockSettings] = {}
+
+
+def _default_settings() -> WriteLockSettings:
+    """:meth:`WriteLockSettings.from_config` with no config, cached per value of the three env vars."""
+    key = tuple(os.environ.get(name) for name in ENV_VARIABLES)
+    found = _DEFAULTS.get(key)
+    if found is None:
+        found = _DEFAULTS[key] = WriteLockSettings.from_config()
+    return found
+
+
 # --------------------------------------------------------------------------- file attempts
 
 
 @attrs.frozen(kw_only=True)
 class _Attempt:
-    outcome: Literal["acquired", "removed", "changed", "wait", "report"]
+    outcome: Literal["acquired", "done", "removed", "changed", "wait", "report"]
     snapshot: LockSnapshot | None = None
     inspection: LockInspection | None = None
+    result: Any = None
 
 
 def _normalize(transcript: Path, real_dirs: dict[str, str]) -> Path:
@@ -286,8 +315,15 @@ def _cached_key(transcript: Path, real_dirs: dict[str, str]) -> Path | None:
 
 
 def _try_create(
-    lock_path: Path, raw: bytes, *, now_ms: int, stale_ms: float, orphan_grace_ms: int
+    lock_path: Path,
+    raw: bytes,
+    *,
+    now_ms: int,
+    stale_ms: float,
+    orphan_grace_ms: int,
+    then: Callable[[], Any] | None = None,
 ) -> _Attempt:
+    """One attempt on the lock file; with ``then``, run it under the new lock and remove the lock after."""
     try:
         fd = os.open(lock_path, _CREATE_FLAGS, FILE_MODE)
     except FileExistsError:
@@ -307,10 +343,14 @@ def _try_create(
         )
         raise LockError(f"cannot write lock file {lock_path}: {err.strerror or err}") from err
     os.close(fd)
-    return _Attempt(
-        outcome="acquired",
-        snapshot=LockSnapshot(dev=st.st_dev, ino=st.st_ino, mtime_ns=st.st_mtime_ns, raw=raw),
-    )
+    snapshot = LockSnapshot(dev=st.st_dev, ino=st.st_ino, mtime_ns=st.st_mtime_ns, raw=raw)
+    if then is None:
+        return _Attempt(outcome="acquired", snapshot=snapshot)
+    try:
+        result = then()
+    finally:
+        remove_if_unchanged(lock_path, snapshot)
+    return _Attempt(outcome="done", snapshot=snapshot, result=result)
 
 
 def _contend(lock_path: Path, *, now_ms: int, stale_ms: float, orphan_grace_ms: int) -> _Attempt:
@@ -460,7 +500,7 @@ class SessionWriteLock:
         timeout_ms: float | None,
         reentrant: bool | None,
     ) -> SessionWriteLock:
-        resolved = settings if settings is not None else WriteLockSettings.from_config()
+        resolved = settings if settings is not None else _default_settings()
         use_clock = clock if clock is not None else SYSTEM_CLOCK
         timeout = resolved.acquire_timeout_ms if timeout_ms is None else timeout_ms
         if not timeout > 0:
@@ -472,6 +512,7 @@ class SessionWriteLock:
             cached if cached is not None else await anyio.to_thread.run_sync(_normalize, path, reg.real_dirs)
         )
         held = await _acquire_held(reg, key_path, resolved, use_clock, timeout, again)
+        assert isinstance(held, _Held)
         return cls(path=key_path, held=held, settings=resolved, clock=use_clock, reentrant=again)
 
     # -- state -------------------------------------------------------------------------------
@@ -509,6 +550,49 @@ class SessionWriteLock:
                 path=self.path,
                 reason=self._held.lost,
             )
+
+    def verify_file(self) -> None:
+        """
+        Check on disk that the lock file is still the one this handle wrote (synchronous: one ``lstat``).
+
+        Call it from the worker thread that is about to write (``TranscriptManager`` does). A lock file
+        removed or replaced behind our back (a manual ``rm``; OpenClaw's ``non-openclaw-owner``
+        takeover, which treats any non-OpenClaw live owner as stale) turns the handle lost
+        (``lost_reason == "lost"``) instead of letting two writers write at once.
+
+        Raises:
+            LockNotHeldError: Not held (see :meth:`ensure_held`), or the file is gone or replaced
+                (``reason="lost"``).
+        """
+        self.ensure_held()
+        held = self._held
+        snap = held.snapshot
+        try:
+            st = os.lstat(held.lock_path)
+            same = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size) == (
+                snap.dev,
+                snap.ino,
+                snap.mtime_ns,
+                len(snap.raw),
+            )
+        except FileNotFoundError:
+            same = False
+        if same:
+            return
+        reg = _REGISTRY
+        with reg.lock:
+            state = reg.states.get(held.key)
+            if held.lost is None:
+                held.lost = "lost"
+                held.releasing = True
+        if state is not None:
+            _finish_release(reg, state, held)
+        _log.warning("[session-write-lock] lock file removed or replaced while held: %s", held.lock_path)
+        raise LockNotHeldError(
+            f"write lock of {self.path} was taken away: {held.lock_path} was removed or replaced",
+            path=self.path,
+            reason="lost",
+        )
 
     # -- releasing ---------------------------------------------------------------------------
 
@@ -549,6 +633,7 @@ class SessionWriteLock:
             return
         timeout = self.settings.acquire_timeout_ms if timeout_ms is None else timeout_ms
         held = await _acquire_held(_REGISTRY, self.path, self.settings, self._clock, timeout, self._reentrant)
+        assert isinstance(held, _Held)
         if self._disposed():  # disposed while we waited: give it back at once
             with anyio.CancelScope(shield=True):
                 await _release_held(_REGISTRY, held)
@@ -576,14 +661,15 @@ class SessionWriteLock:
         return f"SessionWriteLock({str(self.path)!r}, state={self._state!r}, lost={self.lost_reason!r})"
 
 
-async def _acquire_held(  # noqa: PLR0917 - private, called from two places
+async def _acquire_held(  # noqa: PLR0917 - private, called from three places
     reg: _Registry,
     key_path: Path,
     settings: WriteLockSettings,
     clock: Clock,
     timeout_ms: float,
     reentrant: bool,
-) -> _Held:
+    then: Callable[[], Any] | None = None,
+) -> _Held | _Attempt:
     """The acquire loop: in-process FIFO gate, then the lock file (see the module docstring)."""
     key = str(key_path)
     lock_path = lock_path_for(key_path)
@@ -642,8 +728,11 @@ async def _acquire_held(  # noqa: PLR0917 - private, called from two places
                     now_ms=now_ms,
                     stale_ms=settings.stale_ms,
                     orphan_grace_ms=grace,
+                    then=then,
                 )
             )
+            if attempt.outcome == "done":
+                return attempt
             if attempt.outcome == "acquired" and attempt.snapshot is not None:
                 held = _Held(
                     key=key,
@@ -721,6 +810,43 @@ async def _release_held(reg: _Registry, held: _Held) -> None:
         _finish_release(reg, state, held)
 
 
+async def run_locked(
+    path: Path | str,
+    work: Callable[[], T],
+    *,
+    settings: WriteLockSettings | None = None,
+    clock: Clock | None = None,
+    timeout_ms: float | None = None,
+) -> T:
+    """
+    Run blocking ``work`` in a worker thread while holding the transcript's write lock.
+
+    The lock file is created, ``work`` runs and the lock file is removed in one worker-thread call,
+    so one locked write costs one thread hop (``TranscriptManager`` uses this for each append made
+    outside :meth:`TranscriptManager.hold_write_lock`). Waiting, reclaim and errors are those of
+    :meth:`SessionWriteLock.acquire`; the lock is removed even when ``work`` raises.
+
+    Returns:
+        What ``work`` returned.
+
+    Raises:
+        SessionBusyError, StaleLockError, LockError: As :meth:`SessionWriteLock.acquire`; and
+            whatever ``work`` raises.
+    """
+    resolved = settings if settings is not None else _default_settings()
+    use_clock = clock if clock is not None else SYSTEM_CLOCK
+    timeout = resolved.acquire_timeout_ms if timeout_ms is None else timeout_ms
+    reg = _REGISTRY
+    file = Path(path)
+    cached = _cached_key(file, reg.real_dirs)
+    key_path = (
+        cached if cached is not None else await anyio.to_thread.run_sync(_normalize, file, reg.real_dirs)
+    )
+    outcome = await _acquire_held(reg, key_path, resolved, use_clock, timeout, False, work)
+    assert isinstance(outcome, _Attempt)
+    return outcome.result  # type: ignore[no-any-return]
+
+
 # --------------------------------------------------------------------------- inspectors
 
 
@@ -764,7 +890,7 @@ def is_locked(
         settings: For ``stale_ms`` (default: resolved from the environment).
     """
     use_clock = clock if clock is not None else SYSTEM_CLOCK
-    stale_ms = (settings if settings is not None else WriteLockSettings.from_config()).stale_ms
+    stale_ms = (settings if settings is not None else _default_settings()).stale_ms
     return _file_is_locked(
         path, now_ms=use_clock.now_ms(), stale_ms=stale_ms, held_by_this_process=_held_here(path)
     )
@@ -796,7 +922,7 @@ async def clean_stale_lock_files(
     Returns:
         One report per lock file, sorted by name. A missing directory gives ``[]``.
     """
-    resolved = settings if settings is not None else WriteLockSettings.from_config()
+    resolved = settings if settings is not None else _default_settings()
     use_clock = clock if clock is not None else SYSTEM_CLOCK
     directory = Path(sessions_dir)
 

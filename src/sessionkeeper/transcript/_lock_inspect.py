@@ -29,6 +29,7 @@ import json
 import math
 import os
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final, Literal
@@ -226,8 +227,7 @@ def parse_lock_payload(raw: bytes | str) -> LockOwner:
 
 def iso_ms(now_ms: int) -> str:
     """``Date.prototype.toISOString()`` of a time in ms: ``2026-05-07T10:11:12.345Z``."""
-    when = _dt.datetime.fromtimestamp(now_ms // 1000, tz=_dt.UTC)
-    return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now_ms % 1000:03d}Z"
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now_ms // 1000)) + f".{now_ms % 1000:03d}Z"
 
 
 def format_lock_payload(*, pid: int, created_at_ms: int, max_hold_ms: int, starttime: int | None) -> bytes:
@@ -236,10 +236,13 @@ def format_lock_payload(*, pid: int, created_at_ms: int, max_hold_ms: int, start
 
     Key order ``pid``, ``createdAt`` (ISO with ms and ``Z``), ``maxHoldMs``, then ``starttime`` when known.
     """
-    payload: dict[str, object] = {"pid": pid, "createdAt": iso_ms(created_at_ms), "maxHoldMs": max_hold_ms}
+    text = (
+        f'{{\n  "pid": {int(pid)},\n  "createdAt": "{iso_ms(created_at_ms)}",\n'
+        f'  "maxHoldMs": {int(max_hold_ms)}'
+    )
     if starttime is not None:
-        payload["starttime"] = starttime
-    return (json.dumps(payload, indent=2) + "\n").encode()
+        text += f',\n  "starttime": {int(starttime)}'
+    return (text + "\n}\n").encode()
 
 
 # --------------------------------------------------------------------------- inspection

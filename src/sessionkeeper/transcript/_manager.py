@@ -44,7 +44,7 @@ from sessionkeeper.transcript._entries import (
 )
 from sessionkeeper.transcript._io import TailRepair, append_lines, create_exclusive, rewrite_lines
 from sessionkeeper.transcript._load import TranscriptIndex, js_trim, load_transcript, new_entry_id
-from sessionkeeper.transcript._lock import SessionWriteLock
+from sessionkeeper.transcript._lock import SessionWriteLock, run_locked
 from sessionkeeper.transcript._lock_settings import WriteLockSettings
 from sessionkeeper.transcript._messages import (
     AgentMessage,
@@ -341,32 +341,38 @@ class TranscriptManager:
         without newlines) in one write. A pending migration rewrites the whole file instead (after a
         backup); a torn tail is backed up and cut first. No-op for in-memory transcripts.
 
-        Runs under the transcript's write lock: the one held by :meth:`hold_write_lock`, else one
-        taken for this write (unless :attr:`locking` is ``False``).
+        Runs under the transcript's write lock: the one held by :meth:`hold_write_lock` (checked on
+        disk first), else one taken for this write alone (unless :attr:`locking` is ``False``).
         """
         path = self._path
         if path is None:
             return
-        if self._held_lock is not None:
-            self._held_lock.ensure_held()
-        elif self.locking:
-            async with SessionWriteLock.acquire(path, settings=self.write_lock_settings, clock=self._clock):
-                await self._write_lines_locked(path, lines)
-            return
-        await self._write_lines_locked(path, lines)
-
-    async def _write_lines_locked(self, path: Path, lines: Sequence[bytes]) -> None:
         fsync = self._durability == "fsync"
         now = self._clock.now_ms()
-        if self._pending_rewrite:
-            index = self._index
-            content = [encode_header(index.header_raw), *index.lines, *lines]
-            self.last_backup = await anyio.to_thread.run_sync(
-                lambda: rewrite_lines(path, content, fsync=fsync, now_ms=now)
+        rewrite = self._pending_rewrite
+        index = self._index
+        held = self._held_lock
+        if held is not None:
+            held.ensure_held()
+
+        def write() -> tuple[Path | None, TailRepair | None]:
+            if held is not None:
+                held.verify_file()
+            if rewrite:
+                content = [encode_header(index.header_raw), *index.lines, *lines]
+                return rewrite_lines(path, content, fsync=fsync, now_ms=now), None
+            return None, append_lines(path, lines, fsync=fsync, now_ms=now)
+
+        if held is None and self.locking:
+            backup, repair = await run_locked(
+                path, write, settings=self.write_lock_settings, clock=self._clock
             )
+        else:
+            backup, repair = await anyio.to_thread.run_sync(write)
+        if rewrite:
+            self.last_backup = backup
             self._pending_rewrite = False
             return
-        repair = await anyio.to_thread.run_sync(lambda: append_lines(path, lines, fsync=fsync, now_ms=now))
         self.last_repair = repair
         if repair is not None and repair.backup_path is not None:
             self.last_backup = repair.backup_path
