@@ -1,0 +1,913 @@
+"""
+``SessionRuntime``: the glue an agent loop calls around every model call (issue 5; DESIGN "Layers").
+
+The loop makes three calls, and the runtime applies the store, the transcript, the pruner, the memory-flush
+policy and the compactor behind them::
+
+    runtime = SessionRuntime(store, model=ModelInfo(provider="anthropic", model_id="claude-sonnet-4-5",
+                                                    context_window=200_000))
+    session = await runtime.open("agent:main:main", body=user_text)
+    plan = await runtime.before_model_call(session, prompt=user_text)
+    while True:
+        try:
+            reply = await my_model(plan.messages)
+        except Exception as err:
+            await runtime.on_model_error(session, err)        # compacts / truncates, or raises
+            plan = await runtime.before_model_call(session)   # same turn, rebuilt context
+            continue
+        ...
+
+Rules: OpenClaw spec §4.3 (resolve), §5.2-5.3 and §5.7 (thresholds, preflight, overflow recovery), §6
+(memory flush), §7 (pruning and the TTL marker), §8 (silent replies), §9 (hygiene); pi-format §15;
+DESIGN D3-D5; field reports B09, B11, B13, B14, B15.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+from msgspec import UNSET
+
+from sessionkeeper._clock import SYSTEM_CLOCK, Clock
+from sessionkeeper._fs import ensure_dir
+from sessionkeeper._hooks import HookRegistry, MemoryFlushEndEvent, MemoryFlushStartEvent
+from sessionkeeper._model_client import ModelClient, ModelRequest
+from sessionkeeper._silent import is_silent_reply_payload, strip_silent_token
+from sessionkeeper.compaction import CompactionProviderRegistry, Compactor, compaction_threshold
+from sessionkeeper.exceptions import (
+    CompactionCancelled,
+    CompactionError,
+    UnsafePathError,
+)
+from sessionkeeper.pruning import (
+    CACHE_TTL_CUSTOM_TYPE,
+    Pruner,
+    cache_ttl_marker_data,
+    read_last_cache_touch,
+    resolve_replay_policy,
+    sanitize_replay_history,
+)
+from sessionkeeper.runtime._budget import estimate_context_usage, resolve_context_window
+from sessionkeeper.runtime._memory_flush import MemoryFlushDecision, MemoryFlushPolicy
+from sessionkeeper.runtime._overflow import OverflowRecoveryState, SyntheticTokenCount, plan_overflow_recovery
+from sessionkeeper.runtime._pressure import estimate_prompt_pressure
+from sessionkeeper.runtime._runtime_types import (
+    CompactionOutcome,
+    CompactionTriggerName,
+    MemoryFlushOutcome,
+    MemoryFlushRequest,
+    MemoryFlushRunner,
+    ModelCallPlan,
+    ModelInfo,
+    RecoveryOutcome,
+    RuntimeSettings,
+    TurnOutcome,
+)
+from sessionkeeper.runtime._tool_truncation import has_oversized_tool_results, truncate_oversized_tool_results
+from sessionkeeper.runtime._triggers import (
+    compaction_progress,
+    decide_preflight_compaction,
+    decide_threshold_compaction,
+    mid_turn_precheck,
+)
+from sessionkeeper.store import SessionEntry, SessionStore
+from sessionkeeper.store._reset import ResetContext, SessionEvent, SessionResolution, resolve_session
+from sessionkeeper.transcript import (
+    AgentMessage,
+    AssistantMessage,
+    TextContent,
+    TranscriptEntry,
+    TranscriptManager,
+    UserMessage,
+    estimate_tokens,
+)
+
+
+__all__ = ("RuntimeSession", "SessionRuntime")
+
+_FLUSH_MAX_TOKENS = 4096
+
+
+class RuntimeSession:
+    """
+    One open session: its key, store entry and transcript, plus the per-turn state of the runtime.
+
+    Made by :meth:`SessionRuntime.open`; pass it to the runtime's other methods. Not thread-safe: one
+    agent loop drives one session at a time (the transcript's write lock guards the file itself).
+
+    Attributes:
+        session_key: The session key.
+        transcript: The session's transcript.
+        resolution: How :meth:`SessionRuntime.open` resolved the key (``is_new``, ``reason``).
+    """
+
+    def __init__(
+        self,
+        *,
+        session_key: str,
+        entry: SessionEntry,
+        transcript: TranscriptManager,
+        resolution: SessionResolution | None,
+    ) -> None:
+        self.session_key = session_key
+        self.transcript = transcript
+        self.resolution = resolution
+        self._entry = entry
+        self.recovery = OverflowRecoveryState()
+        self.ineffective_compactions = 0
+        self.compacted_this_turn = False
+        self.in_flush_turn = False
+        self.truncate_tool_results = False
+        self.last_prompt_tokens: int | None = None
+        self.turn_usage: dict[str, int] = {}
+
+    @property
+    def entry(self) -> SessionEntry:
+        """The store entry as last written by the runtime."""
+        return self._entry
+
+    @property
+    def session_id(self) -> str:
+        """The transcript's session id (never switched by overflow recovery, OpenClaw §5.7)."""
+        return self.transcript.session_id
+
+    def __repr__(self) -> str:
+        return f"RuntimeSession({self.session_key!r}, session_id={self.session_id!r})"
+
+
+def _int(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _reply_text(message: AssistantMessage) -> str:
+    return "".join(block.text for block in message.content if isinstance(block, TextContent))
+
+
+class SessionRuntime:
+    """
+    Store + transcript + pruner + memory flush + compactor behind the calls an agent loop makes.
+
+    Args:
+        store: The session store (key -> :class:`SessionEntry`). With a sessions directory, transcripts are
+            ``<dir>/<sessionId>.jsonl``; without one (in-memory store) they live in memory.
+        model: The model about to be called (provider, id, API, window, reply budget).
+        settings: All settings (:class:`RuntimeSettings`; defaults: the references').
+        model_client: The host's model, for LLM summaries and the default memory-flush turn; ``None``:
+            extractive summaries, and no flush unless ``memory_flush_runner`` is given.
+        memory_flush_runner: Runs the silent flush turn (``async (MemoryFlushRequest) -> reply text``).
+            Default with a ``model_client``: one model call with the flush prompts; a non-silent reply is
+            appended to ``workspace_dir / memory/YYYY-MM-DD.md``. With neither, hosts have no flush
+            support (OpenClaw's CLI-backend rule) and the flush is skipped.
+        workspace_dir: The agent workspace for the default flush runner's memory file (``None``: not
+            written).
+        hooks: Receives ``compaction_start``/``compaction_end`` (reason ``manual | threshold | overflow``),
+            ``session_before_compact``, ``session_compact``, ``memory_flush_start``/``memory_flush_end``.
+        providers: Registered compaction providers.
+        clock: Time source (ms since epoch for timestamps, TTL and flush dates).
+        cwd: The ``cwd`` written in new transcript headers (default: the process's).
+        host_supports_flush: ``False`` turns the flush off (OpenClaw skips it for CLI backends).
+    """
+
+    def __init__(
+        self,
+        store: SessionStore,
+        *,
+        model: ModelInfo | None = None,
+        settings: RuntimeSettings | None = None,
+        model_client: ModelClient | None = None,
+        memory_flush_runner: MemoryFlushRunner | None = None,
+        workspace_dir: Path | str | None = None,
+        hooks: HookRegistry | None = None,
+        providers: CompactionProviderRegistry | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+        cwd: str | None = None,
+        host_supports_flush: bool = True,
+    ) -> None:
+        self.store = store
+        self.model = model if model is not None else ModelInfo()
+        self.settings = settings if settings is not None else RuntimeSettings()
+        self.model_client = model_client
+        self.hooks = hooks if hooks is not None else HookRegistry()
+        self.providers = providers
+        self.clock = clock
+        self.cwd = cwd if cwd is not None else str(Path.cwd())
+        self.workspace_dir = Path(workspace_dir) if workspace_dir is not None else None
+        self.flush_policy = MemoryFlushPolicy(
+            settings=self.settings.memory_flush, compaction=self.settings.compaction
+        )
+        self.pruner = Pruner(settings=self.settings.pruning, clock=clock)
+        runner = memory_flush_runner
+        if runner is None and model_client is not None:
+            runner = self._default_flush_runner
+        self._flush_runner: MemoryFlushRunner | None = runner if host_supports_flush else None
+        self._memory_transcripts: dict[str, TranscriptManager] = {}
+
+    # ------------------------------------------------------------------ sizes
+
+    @property
+    def context_window(self) -> int:
+        """The resolved window in tokens: catalogue value (or 200000), capped by ``contextTokens``."""
+        return resolve_context_window(
+            catalogue_context_window=self.model.context_window,
+            cap=self.settings.context_window.context_tokens,
+        ).tokens
+
+    @property
+    def compaction_threshold(self) -> int:
+        """``window - effectiveReserve`` in tokens (D4)."""
+        return compaction_threshold(
+            self.settings.compaction,
+            context_window=self.context_window,
+            max_output_tokens=self.model.max_output_tokens,
+        )
+
+    def context_tokens(self, session: RuntimeSession) -> int:
+        """The context estimate of the session's branch now (provider usage + newer messages), tokens."""
+        return estimate_context_usage(session.transcript.build_session_context().messages).tokens
+
+    @staticmethod
+    def active_transcript_bytes(session: RuntimeSession) -> int:
+        """Bytes of transcript lines written after the latest compaction entry (the whole file without)."""
+        index = session.transcript.index
+        kinds = index.kinds
+        start = 0
+        for pos in range(len(kinds) - 1, -1, -1):
+            if kinds[pos] == "compaction":
+                start = pos + 1
+                break
+        return sum(len(index.line_bytes(pos)) + 1 for pos in range(start, len(kinds)))
+
+    # ------------------------------------------------------------------ open
+
+    async def open(
+        self,
+        session_key: str,
+        *,
+        body: str | None = None,
+        event: SessionEvent = "message",
+        context: ResetContext | None = None,
+    ) -> RuntimeSession:
+        """
+        Map a session key to its :class:`SessionEntry` and transcript (OpenClaw ``initSessionState``, §4.3).
+
+        The reset policy decides whether the entry is reused (fresh, system event, ``/reset soft``) or a new
+        session id starts (new key, stale daily/idle, ``/new`` or ``/reset``): a rollover goes through
+        :meth:`SessionStore.reset` (new header, old transcript archived as ``*.reset.<stamp>``).
+
+        Args:
+            session_key: The session key (``agent:main:main``).
+            body: The incoming message text (reset triggers are matched on it).
+            event: ``"message"`` or a system event (``heartbeat``, ``cron-event``, ``exec-event``).
+            context: Thread / group / channel facts of the message.
+
+        Raises:
+            UnsafePathError: The session id or file would leave the sessions directory.
+            TranscriptFormatError: The transcript exists but is not one (it is left as is).
+        """
+        now = self.clock.now_ms()
+        current = await self.store.get(session_key)
+        resolution = resolve_session(
+            current,
+            session_key=session_key,
+            now_ms=now,
+            policy=self.settings.reset,
+            event=event,
+            body=body,
+            context=context,
+        )
+        if resolution.is_new and current is not None:
+            entry = await self.store.reset(session_key, cwd=self.cwd)
+        else:
+            entry = await self.store.patch(session_key, resolution.entry)
+        transcript = await self._open_transcript(entry)
+        return RuntimeSession(
+            session_key=session_key, entry=entry, transcript=transcript, resolution=resolution
+        )
+
+    async def _open_transcript(self, entry: SessionEntry) -> TranscriptManager:
+        session_id = entry.session_id
+        if not isinstance(session_id, str):
+            raise UnsafePathError("the session entry has no usable sessionId", value=repr(session_id))
+        path = self.store.transcript_file(entry)
+        if path is None:
+            manager = self._memory_transcripts.get(session_id)
+            if manager is None:
+                manager = TranscriptManager.in_memory(cwd=self.cwd, session_id=session_id, clock=self.clock)
+                self._memory_transcripts[session_id] = manager
+            return manager
+        if await anyio.Path(path).exists():
+            return await TranscriptManager.open(path, clock=self.clock)
+        return await TranscriptManager.create(path, cwd=self.cwd, session_id=session_id, clock=self.clock)
+
+    async def _patch(self, session: RuntimeSession, fields: dict[str, Any]) -> SessionEntry:
+        patch = {key: UNSET if value is None else value for key, value in fields.items()}  # None = delete
+        entry = await self.store.patch(session.session_key, patch)
+        session._entry = entry
+        return entry
+
+    # ------------------------------------------------------------------ before the call
+
+    async def before_model_call(
+        self,
+        session: RuntimeSession,
+        *,
+        prompt: str | UserMessage | None = None,
+        system_prompt: str | None = None,
+        is_heartbeat: bool = False,
+    ) -> ModelCallPlan:
+        """
+        Prepare one model call.
+
+        With ``prompt`` (a new turn): the per-turn recovery state is reset; the memory flush runs first
+        when the projected context (history + prompt) reaches the flush threshold, when the transcript since
+        the latest compaction reaches ``forceFlushTranscriptBytes``, or when a preflight compaction is
+        about to run (D4, B13, B14); then the preflight compaction runs when the projected context is over
+        ``window - effectiveReserve`` (or the active transcript reaches ``maxActiveTranscriptBytes``); then
+        the prompt is appended to the transcript. Without ``prompt`` (a retry or the next call of a tool
+        loop) nothing is appended, and the mid-turn precheck runs when enabled.
+
+        The messages to send are the rebuilt context (pi's ``buildSessionContext``), pruned (cache-TTL,
+        OpenClaw §7: the TTL clock is the newest ``openclaw.cache-ttl`` marker of this provider and model),
+        with oversized tool results cut once overflow recovery asked for it, then sanitised for the
+        provider family (OpenClaw §9; silent replies leave the replayed history).
+
+        Args:
+            session: From :meth:`open`.
+            prompt: The user's message for a new turn (a string becomes a :class:`UserMessage`).
+            system_prompt: The run's system prompt (only used by the mid-turn precheck estimate).
+            is_heartbeat: The turn is a heartbeat (no flush, no preflight compaction).
+
+        Returns:
+            A :class:`ModelCallPlan`.
+
+        Raises:
+            OSError: A transcript or store write failed.
+            TimeoutError: A compaction took longer than ``timeoutSeconds``.
+        """
+        transcript = session.transcript
+        window = self.context_window
+        flush_outcome: MemoryFlushOutcome | None = None
+        compaction: CompactionOutcome | None = None
+        prompt_entry: TranscriptEntry | None = None
+        if prompt is not None:
+            message = (
+                prompt
+                if isinstance(prompt, UserMessage)
+                else UserMessage(content=[TextContent(text=prompt)], timestamp=self.clock.now_ms())
+            )
+            session.recovery = OverflowRecoveryState()
+            session.compacted_this_turn = False
+            session.turn_usage = {}
+            prompt_tokens = estimate_tokens(message)
+            projected = self.context_tokens(session) + prompt_tokens
+            if projected <= self.compaction_threshold:
+                session.ineffective_compactions = 0
+            preflight = decide_preflight_compaction(
+                context_tokens=projected,
+                context_window=window,
+                settings=self.settings.compaction,
+                active_transcript_bytes=self.active_transcript_bytes(session),
+                max_output_tokens=self.model.max_output_tokens,
+                is_heartbeat=is_heartbeat,
+                ineffective_compactions=session.ineffective_compactions,
+                recovery=self.settings.recovery,
+            )
+            flush_outcome = await self._maybe_flush(
+                session,
+                context_tokens=projected,
+                pending_compaction=preflight.compact,
+                trigger="preflight" if preflight.compact else "pre_turn",
+                is_heartbeat=is_heartbeat,
+            )
+            if preflight.compact:
+                compaction = await self._auto_compact(session, trigger="preflight", tokens_before=projected)
+            elif preflight.reason == "compaction_ineffective":
+                compaction = self._refused(trigger="preflight", tokens=projected)
+            prompt_entry = await transcript.append_message(message)
+
+        context = transcript.build_session_context().messages
+        tokens = estimate_context_usage(context).tokens
+        session.last_prompt_tokens = tokens
+        now = self.clock.now_ms()
+        model = self.model
+        touch = read_last_cache_touch(transcript.entries(), provider=model.provider, model_id=model.model_id)
+        pruning = self.pruner.prune(
+            context,
+            context_window_tokens=window,
+            last_cache_touch_at=touch,
+            provider=model.provider,
+            model_id=model.model_id,
+            api=model.api,
+            now_ms=now,
+        )
+        messages: Sequence[AgentMessage] = pruning.messages
+        truncated: tuple[str, ...] = ()
+        if session.truncate_tool_results:
+            cut = truncate_oversized_tool_results(messages, context_window_tokens=window)
+            messages, truncated = cut.messages, cut.truncated
+        policy = resolve_replay_policy(api=model.api, provider=model.provider, model_id=model.model_id)
+        hygiene = sanitize_replay_history(
+            messages, policy=policy, timestamp_ms=now, api=model.api, provider=model.provider
+        )
+        precheck = None
+        if prompt is None and self.settings.mid_turn_precheck.enabled:
+            precheck = mid_turn_precheck(
+                precheck=self.settings.mid_turn_precheck,
+                estimated_prompt_tokens=estimate_prompt_pressure(
+                    hygiene.messages, system_prompt=system_prompt
+                ),
+                context_window=window,
+                settings=self.settings.compaction,
+            )
+        return ModelCallPlan(
+            messages=hygiene.messages,
+            prompt_entry=prompt_entry,
+            context_tokens=tokens,
+            context_window=window,
+            memory_flush=flush_outcome,
+            compaction=compaction,
+            pruning=pruning,
+            hygiene=hygiene,
+            truncated_tool_results=truncated,
+            precheck=precheck,
+        )
+
+    # ------------------------------------------------------------------ after the turn
+
+    async def after_turn(
+        self,
+        session: RuntimeSession,
+        *,
+        messages: Sequence[AgentMessage],
+        turn_complete: bool = True,
+    ) -> TurnOutcome:
+        """
+        Record the model's reply and tool results, and maintain the session after a successful turn.
+
+        Every message is appended to the transcript (a silent ``NO_REPLY`` reply too: the file keeps what
+        happened; it is never delivered and hygiene drops it from replay). Usage is summed over the turn's
+        replies. When ``turn_complete``:
+
+        1. threshold compaction (D4) when the context is over ``window - effectiveReserve`` and the reply
+           was not aborted, with the memory flush first on the full history (B13/B14); after an automatic
+           compaction that did not restore headroom, no second one runs (B11, ``compaction_ineffective``);
+        2. an ``openclaw.cache-ttl`` marker after a clean attempt (no compaction in the turn) on a
+           cache-TTL-eligible provider (OpenClaw §7);
+        3. the store entry gets ``inputTokens``/``outputTokens``/``cacheRead``/``cacheWrite`` (the turn's
+           sums), ``totalTokens`` (the context estimate after the turn, ``totalTokensFresh: true``),
+           ``contextTokens`` (the resolved window, as OpenClaw stores it), ``modelProvider``/``model``.
+
+        Args:
+            session: From :meth:`open`.
+            messages: The assistant reply(ies) and tool results since the last call, in order.
+            turn_complete: ``False`` inside a tool loop (only records and counts usage).
+
+        Returns:
+            A :class:`TurnOutcome`; ``delivered_text`` is ``None`` for a silent reply.
+
+        Raises:
+            TypeError: A message of a role stored as its own entry type (summaries, custom messages).
+            OSError: A write failed.
+        """
+        transcript = session.transcript
+        appended: list[TranscriptEntry] = []
+        last_reply: AssistantMessage | None = None
+        for message in messages:
+            appended.append(await transcript.append_message(message))
+            if isinstance(message, AssistantMessage):
+                last_reply = message
+                if message.stop_reason not in ("error", "aborted"):
+                    session.recovery = session.recovery.after_reply()
+                usage = message.usage
+                for key, value in (
+                    ("inputTokens", usage.input),
+                    ("outputTokens", usage.output),
+                    ("cacheRead", usage.cache_read),
+                    ("cacheWrite", usage.cache_write),
+                ):
+                    session.turn_usage[key] = session.turn_usage.get(key, 0) + value
+        if not turn_complete:
+            return TurnOutcome(
+                entries=tuple(appended),
+                delivered_text=None,
+                silent=False,
+                context_tokens=self.context_tokens(session),
+            )
+        text = _reply_text(last_reply) if last_reply is not None else ""
+        silent = last_reply is not None and is_silent_reply_payload(text)
+        delivered = None if silent or last_reply is None else (strip_silent_token(text) or None)
+        silent = silent or (last_reply is not None and delivered is None and bool(text.strip()))
+
+        tokens = self.context_tokens(session)
+        flush_outcome: MemoryFlushOutcome | None = None
+        compaction: CompactionOutcome | None = None
+        decision = decide_threshold_compaction(
+            context_tokens=tokens,
+            context_window=self.context_window,
+            settings=self.settings.compaction,
+            max_output_tokens=self.model.max_output_tokens,
+            reply_aborted=last_reply is not None and last_reply.stop_reason == "aborted",
+            ineffective_compactions=session.ineffective_compactions,
+            recovery=self.settings.recovery,
+        )
+        if decision.compact:
+            flush_outcome = await self._maybe_flush(
+                session, context_tokens=tokens, pending_compaction=True, trigger="threshold"
+            )
+            compaction = await self._auto_compact(session, trigger="threshold", tokens_before=tokens)
+            tokens = compaction.tokens_after
+        elif decision.reason == "compaction_ineffective":
+            compaction = self._refused(trigger="threshold", tokens=tokens)
+
+        marker: TranscriptEntry | None = None
+        model = self.model
+        aborted = last_reply is not None and last_reply.stop_reason in ("error", "aborted")
+        if (
+            not session.compacted_this_turn
+            and not aborted
+            and self.pruner.is_cache_ttl_eligible(model.provider, model.model_id, model.api)
+        ):
+            marker = await transcript.append_custom(
+                CACHE_TTL_CUSTOM_TYPE,
+                data=cache_ttl_marker_data(
+                    timestamp_ms=self.clock.now_ms(), provider=model.provider, model_id=model.model_id
+                ),
+            )
+        fields: dict[str, Any] = dict(session.turn_usage)
+        fields.update(totalTokens=tokens, totalTokensFresh=True, contextTokens=self.context_window)
+        if model.provider:
+            fields["modelProvider"] = model.provider
+        if model.model_id:
+            fields["model"] = model.model_id
+        await self._patch(session, fields)
+        return TurnOutcome(
+            entries=tuple(appended),
+            delivered_text=delivered,
+            silent=silent,
+            context_tokens=tokens,
+            memory_flush=flush_outcome,
+            compaction=compaction,
+            cache_ttl_marker=marker,
+        )
+
+    # ------------------------------------------------------------------ errors
+
+    async def on_model_error(self, session: RuntimeSession, error: object) -> RecoveryOutcome:
+        """
+        Recover from a failed model call (OpenClaw §5.7, pi §15.2, D5, B09, B11, B14).
+
+        A context overflow (:func:`~sessionkeeper.runtime.is_context_overflow`) gets, within the attempt
+        limits (3 overflow compactions per turn, one compact-and-retry per reply):
+
+        1. the memory flush FIRST, on the full history, unless this cycle already flushed (B14);
+        2. an overflow compaction (``reason="overflow"``) given the synthetic count (observed ??
+           estimate ?? ``window + 1``); the loop then calls :meth:`before_model_call` (no prompt) and
+           retries;
+        3. when compaction is blocked (it failed, or the retry after it overflowed again) and some tool
+           result is oversized: those results are cut from the context from now on, and the loop retries;
+        4. otherwise :class:`ContextOverflowError`. The session keeps its id and its store mapping.
+
+        A failure that is not an overflow passes through: an exception is re-raised unchanged; a message
+        (e.g. an error :class:`AssistantMessage`) gives ``action="not_overflow"``.
+
+        Args:
+            session: From :meth:`open`.
+            error: What the provider returned: an exception, an error message string or mapping, or an
+                assistant message with ``stopReason: "error"``.
+
+        Returns:
+            A :class:`RecoveryOutcome`: retry the call after it.
+
+        Raises:
+            ContextOverflowError: Recovery is exhausted (``attempts`` and ``context_tokens`` attached).
+            BaseException: ``error`` itself, when it is an exception that is not an overflow.
+        """
+        window = self.context_window
+        context = session.transcript.build_session_context().messages
+        oversized = has_oversized_tool_results(context, context_window_tokens=window)
+        decision = plan_overflow_recovery(
+            error,
+            state=session.recovery,
+            context_window=window,
+            settings=self.settings.recovery,
+            estimate_tokens=session.last_prompt_tokens,
+            has_reducible_tool_results=oversized and not session.truncate_tool_results,
+        )
+        if decision.action == "not_overflow":
+            if isinstance(error, BaseException):
+                raise error
+            return RecoveryOutcome(action="not_overflow", reason=decision.reason)
+        flush_outcome: MemoryFlushOutcome | None = None
+        compaction: CompactionOutcome | None = None
+        if decision.action == "compact":
+            count = decision.token_count
+            assert count is not None
+            flush_outcome = await self._maybe_flush(
+                session, context_tokens=count.tokens, pending_compaction=True, trigger="overflow"
+            )
+            compaction = await self._auto_compact(
+                session, trigger="overflow", tokens_before=count.tokens, synthetic=count
+            )
+            session.recovery = session.recovery.after_compaction(succeeded=compaction.compacted)
+            if compaction.compacted:
+                return RecoveryOutcome(
+                    action="compacted",
+                    reason=decision.reason,
+                    attempt=decision.attempt,
+                    observed_tokens=decision.observed_tokens,
+                    memory_flush=flush_outcome,
+                    compaction=compaction,
+                )
+            decision = plan_overflow_recovery(
+                error,
+                state=session.recovery,
+                context_window=window,
+                settings=self.settings.recovery,
+                estimate_tokens=session.last_prompt_tokens,
+                has_reducible_tool_results=oversized and not session.truncate_tool_results,
+            )
+        if decision.action == "truncate_tool_results":
+            session.truncate_tool_results = True
+            session.recovery = session.recovery.after_truncation()
+            return RecoveryOutcome(
+                action="truncated",
+                reason=decision.reason,
+                observed_tokens=decision.observed_tokens,
+                memory_flush=flush_outcome,
+                compaction=compaction,
+            )
+        raise decision.error(attempts=session.recovery.compactions)
+
+    # ------------------------------------------------------------------ manual compaction
+
+    async def compact(
+        self,
+        session: RuntimeSession,
+        *,
+        instructions: str | None = None,
+        keep_recent_tokens: int | None = None,
+    ) -> CompactionOutcome:
+        """
+        Compact now (``/compact [instructions]``), whatever the thresholds and the B11 guard.
+
+        Without ``keep_recent_tokens`` (and none configured) it is a strict checkpoint, as OpenClaw's
+        ``/compact``: nothing is kept verbatim after the summary. Increments ``compactionCount`` when an
+        entry is written.
+
+        Args:
+            session: From :meth:`open`.
+            instructions: Extra focus for the summary.
+            keep_recent_tokens: Tokens of recent history to keep verbatim.
+
+        Raises:
+            CompactionCancelled: A ``session_before_compact`` hook cancelled (nothing written).
+            TimeoutError: Longer than ``timeoutSeconds``.
+            OSError: The write failed.
+        """
+        tokens = self.context_tokens(session)
+        return await self._compact(
+            session,
+            trigger="manual",
+            tokens_before=tokens,
+            instructions=instructions,
+            keep_recent_tokens=keep_recent_tokens,
+        )
+
+    # ------------------------------------------------------------------ internals
+
+    def _refused(self, *, trigger: CompactionTriggerName, tokens: int) -> CompactionOutcome:
+        return CompactionOutcome(
+            trigger=trigger,
+            status="compaction_ineffective",
+            tokens_before=tokens,
+            tokens_after=tokens,
+            threshold=self.compaction_threshold,
+            effective=False,
+        )
+
+    async def _auto_compact(
+        self,
+        session: RuntimeSession,
+        *,
+        trigger: CompactionTriggerName,
+        tokens_before: int,
+        synthetic: SyntheticTokenCount | None = None,
+    ) -> CompactionOutcome:
+        try:
+            outcome = await self._compact(
+                session, trigger=trigger, tokens_before=tokens_before, synthetic=synthetic
+            )
+        except (CompactionCancelled, CompactionError) as err:
+            return CompactionOutcome(
+                trigger=trigger,
+                status="cancelled" if isinstance(err, CompactionCancelled) else "failed",
+                tokens_before=tokens_before,
+                tokens_after=tokens_before,
+                threshold=self.compaction_threshold,
+                effective=False,
+                synthetic_tokens=synthetic,
+            )
+        if outcome.compacted:
+            session.compacted_this_turn = True
+            if outcome.effective:
+                session.ineffective_compactions = 0
+            else:
+                session.ineffective_compactions += 1
+        return outcome
+
+    async def _compact(
+        self,
+        session: RuntimeSession,
+        *,
+        trigger: CompactionTriggerName,
+        tokens_before: int,
+        instructions: str | None = None,
+        keep_recent_tokens: int | None = None,
+        synthetic: SyntheticTokenCount | None = None,
+    ) -> CompactionOutcome:
+        compactor = Compactor(
+            settings=self.settings.compaction,
+            model_client=self.model_client,
+            providers=self.providers,
+            hooks=self.hooks,
+            context_window=self.context_window,
+            clock=self.clock,
+        )
+        reason: Literal["manual", "threshold", "overflow"] = (
+            "threshold" if trigger == "preflight" else trigger
+        )
+        result = await compactor.compact(
+            session.transcript,
+            reason=reason,
+            keep_recent_tokens=keep_recent_tokens,
+            custom_instructions=instructions,
+        )
+        threshold = self.compaction_threshold
+        after = self.context_tokens(session) if result.compacted else tokens_before
+        progress = compaction_progress(tokens_before=tokens_before, tokens_after=after, threshold=threshold)
+        if result.compacted:
+            session.truncate_tool_results = False
+            count = _int(session.entry.compaction_count) + 1
+            await self._patch(
+                session, {"compactionCount": count, "totalTokens": after, "totalTokensFresh": True}
+            )
+        return CompactionOutcome(
+            trigger=trigger,
+            status=result.status,
+            tokens_before=tokens_before,
+            tokens_after=after,
+            threshold=threshold,
+            effective=progress.effective,
+            result=result,
+            synthetic_tokens=synthetic,
+        )
+
+    async def _maybe_flush(
+        self,
+        session: RuntimeSession,
+        *,
+        context_tokens: int,
+        trigger: Literal["pre_turn", "threshold", "preflight", "overflow"],
+        pending_compaction: bool = False,
+        is_heartbeat: bool = False,
+    ) -> MemoryFlushOutcome | None:
+        entry = session.entry
+        flush_count = entry.memory_flush_compaction_count
+        decision = self.flush_policy.decide(
+            context_tokens=context_tokens,
+            context_window=self.context_window,
+            compaction_count=_int(entry.compaction_count),
+            memory_flush_compaction_count=flush_count if isinstance(flush_count, int) else None,
+            active_transcript_bytes=self.active_transcript_bytes(session),
+            max_output_tokens=self.model.max_output_tokens,
+            pending_compaction=pending_compaction,
+            in_flush_turn=session.in_flush_turn,
+            host_supports_flush=self._flush_runner is not None,
+            is_heartbeat=is_heartbeat,
+        )
+        if not decision.run or self._flush_runner is None:
+            return None
+        return await self._run_flush(
+            session, decision, trigger=trigger, pending_compaction=pending_compaction
+        )
+
+    async def _run_flush(
+        self,
+        session: RuntimeSession,
+        decision: MemoryFlushDecision,
+        *,
+        trigger: Literal["pre_turn", "threshold", "preflight", "overflow"],
+        pending_compaction: bool,
+    ) -> MemoryFlushOutcome:
+        assert self._flush_runner is not None
+        start_count = _int(session.entry.compaction_count)
+        plan = self.flush_policy.plan(now_ms=self.clock.now_ms(), current_provider=self.model.provider)
+        request = MemoryFlushRequest(
+            session_key=session.session_key,
+            session_id=session.session_id,
+            plan=plan,
+            messages=tuple(session.transcript.build_session_context().messages),
+            decision=decision,
+            trigger=trigger,
+        )
+        await self.hooks.emit(
+            MemoryFlushStartEvent(
+                session_key=session.session_key,
+                context_tokens=decision.context_tokens or 0,
+                threshold_tokens=decision.threshold,
+                forced=decision.forced,
+            )
+        )
+        session.in_flush_turn = True
+        try:
+            reply = await self._flush_runner(request)
+        except Exception as err:
+            session.in_flush_turn = False
+            failures = session.entry.memory_flush_failure_count
+            record = self.flush_policy.record_failure(
+                error=err,
+                previous_failure_count=failures if isinstance(failures, int) else None,
+                compaction_count=_int(session.entry.compaction_count),
+                now_ms=self.clock.now_ms(),
+                pending_compaction=pending_compaction,
+            )
+            await self._patch(session, record.to_entry_patch())
+            await self.hooks.emit(
+                MemoryFlushEndEvent(
+                    session_key=session.session_key,
+                    ok=False,
+                    error_message=record.memory_flush_last_failure_error,
+                    failure_count=record.memory_flush_failure_count,
+                )
+            )
+            return MemoryFlushOutcome(
+                trigger=trigger,
+                reason=decision.reason,
+                ok=False,
+                context_tokens=decision.context_tokens,
+                threshold=decision.threshold,
+                error=record.memory_flush_last_failure_error,
+                exhausted=record.exhausted,
+            )
+        session.in_flush_turn = False
+        record = self.flush_policy.record_success(
+            compaction_count_at_start=start_count, now_ms=self.clock.now_ms()
+        )
+        await self._patch(session, record.to_entry_patch())
+        await self.hooks.emit(MemoryFlushEndEvent(session_key=session.session_key, ok=True))
+        silent = reply is None or is_silent_reply_payload(reply) or not reply.strip()
+        memory_file = None
+        if not silent and self.workspace_dir is not None and self._flush_runner == self._default_flush_runner:
+            memory_file = plan.relative_path
+        return MemoryFlushOutcome(
+            trigger=trigger,
+            reason=decision.reason,
+            ok=True,
+            context_tokens=decision.context_tokens,
+            threshold=decision.threshold,
+            reply_silent=silent,
+            memory_file=memory_file,
+        )
+
+    async def _default_flush_runner(self, request: MemoryFlushRequest) -> str | None:
+        """One model call with the flush prompts; a non-silent reply is appended to the memory file."""
+        assert self.model_client is not None
+        plan = request.plan
+        prompt = UserMessage(content=[TextContent(text=plan.prompt)], timestamp=self.clock.now_ms())
+        budget = self.compaction_threshold - estimate_tokens(prompt)
+        messages = list(request.messages)
+        total = sum(estimate_tokens(m) for m in messages)
+        while messages and total > budget:  # cut to fit a flush request, oldest first
+            total -= estimate_tokens(messages.pop(0))
+        model = None
+        if plan.model is not None:
+            model = f"{plan.model.provider}/{plan.model.model}" if plan.model.provider else plan.model.model
+        response = await self.model_client.complete(
+            ModelRequest(
+                system_prompt=plan.system_prompt,
+                messages=(*messages, prompt),
+                max_tokens=_FLUSH_MAX_TOKENS,
+                model=model,
+                metadata={"purpose": "memory-flush", "sessionKey": request.session_key},
+            )
+        )
+        text = response.text
+        if self.workspace_dir is not None and text.strip() and not is_silent_reply_payload(text):
+            await anyio.to_thread.run_sync(self._append_memory, plan.relative_path, strip_silent_token(text))
+        return text
+
+    def _append_memory(self, relative_path: str, text: str) -> None:
+        assert self.workspace_dir is not None
+        root = self.workspace_dir.resolve()
+        target = (root / relative_path).resolve()
+        if not target.is_relative_to(root):
+            raise UnsafePathError(f"memory file {relative_path!r} leaves the workspace", value=relative_path)
+        ensure_dir(target.parent)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        with contextlib.closing(os.fdopen(fd, "a", encoding="utf-8")) as handle:
+            handle.write(text.rstrip() + "\n")
