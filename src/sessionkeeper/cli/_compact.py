@@ -1,0 +1,113 @@
+"""
+``sessionkeeper compact FILE`` (DESIGN "CLI", decision 6 item 6): plan or run a manual compaction.
+
+``--dry-run --json`` prints the plan: ``firstKeptEntryId``, ``isSplitTurn``, ``turnStartEntryId``,
+``tokensBefore``, ``messagesToSummarize``, ``turnPrefixMessages``, ``keptMessages``,
+``nothingToSummarize``, ``deviation`` (``"B05"`` when the planner left pi's cut, then
+``piFirstKeptEntryId`` says pi's), ``fileOps {read, modified}`` and a few more (``keptTokens``,
+``strictCheckpoint``, ``pendingToolCallIds``). A real run appends the compaction entry and adds
+``entryId``, ``provider`` and ``summaryChars`` (and ``status``).
+
+Without ``--keep-recent-tokens`` a manual compaction is a strict checkpoint: everything is summarised
+and the rebuilt context starts from the summary (OpenClaw's ``/compact``). The CLI has no model, so
+summaries are extractive unless ``--provider`` names a provider registered by the host (DESIGN D3).
+
+Exit codes: 0 ok (dry run, or an entry was written); 1 nothing was written (already compacted,
+nothing to summarise, pending tool results, ineffective summary) or an error; 2 bad input.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import attrs
+import click
+from rich.console import Console
+from rich.table import Table
+
+from sessionkeeper.cli._main import EXIT_ERROR
+from sessionkeeper.compaction import CompactionResult, CompactionSettings, Compactor
+from sessionkeeper.transcript._manager import TranscriptManager
+
+
+__all__ = ("COMMANDS", "compact_command")
+
+
+def _print(data: dict[str, Any], *, as_json: bool, title: str) -> None:
+    if as_json:
+        click.echo(json.dumps(data, ensure_ascii=False))
+        return
+    table = Table(title=title, show_header=False)
+    for key, value in data.items():
+        table.add_row(key, json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value)
+    Console().print(table)
+
+
+async def _run(
+    file: Path,
+    *,
+    settings: CompactionSettings,
+    keep: int | None,
+    context_window: int | None,
+    instructions: str | None,
+    dry_run: bool,
+) -> tuple[dict[str, Any], bool]:
+    transcript = await TranscriptManager.open(file)
+    compactor = Compactor(settings=settings, context_window=context_window)
+    branch = transcript.get_branch()
+    if dry_run:
+        plan = compactor.plan(branch, reason="manual", keep_recent_tokens=keep)
+        if plan is None:
+            status = "already_compacted" if branch else "empty"
+            return {"status": status, "firstKeptEntryId": None, "nothingToSummarize": True}, True
+        return {"status": "planned", **plan.to_json()}, True
+    outcome: CompactionResult = await compactor.compact(
+        transcript, reason="manual", keep_recent_tokens=keep, custom_instructions=instructions
+    )
+    return outcome.to_json(), outcome.compacted
+
+
+@click.command("compact")
+@click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+@click.option("--keep-recent-tokens", type=click.IntRange(min=0), help="Keep about N recent tokens verbatim.")
+@click.option("--reserve-tokens", type=click.IntRange(min=0), help="Reserve tokens (default 16384).")
+@click.option("--context-window", type=click.IntRange(min=1), help="The model's context window in tokens.")
+@click.option("--provider", "provider_id", help="Id of a registered compaction provider.")
+@click.option("--instructions", help="Extra focus for the summary (/compact <text>).")
+@click.option("--dry-run", is_flag=True, help="Print the plan; write nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (stable fields, camelCase).")
+def compact_command(  # noqa: PLR0917 - click passes every option as a keyword of the callback
+    file: Path,
+    keep_recent_tokens: int | None,
+    reserve_tokens: int | None,
+    context_window: int | None,
+    provider_id: str | None,
+    instructions: str | None,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Compact the current branch of FILE: summarise old history, keep the recent tail."""
+    settings = CompactionSettings()
+    if reserve_tokens is not None:
+        settings = attrs.evolve(settings, reserve_tokens=reserve_tokens)
+    if provider_id:
+        settings = attrs.evolve(settings, provider=provider_id)
+    data, ok = anyio.run(
+        lambda: _run(
+            file,
+            settings=settings,
+            keep=keep_recent_tokens,
+            context_window=context_window,
+            instructions=instructions,
+            dry_run=dry_run,
+        )
+    )
+    _print(data, as_json=as_json, title=f"compact {'plan' if dry_run else 'result'}: {file.name}")
+    if not ok:
+        raise SystemExit(EXIT_ERROR)
+
+
+COMMANDS: tuple[click.Command, ...] = (compact_command,)
