@@ -232,6 +232,7 @@ _WIRE_TO_ATTR: Final[dict[str, str]] = {
     f.encode_name: f.name for f in _FIELDS if f.encode_name != _EXTRA_WIRE_NAME
 }
 _ATTR_TO_WIRE: Final[dict[str, str]] = {attr: wire for wire, attr in _WIRE_TO_ATTR.items()}
+_WIRE_KEYS: Final[frozenset[str]] = frozenset(_WIRE_TO_ATTR)
 _PATH_RE: Final = re.compile(r"^\$\.(\w+)")
 
 
@@ -265,7 +266,13 @@ def session_entry_from_dict(raw: Mapping[str, Any]) -> SessionEntry:
     Raises:
         InvalidSessionEntryError: ``raw`` is not a mapping.
     """
-    if not isinstance(raw, Mapping):
+    if type(raw) is dict and raw.keys() <= _WIRE_KEYS:
+        # fast path: only known keys; falls through when a value does not fit its type
+        try:
+            return msgspec.convert(raw, SessionEntry)
+        except msgspec.ValidationError:
+            pass
+    elif not isinstance(raw, Mapping):
         raise InvalidSessionEntryError(f"a session entry must be a JSON object, got {type(raw).__name__}")
     typed: dict[str, Any] = {}
     extra: dict[str, Any] = {}
