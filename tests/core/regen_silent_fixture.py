@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 
 OUT = Path(__file__).resolve().parent.parent / "data" / "oracle" / "silent.json"
@@ -195,25 +196,34 @@ def texts() -> list[str]:
     return [t for t in table if not (t in seen or seen.add(t))]
 
 
-def main() -> int:
-    oracle = Path(os.environ.get("OPENCLAW_ORACLE", "/tmp/openclaw-oracle"))
-    script = oracle / "silent.mjs"
-    if not (oracle / "node_modules").is_dir():
-        print(
-            f"OpenClaw oracle not installed in {oracle} (see tools/openclaw-oracle/README.md)",
-            file=sys.stderr,
-        )
-        return 2
-    table = texts()
+def oracle_dir() -> Path:
+    """The installed OpenClaw oracle (``$OPENCLAW_ORACLE``, default ``/tmp/openclaw-oracle``)."""
+    return Path(os.environ.get("OPENCLAW_ORACLE", "/tmp/openclaw-oracle"))
+
+
+def run_oracle(table: list[str], oracle: Path) -> dict[str, Any]:
+    """Classify ``table`` with OpenClaw's own helpers (``silent.mjs --stdin``)."""
     run = subprocess.run(
-        ["node", str(script), "--stdin"],
+        ["node", str(oracle / "silent.mjs"), "--stdin"],
         input=json.dumps(table),
         capture_output=True,
         text=True,
         check=True,
         timeout=120,
     )
-    data = json.loads(run.stdout)
+    result: dict[str, Any] = json.loads(run.stdout)
+    return result
+
+
+def main() -> int:
+    oracle = oracle_dir()
+    if not (oracle / "node_modules").is_dir():
+        print(
+            f"OpenClaw oracle not installed in {oracle} (see tools/openclaw-oracle/README.md)",
+            file=sys.stderr,
+        )
+        return 2
+    data = run_oracle(texts(), oracle)
     data["generatedBy"] = "tests/core/regen_silent_fixture.py"
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
