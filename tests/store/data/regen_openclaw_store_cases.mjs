@@ -1,7 +1,7 @@
 // Regenerate tests/store/data/openclaw_store_cases.json with OpenClaw 2026.7.35's own code:
 // mergeSessionEntry / mergeSessionEntryPreserveActivity (spec §1.3) and loadSessionStore's load-time
 // normalisation (§1.1, §1.4). Run: node tests/store/data/regen_openclaw_store_cases.mjs
-// (needs the openclaw oracle with npm ci done; OPENCLAW_ORACLE_DIR, default /tmp/openclaw-oracle).
+// [OUTPUT.json] (needs the openclaw oracle with npm ci done; OPENCLAW_ORACLE_DIR, default /tmp/openclaw-oracle).
 import fs from "node:fs";
 import path from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
@@ -105,5 +105,6 @@ const out = {
   load: { rows, result: JSON.parse(JSON.stringify(loaded)) },
 };
 const here = path.dirname(fileURLToPath(import.meta.url));
-fs.writeFileSync(path.join(here, "openclaw_store_cases.json"), JSON.stringify(out, null, 2) + "\n");
+const target = process.argv[2] || path.join(here, "openclaw_store_cases.json");
+fs.writeFileSync(target, JSON.stringify(out, null, 2) + "\n");
 process.stderr.write(`wrote ${merges.length} merge cases and ${Object.keys(rows).length} load rows\n`);
