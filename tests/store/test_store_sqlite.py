@@ -108,3 +108,13 @@ async def test_closed_backend_refuses_calls(tmp_path: Path) -> None:
     await backend.aclose()
     with pytest.raises(RuntimeError, match="closed"):
         await backend.keys()
+
+
+async def test_wal_sidecars_are_private(tmp_path: Path) -> None:
+    backend = SqliteStoreBackend(tmp_path)
+    await backend.put("k", SessionEntry(session_id="s", updated_at=1))
+    for suffix in ("-wal", "-shm"):
+        side = tmp_path / f"sessions.sqlite{suffix}"
+        assert side.exists()
+        assert stat.S_IMODE(side.stat().st_mode) == 0o600
+    await backend.aclose()
