@@ -32,6 +32,7 @@ from rich.table import Table
 from sessionkeeper._fs import ensure_dir
 from sessionkeeper._silent import SilentReplyStreamFilter
 from sessionkeeper._tokens import EstimateTokenCounter
+from sessionkeeper.cli._demo_runtime import replay_sessions
 from sessionkeeper.cli._doctor import run_doctor
 from sessionkeeper.cli._main import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_OK, fail
 from sessionkeeper.compaction import extractive_summary, prepare_compaction
@@ -342,6 +343,30 @@ async def _step_silent(ctx: DemoContext) -> StepResult:
     return StepResult(summary="streamed replies through the NO_REPLY filter", rows=tuple(rows))
 
 
+async def _step_runtime(ctx: DemoContext) -> StepResult:
+    report = await replay_sessions(ctx.transcripts, ctx.workdir)
+    limits = report.thresholds
+    return StepResult(
+        summary=(
+            f"replayed every sample turn by turn through SessionRuntime in a {limits['contextWindow']}-token "
+            f"window (flush at {limits['memoryFlushThreshold']}, compaction over "
+            f"{limits['compactionThreshold']}); store and transcripts in {report.store}; "
+            + "; ".join(
+                f"{row['session']}: {row['turns']} turns, {row['pruned']} pruned calls, {row['flushes']} "
+                f"flushes, {row['compactions']} compactions, {row['overflowRecoveries']} overflow recoveries"
+                for row in report.sessions
+            )
+        ),
+        rows=report.events,
+        data={
+            "sessions": list(report.sessions),
+            "thresholds": limits,
+            "store": str(report.store),
+            "transcripts": {name: str(path) for name, path in report.transcripts.items()},
+        },
+    )
+
+
 DEMO_STEPS: list[DemoStep] = [
     DemoStep(name="samples", title="Bundled samples", run=_step_samples),
     DemoStep(name="open", title="Open transcripts", run=_step_open),
@@ -352,6 +377,7 @@ DEMO_STEPS: list[DemoStep] = [
     DemoStep(name="compaction", title="Compaction plan and extractive summary", run=_step_compaction),
     DemoStep(name="pruning", title="Cache-TTL pruning", run=_step_pruning),
     DemoStep(name="silent", title="Silent replies", run=_step_silent),
+    DemoStep(name="runtime", title="Agent loop through SessionRuntime (the main job)", run=_step_runtime),
 ]
 """The demo, in order. Later features append their step here."""
 
