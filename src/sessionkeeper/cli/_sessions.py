@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import click
@@ -23,6 +24,8 @@ from sessionkeeper.store._json import JsonFileStoreBackend
 
 
 __all__ = ("COMMANDS", "session_row", "sessions_group", "status_command")
+
+T = TypeVar("T")
 
 _BACKEND_CHOICE = click.Choice(["json", "sqlite"])
 
@@ -71,6 +74,15 @@ def _dropped_note(store: SessionStore) -> list[str]:
     return []
 
 
+def _with_spinner(message: str, work: Callable[[], T]) -> T:
+    """Run ``work`` with a spinner on stderr when it is a terminal (large stores take seconds to read)."""
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        return work()
+    with console.status(message):
+        return work()
+
+
 @click.group("sessions")
 def sessions_group() -> None:
     """List and maintain the sessions of a store (a sessions directory or its sessions.json)."""
@@ -101,7 +113,7 @@ def list_command(
             rows = await store.list(archived=None if show_all else archived, limit=limit)
             return rows, _dropped_note(store), str(getattr(store.backend, "path", store_path))
 
-    rows, dropped, location = anyio.run(run)
+    rows, dropped, location = _with_spinner(f"reading {store_path}", lambda: anyio.run(run))
     if as_json:
         payload = {
             "store": location,
