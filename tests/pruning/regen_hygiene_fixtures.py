@@ -136,6 +136,22 @@ def cases() -> list[dict[str, Any]]:
             {"allowedToolNames": ["READ", " "]},
         ),
         (
+            "inputs-signed-thinking",
+            "toolInputs",
+            [
+                user(),
+                assistant(thinking("t", "sig"), call("t1", "read"), call("t2", "grep")),
+                result("t1", "1"),
+                result("t2", "2"),
+                assistant(thinking("u", "sig"), call("u1", " read ")),
+                result("u1", "1"),
+                assistant(thinking("v", "sig"), call("t1", "read")),
+                assistant(thinking("w", "sig"), call("w1", "read"), call("w1", "read")),
+                assistant(call("x1", " read ")),
+            ],
+            {"allowProviderOwnedThinkingReplay": True},
+        ),
+        (
             "inputs-no-allowlist",
             "toolInputs",
             [user(), assistant(call("a", "x" * 65), call("b", "ok.tool:1"))],
@@ -165,6 +181,20 @@ def cases() -> list[dict[str, Any]]:
                 result("ab", "r"),
             ],
             {"mode": "strict9"},
+        ),
+        (
+            "ids-signed-thinking",
+            "toolIds",
+            [
+                user(),
+                assistant(thinking("t", "sig"), call("toolu_01", "read")),
+                result("toolu_01", "1"),
+                assistant(call("toolu_01", "read")),
+                result("toolu_01", "2"),
+                assistant(thinking("u", "sig"), call("bad id!", " read ")),
+                result("bad id!", "3"),
+            ],
+            {"mode": "strict", "preserveReplaySafeThinkingToolCallIds": True},
         ),
         (
             "anthropic-turns",

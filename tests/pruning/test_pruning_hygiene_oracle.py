@@ -45,8 +45,16 @@ def _pairing(messages: Sequence[AgentMessage], options: dict[str, Any]) -> Seque
 
 STEPS: dict[str, Callable[[Sequence[AgentMessage], dict[str, Any]], Sequence[AgentMessage]]] = {
     "pairing": _pairing,
-    "toolInputs": lambda m, o: repair_tool_call_inputs(m, allowed_tool_names=o.get("allowedToolNames")),
-    "toolIds": lambda m, o: sanitize_tool_call_ids(m, mode=o.get("mode", "strict")),
+    "toolInputs": lambda m, o: repair_tool_call_inputs(
+        m,
+        allowed_tool_names=o.get("allowedToolNames"),
+        provider_owned_thinking_replay=bool(o.get("allowProviderOwnedThinkingReplay")),
+    ),
+    "toolIds": lambda m, o: sanitize_tool_call_ids(
+        m,
+        mode=o.get("mode", "strict"),
+        preserve_thinking_turn_ids=bool(o.get("preserveReplaySafeThinkingToolCallIds")),
+    ),
     "anthropicTurns": lambda m, o: validate_anthropic_turns(m),
     "geminiTurns": lambda m, o: validate_gemini_turns(m),
     "googleOrdering": lambda m, o: sanitize_google_turn_ordering(m, timestamp_ms=NOW),

@@ -15,7 +15,7 @@ from typing import Literal
 import attrs
 import msgspec
 
-from sessionkeeper.pruning._replay_policy import ReplayPolicy, is_openai_responses_api
+from sessionkeeper.pruning._replay_policy import ReplayPolicy, is_anthropic_api, is_openai_responses_api
 from sessionkeeper.pruning._thinking import drop_reasoning_from_history, drop_thinking_blocks
 from sessionkeeper.pruning._tool_repair import (
     is_allowed_tool_call_name,
@@ -27,6 +27,7 @@ from sessionkeeper.pruning._tool_repair import (
 from sessionkeeper.pruning._turns import (
     normalize_replay_content,
     sanitize_google_turn_ordering,
+    should_preserve_latest_assistant_thinking,
     strip_invalid_thinking_signatures,
     strip_stale_thinking_signatures,
     validate_anthropic_turns,
@@ -230,9 +231,12 @@ def sanitize_replay_history(
        turns, mirrors, failed turns);
     2. signed-thinking providers (``anthropic``, ``amazon-bedrock``, ``anthropic-vertex``) or
        ``policy.preserve_signatures``: signatures older than the latest compaction are stripped,
-       then thinking without a valid signature is dropped (the latest assistant turn keeps its own);
+       then thinking without a valid signature is dropped (the latest assistant turn keeps its own
+       when it ends the context or is the tool turn in flight);
     3. ``policy.drop_reasoning_from_history`` / ``policy.drop_thinking_blocks``;
-    4. :func:`~sessionkeeper.pruning.repair_tool_call_inputs`;
+    4. :func:`~sessionkeeper.pruning.repair_tool_call_inputs`; on Anthropic APIs with signed thinking
+       kept, a thinking turn with tool calls is kept whole or dropped whole (its signature covers it),
+       and its tool-call ids are not rewritten in step 6;
     5. OpenAI Responses: pairing repair with errored turns dropped and ``aborted`` synthetic results;
     6. ``policy.sanitize_tool_call_ids``: strict / strict9 ids, calls and results kept paired.
        Deliberate deviation **H1**: without id sanitisation, a tool-call id used by two calls still
@@ -265,13 +269,22 @@ def sanitize_replay_history(
     current: Sequence[AgentMessage] = normalize_replay_content(_replay_view(messages))
     signed = (provider or "").strip().lower() in _SIGNED_THINKING_PROVIDERS
     if signed or policy.preserve_signatures:
+        preserve_latest = should_preserve_latest_assistant_thinking(current)
         current = strip_stale_thinking_signatures(current)
-        current = strip_invalid_thinking_signatures(current)
+        current = strip_invalid_thinking_signatures(current, preserve_latest_assistant=preserve_latest)
     if policy.drop_reasoning_from_history:
         current = drop_reasoning_from_history(current)
     if policy.drop_thinking_blocks:
         current = drop_thinking_blocks(current)
-    current = repair_tool_call_inputs(current, allowed_tool_names=allowed_tool_names)
+    owned_thinking = (
+        is_anthropic_api(api)
+        and policy.validate_anthropic_turns
+        and (policy.preserve_signatures or signed)
+        and not policy.drop_thinking_blocks
+    )
+    current = repair_tool_call_inputs(
+        current, allowed_tool_names=allowed_tool_names, provider_owned_thinking_replay=owned_thinking
+    )
     synthetic: list[str] = []
     if responses and policy.repair_tool_use_result_pairing:
         repaired = repair_tool_use_result_pairing(
@@ -279,7 +292,12 @@ def sanitize_replay_history(
         )
         current, synthetic = repaired.messages, list(repaired.added)
     if policy.sanitize_tool_call_ids and policy.tool_call_id_mode is not None:
-        current = sanitize_tool_call_ids(current, mode=policy.tool_call_id_mode)
+        current = sanitize_tool_call_ids(
+            current,
+            mode=policy.tool_call_id_mode,
+            preserve_thinking_turn_ids=owned_thinking,
+            allowed_tool_names=allowed_tool_names,
+        )
     elif policy.repair_tool_use_result_pairing:
         current = sanitize_tool_call_ids(current, mode="dedupe")  # deviation H1
     if not responses and policy.repair_tool_use_result_pairing:

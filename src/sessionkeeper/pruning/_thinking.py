@@ -29,6 +29,7 @@ __all__ = (
     "drop_reasoning_from_history",
     "drop_thinking_blocks",
     "message_role",
+    "preserve_current_tool_turn",
 )
 
 OMITTED_ASSISTANT_REASONING_TEXT: Final = "[assistant reasoning omitted]"
@@ -119,7 +120,7 @@ def _has_tool_call(message: AgentMessage) -> bool:
     return False
 
 
-def _preserve_current_tool_turn(messages: Sequence[AgentMessage], index: int, latest_user: int) -> bool:
+def preserve_current_tool_turn(messages: Sequence[AgentMessage], index: int, latest_user: int) -> bool:
     """OpenClaw ``shouldPreserveCurrentToolTurnReasoning``: the in-flight tool turn keeps its reasoning."""
     message = messages[index]
     if index < latest_user or not _is_assistant_with_content(message) or not _has_tool_call(message):
@@ -157,7 +158,7 @@ def drop_reasoning_from_history(messages: Sequence[AgentMessage]) -> Sequence[Ag
     out: list[AgentMessage] = []
     touched = False
     for index, message in enumerate(messages):
-        if not _is_assistant_with_content(message) or _preserve_current_tool_turn(
+        if not _is_assistant_with_content(message) or preserve_current_tool_turn(
             messages, index, latest_user
         ):
             out.append(message)

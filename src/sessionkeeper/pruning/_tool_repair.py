@@ -28,6 +28,7 @@ from sessionkeeper.transcript._messages import (
     AgentMessage,
     AssistantMessage,
     TextContent,
+    ThinkingContent,
     ToolCall,
     ToolResultMessage,
 )
@@ -79,15 +80,65 @@ def is_allowed_tool_call_name(name: object, allowed: Iterable[str] | None = None
     return not names or trimmed.lower() in names
 
 
+def _replay_safe_thinking_calls(
+    message: AssistantMessage, allowed: tuple[str, ...] | None
+) -> list[ToolCall] | None:
+    """
+    The tool calls of a signed-thinking turn that may be replayed as is, or ``None`` when one may not.
+
+    OpenClaw ``isReplaySafeThinkingAssistantTurn``: every call has a non-blank id, unique in the turn,
+    an allowed name that needs no trimming.
+    """
+    calls: list[ToolCall] = []
+    seen: set[str] = set()
+    for block in message.content:
+        if not isinstance(block, ToolCall):
+            continue
+        call_id = block.id.strip()
+        if not call_id or call_id in seen or not is_allowed_tool_call_name(block.name, allowed):
+            return None
+        if block.name != block.name.strip():
+            return None
+        seen.add(call_id)
+        calls.append(block)
+    return calls or None
+
+
+def _results_displaced(messages: Sequence[AgentMessage], index: int) -> bool:
+    """Whether a result after ``messages[index]`` comes after another kind of message (OpenClaw's check)."""
+    saw_other = False
+    for at in range(index + 1, len(messages)):
+        message = messages[at]
+        if isinstance(message, AssistantMessage) and any(
+            isinstance(b, ToolCall) and b.id for b in message.content
+        ):
+            break
+        if isinstance(message, ToolResultMessage):
+            if message.tool_call_id.strip() and saw_other:
+                return True
+            continue
+        saw_other = True
+    return False
+
+
 def repair_tool_call_inputs(
-    messages: Sequence[AgentMessage], *, allowed_tool_names: Iterable[str] | None = None
+    messages: Sequence[AgentMessage],
+    *,
+    allowed_tool_names: Iterable[str] | None = None,
+    provider_owned_thinking_replay: bool = False,
 ) -> Sequence[AgentMessage]:
     """
     Drop unusable tool calls from assistant turns (OpenClaw ``repairToolCallInputs``, spec §9 step 6).
 
-    A tool call without an id, or whose name is not allowed (:func:`is_allowed_tool_call_name`), is
-    dropped; names with surrounding whitespace are trimmed; an assistant turn left with no content
-    is dropped.
+    A tool call without a (non-blank) id, or whose name is not allowed
+    (:func:`is_allowed_tool_call_name`), is dropped; names with surrounding whitespace are trimmed; an
+    assistant turn left with no content is dropped.
+
+    With ``provider_owned_thinking_replay`` (Anthropic with signed thinking kept), a turn holding both
+    thinking and tool calls is never edited, because its signature covers the whole turn: it is kept
+    as is when all its calls are replay-safe (valid unique ids, allowed untrimmed names, ids not
+    already used by an earlier kept thinking turn, and not reused after displaced results), otherwise
+    the whole turn is dropped.
 
     Returns:
         A new list, or ``messages`` itself when nothing changed.
@@ -95,23 +146,39 @@ def repair_tool_call_inputs(
     allowed = tuple(allowed_tool_names) if allowed_tool_names is not None else None
     out: list[AgentMessage] = []
     changed = False
-    for message in messages:
+    preserved: set[str] = set()
+    prior: set[str] = set()
+    for index, message in enumerate(messages):
         if not isinstance(message, AssistantMessage) or not any(
             isinstance(b, ToolCall) for b in message.content
         ):
             out.append(message)
             continue
+        if provider_owned_thinking_replay and any(isinstance(b, ThinkingContent) for b in message.content):
+            calls = _replay_safe_thinking_calls(message, allowed)
+            displaced = _results_displaced(messages, index)
+            if calls is not None and all(
+                c.id not in preserved and (not displaced or c.id not in prior) for c in calls
+            ):
+                for c in calls:
+                    preserved.add(c.id)
+                    prior.add(c.id)
+                out.append(message)
+            else:
+                changed = True
+            continue
         content: list[TextContent | object] = []
         touched = False
         for block in message.content:
             if isinstance(block, ToolCall):
-                if not block.id or not is_allowed_tool_call_name(block.name, allowed):
+                if not block.id.strip() or not is_allowed_tool_call_name(block.name, allowed):
                     touched = True
                     continue
                 if block.name != block.name.strip():
                     block = msgspec.structs.replace(block, name=block.name.strip())
                     touched = True
             content.append(block)
+        prior.update(b.id for b in content if isinstance(b, ToolCall) and b.id)
         if not touched:
             out.append(message)
             continue
@@ -486,6 +553,11 @@ class _Resolver:
         self.pending.setdefault(raw, []).append(value)
         return value
 
+    def preserve(self, raw: str) -> None:
+        """Keep a call's id as it is (a replay-safe signed-thinking turn)."""
+        self.used.add(raw)
+        self.pending.setdefault(raw, []).append(raw)
+
     def result(self, raw: str) -> str:
         queue = self.pending.get(raw)
         if queue:
@@ -499,7 +571,11 @@ class _Resolver:
 
 
 def sanitize_tool_call_ids(
-    messages: Sequence[AgentMessage], *, mode: Literal["strict", "strict9", "dedupe"] = "strict"
+    messages: Sequence[AgentMessage],
+    *,
+    mode: Literal["strict", "strict9", "dedupe"] = "strict",
+    preserve_thinking_turn_ids: bool = False,
+    allowed_tool_names: Iterable[str] | None = None,
 ) -> Sequence[AgentMessage]:
     """
     Rewrite tool-call ids for providers with strict id rules (OpenClaw spec §9 step 8).
@@ -509,6 +585,10 @@ def sanitize_tool_call_ids(
     the id of the oldest call with its raw id that no result has taken yet, so calls and results stay
     paired; a result with no such call gets a fresh unique id.
 
+    With ``preserve_thinking_turn_ids`` (provider-owned signed thinking), the ids of replay-safe
+    thinking turns are kept as they are (reserved, so no other id takes them), as their signature
+    covers them.
+
     ``mode="dedupe"`` changes nothing but repeated ids: the first use of an id keeps it, later uses
     get ``<id>_2``, ``<id>_3``... (used by :func:`~sessionkeeper.pruning.sanitize_replay_history` when
     the policy does not sanitise ids, deviation H1).
@@ -517,9 +597,31 @@ def sanitize_tool_call_ids(
         A new list, or ``messages`` itself when no id changed.
     """
     resolver = _Resolver(mode)
+    allowed = tuple(allowed_tool_names) if allowed_tool_names is not None else None
+    kept_turns: set[int] = set()
+    if preserve_thinking_turn_ids:
+        reserved: set[str] = set()
+        for index, message in enumerate(messages):
+            if not isinstance(message, AssistantMessage):
+                continue
+            if not any(isinstance(b, ThinkingContent) for b in message.content):
+                continue
+            calls = _replay_safe_thinking_calls(message, allowed)
+            if calls is None or any(c.id in reserved for c in calls):
+                continue
+            kept_turns.add(index)
+            reserved.update(c.id for c in calls)
+        resolver.used.update(reserved)
     out: list[AgentMessage] = []
     changed = False
-    for message in messages:
+    for index, message in enumerate(messages):
+        if index in kept_turns:
+            assert isinstance(message, AssistantMessage)
+            for block in message.content:
+                if isinstance(block, ToolCall) and block.id:
+                    resolver.preserve(block.id)
+            out.append(message)
+            continue
         if isinstance(message, AssistantMessage):
             content = []
             touched = False

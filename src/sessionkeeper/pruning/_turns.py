@@ -22,7 +22,11 @@ from typing import Any, Final
 import msgspec
 
 from sessionkeeper._silent import is_silent_reply_payload
-from sessionkeeper.pruning._thinking import OMITTED_ASSISTANT_REASONING_TEXT, message_role
+from sessionkeeper.pruning._thinking import (
+    OMITTED_ASSISTANT_REASONING_TEXT,
+    message_role,
+    preserve_current_tool_turn,
+)
 from sessionkeeper.transcript._messages import (
     AgentMessage,
     AssistantMessage,
@@ -41,6 +45,7 @@ __all__ = (
     "TOOL_CALLS_OMITTED_TEXT",
     "normalize_replay_content",
     "sanitize_google_turn_ordering",
+    "should_preserve_latest_assistant_thinking",
     "strip_invalid_thinking_signatures",
     "strip_stale_thinking_signatures",
     "validate_anthropic_turns",
@@ -172,6 +177,22 @@ def _strip_signatures(message: AssistantMessage) -> AssistantMessage:
             changed = True
         content.append(block)
     return msgspec.structs.replace(message, content=content) if changed else message
+
+
+def should_preserve_latest_assistant_thinking(messages: Sequence[AgentMessage]) -> bool:
+    """
+    Whether the latest assistant turn keeps its thinking as is (``shouldPreserveLatestAssistantThinking``).
+
+    True when it is the last message, or when it is the tool-calling turn in flight: after the latest
+    user message, directly answered by tool results.
+    """
+    latest = _latest_assistant(messages)
+    if latest < 0:
+        return False
+    if latest == len(messages) - 1:
+        return True
+    latest_user = max((i for i, m in enumerate(messages) if message_role(m) == "user"), default=-1)
+    return preserve_current_tool_turn(messages, latest, latest_user)
 
 
 def strip_stale_thinking_signatures(messages: Sequence[AgentMessage]) -> Sequence[AgentMessage]:
