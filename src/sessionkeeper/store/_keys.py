@@ -378,6 +378,16 @@ def is_model_run_session_key(key: str) -> bool:
     return _MODEL_RUN_REST.match(parsed.rest.lower()) is not None
 
 
+def _synthetic_rest(parsed: ParsedSessionKey | None, rest: str) -> bool:
+    return (
+        rest.startswith(("subagent:", "acp:", "acp-bridge:", "hook:", "node:"))
+        or (parsed is not None and rest.startswith("cron:"))
+        or rest == "heartbeat"
+        or rest.endswith(":heartbeat")
+        or ":heartbeat:" in rest
+    )
+
+
 def is_synthetic_session_key(key: str) -> bool:
     """
     True for run-only keys maintenance may always remove (``isSyntheticSessionMaintenanceKey``, §2.3).
@@ -385,16 +395,8 @@ def is_synthetic_session_key(key: str) -> bool:
     Sub-agent, ACP and cron keys, and (after ``agent:<id>:``) ``acp-bridge:``, ``hook:``, ``node:``,
     exactly ``heartbeat``, ending ``:heartbeat`` or containing ``:heartbeat:``.
     """
-    rest = _rest(key)
-    return (
-        is_subagent_session_key(key)
-        or is_acp_session_key(key)
-        or is_cron_session_key(key)
-        or rest.startswith(("acp-bridge:", "hook:", "node:"))
-        or rest == "heartbeat"
-        or rest.endswith(":heartbeat")
-        or ":heartbeat:" in rest
-    )
+    parsed = parse_agent_session_key(key)
+    return _synthetic_rest(parsed, parsed.rest.strip().lower() if parsed else key.strip().lower())
 
 
 def is_telegram_topic_session_key(key: str) -> bool:
@@ -415,11 +417,13 @@ def is_protected_session_entry(key: str, entry: Mapping[str, Any] | None) -> boo
     topic, is ``<channel>:(group|channel):…``, or the entry's ``chatType`` (or ``origin.chatType``) is
     ``group``, ``channel`` or ``thread``.
     """
-    if is_synthetic_session_key(key):
+    parsed = parse_agent_session_key(key)
+    rest = parsed.rest.strip().lower() if parsed else key.strip().lower()
+    if _synthetic_rest(parsed, rest):
         return False
     if parse_thread_suffix(key)[1] is not None:
         return True
-    if is_telegram_topic_session_key(key) or is_external_group_session_key(key):
+    if _TELEGRAM_TOPIC.match(rest) or _EXTERNAL_GROUP.match(rest):
         return True
     chat_type: Any = None
     if entry is not None:

@@ -431,8 +431,8 @@ class _Sim:
         return True
 
 
-def _is_preserved(key: str, entry: Mapping[str, Any], preserve: Collection[str]) -> bool:
-    return key in preserve or is_protected_session_entry(key, entry)
+def _is_preserved(key: str, protected: Mapping[str, bool], preserve: Collection[str]) -> bool:
+    return key in preserve or protected[key]
 
 
 def plan_maintenance(
@@ -494,6 +494,8 @@ def plan_maintenance(
     before_keys = list(sim.entries)
     before_count = len(before_keys)
 
+    # spec §2.3: durable external pointers (threads, topics, groups, channels) are protected.
+    protected = {key: is_protected_session_entry(key, entry) for key, entry in sim.entries.items()}
     # DESIGN D6: the main session, the caller's active set and locked transcripts are never evicted.
     preserve: set[str] = set(active)
     for key, entry in sim.entries.items():
@@ -524,7 +526,7 @@ def plan_maintenance(
         cutoff = now_ms - settings.prune_after_ms
         for key in list(sim.entries):
             entry = sim.entries[key]
-            if _is_preserved(key, entry, preserve):
+            if _is_preserved(key, protected, preserve):
                 continue
             updated = _updated_at(entry)
             if updated is not None and updated < cutoff:
@@ -532,9 +534,9 @@ def plan_maintenance(
 
     # (3) the cap: forced by sessions cleanup, else only at the high-water mark (batched).
     if force or len(sim.entries) >= high_water:
-        preserved_count = sum(1 for k, e in sim.entries.items() if _is_preserved(k, e, preserve))
+        preserved_count = sum(1 for k in sim.entries if _is_preserved(k, protected, preserve))
         max_removable = max(0, settings.max_entries - preserved_count)
-        removable = [k for k, e in sim.entries.items() if not _is_preserved(k, e, preserve)]
+        removable = [k for k in sim.entries if not _is_preserved(k, protected, preserve)]
         if len(removable) > max_removable:
             ordered = sorted(removable, key=lambda k: -_sort_time(sim.entries[k]))
             for key in ordered[max_removable:]:
@@ -584,7 +586,7 @@ def plan_maintenance(
                 break
 
     # (6) disk budget.
-    disk_budget = _disk_budget(sim, resolver, settings, preserve)
+    disk_budget = _disk_budget(sim, resolver, settings, preserve, protected)
 
     # (7) unreferenced artifacts (sessions cleanup only).
     unreferenced = None if on_save else _unreferenced(sim, resolver, settings)
@@ -623,7 +625,11 @@ def _removed_session_file(entry: Any) -> str | None:
 
 
 def _disk_budget(
-    sim: _Sim, resolver: _Resolver, settings: MaintenanceSettings, preserve: Collection[str]
+    sim: _Sim,
+    resolver: _Resolver,
+    settings: MaintenanceSettings,
+    preserve: Collection[str],
+    protected: Mapping[str, bool],
 ) -> DiskBudgetReport | None:
     max_bytes = settings.max_disk_bytes
     high_water = settings.resolved_high_water_bytes
@@ -677,7 +683,7 @@ def _disk_budget(
             if total <= high_water:
                 break
             entry = sim.entries[key]
-            if key.lower() in lowered_active or _is_preserved(key, entry, preserve):
+            if key.lower() in lowered_active or _is_preserved(key, protected, preserve):
                 continue
             previous = projected
             sim.remove_entry(key, "evict-budget")
