@@ -25,7 +25,13 @@ from pathlib import Path
 
 import anyio
 
-from sessionkeeper.store import MaintenanceSettings, StoreFile, plan_maintenance, run_maintenance
+from sessionkeeper.store import (
+    MaintenanceReport,
+    MaintenanceSettings,
+    StoreFile,
+    plan_maintenance,
+    run_maintenance,
+)
 from sessionkeeper.store._maintenance import serialize_store
 from sessionkeeper.store._maintenance_run import list_store_files
 
@@ -98,6 +104,12 @@ def bench_plan(directory: Path, settings: MaintenanceSettings, repeat: int) -> t
     return _median_ms(times), peak / 2**20, len(plan.report.removals), len(plan.report.file_actions)
 
 
+async def _run_once(copy: Path, settings: MaintenanceSettings, dry_run: bool) -> MaintenanceReport:
+    return await run_maintenance(
+        copy, settings=settings, now_ms=NOW, dry_run=dry_run, active_keys=["agent:main:main"]
+    )
+
+
 def bench_run(
     source: Path, settings: MaintenanceSettings, repeat: int, *, dry_run: bool
 ) -> tuple[float, int]:
@@ -108,11 +120,7 @@ def bench_run(
             copy = Path(tmp) / "sessions"
             shutil.copytree(source, copy)  # copy2 keeps the mtimes
             start = time.perf_counter()
-            report = anyio.run(
-                lambda: run_maintenance(
-                    copy, settings=settings, now_ms=NOW, dry_run=dry_run, active_keys=["agent:main:main"]
-                )
-            )
+            report = anyio.run(_run_once, copy, settings, dry_run)
             times.append(time.perf_counter() - start)
             actions = len(report.file_actions)
     return _median_ms(times), actions
@@ -163,9 +171,8 @@ def main() -> None:
         print(f"{'scenario':32} {'step':28} {'median ms':>10} {'removed':>8} {'files':>6} {'peak MiB':>9}")
         for name, (config, settings) in scenarios.items():
             plan_ms, peak, removed, actions = bench_plan(source, settings, args.repeat)
-            print(
-                f"{name:32} {'plan_maintenance (pure)':28} {plan_ms:>10.1f} {removed:>8} {actions:>6} {peak:>9.1f}"
-            )
+            step = "plan_maintenance (pure)"
+            print(f"{name:32} {step:28} {plan_ms:>10.1f} {removed:>8} {actions:>6} {peak:>9.1f}")
             dry_ms, _ = bench_run(source, settings, min(args.repeat, 3), dry_run=True)
             print(f"{'':32} {'run_maintenance dry run':28} {dry_ms:>10.1f} {removed:>8} {actions:>6} {'':>9}")
             run_ms, done = bench_run(source, settings, min(args.repeat, 3), dry_run=False)
@@ -176,9 +183,7 @@ def main() -> None:
                     label = "openclaw cleanup --enforce*"
                     print(f"{'':32} {label:28} {oc:>10.1f} {'':>8} {'':>6} {'':>9}")
         if not args.no_openclaw:
-            print(
-                "* OpenClaw oracle wall time: node start-up (~1 s), a copy of the directory, then the cleanup."
-            )
+            print("* OpenClaw oracle wall time: node start-up (~1 s), a copy of the directory, the cleanup.")
 
 
 if __name__ == "__main__":
