@@ -100,6 +100,7 @@ def _dump(fixture: dict[str, object]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--oracle", default=os.environ.get("OPENCLAW_ORACLE", "/tmp/openclaw-oracle"))
+    parser.add_argument("--out", type=Path, default=OUT, help="where to write the fixture")
     args = parser.parse_args()
     request = {
         "settings": settings_cases(),
@@ -132,9 +133,10 @@ def main() -> None:
             removedOnRelease=answer["lockFileRemovedOnRelease"],
         ),
     }
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(_dump(fixture))
-    print(f"wrote {OUT} ({len(fixture['settings'])} settings cases, {len(fixture['inspect'])} inspect cases)")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(_dump(fixture))
+    counts = f"{len(fixture['settings'])} settings cases, {len(fixture['inspect'])} inspect cases"
+    print(f"wrote {args.out} ({counts})")
 
 
 if __name__ == "__main__":
