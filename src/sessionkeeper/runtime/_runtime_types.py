@@ -150,6 +150,8 @@ class MemoryFlushOutcome:
         memory_file: The file the default runner appended to, if any.
         error: The failure, if any (at most 200 chars).
         exhausted: 3 failures in a row: the cycle is closed.
+        diagnostic: ``"memoryFlushSkipped"`` when the flush failed right before a compaction, which
+            still runs (B14).
     """
 
     trigger: str
@@ -161,11 +163,13 @@ class MemoryFlushOutcome:
     memory_file: str | None = None
     error: str | None = None
     exhausted: bool = False
+    diagnostic: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """camelCase JSON."""
         return {
             "trigger": self.trigger,
+            "diagnostic": self.diagnostic,
             "reason": self.reason,
             "ok": self.ok,
             "contextTokens": self.context_tokens,

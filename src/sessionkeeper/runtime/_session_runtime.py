@@ -853,6 +853,7 @@ class SessionRuntime:
                 threshold=decision.threshold,
                 error=record.memory_flush_last_failure_error,
                 exhausted=record.exhausted,
+                diagnostic=record.diagnostic,
             )
         session.in_flush_turn = False
         record = self.flush_policy.record_success(
