@@ -212,6 +212,12 @@ def test_payloadless_lock_waits_for_grace_then_goes() -> None:
     assert decide(empty, mtime_age_ms=4_000, grace=5_000) == "wait"
     assert decide(empty, mtime_age_ms=2_000, stale_ms=1_000) == "remove"  # min(staleMs, grace)
     assert decide(owner(created_at_ms=None), mtime_age_ms=10) == "wait"
+    assert decide(owner(created_at_ms=None), alive=False, mtime_age_ms=30_001) == "remove"
+
+
+def test_live_owner_with_unreadable_created_at_is_never_removed() -> None:
+    # D8 deviation: OpenClaw removes it once the file is older than the grace; a live owner stays.
+    assert decide(owner(created_at_ms=None), mtime_age_ms=10**9) == "wait"
 
 
 # -- processes ----------------------------------------------------------------------------------
@@ -296,3 +302,56 @@ def test_symlink_lock_is_read_as_unreadable_and_not_followed(tmp_path: Path) -> 
     assert remove_if_unchanged(lock, snap)
     assert not lock.is_symlink()
     assert target.read_text() == '{"pid": 1}'
+
+
+# -- properties ---------------------------------------------------------------------------------
+
+ages = st.one_of(st.none(), st.integers(-(10**9), 10**10))
+
+
+@given(
+    age=ages,
+    max_hold=st.one_of(st.none(), st.integers(1, 10**10)),
+    stale_ms=st.integers(1, 10**10),
+    start=st.one_of(st.none(), st.just(77)),
+    held=st.booleans(),
+    mtime_age=st.one_of(st.none(), st.floats(0, 1e10)),
+)
+def test_a_live_owner_is_never_removed(  # noqa: PLR0917
+    age: int | None,
+    max_hold: int | None,
+    stale_ms: int,
+    start: int | None,
+    held: bool,
+    mtime_age: float | None,
+) -> None:
+    """D8: whatever its age, hold or the file's mtime, a live, non-recycled, foreign owner stays."""
+    live = LockOwner(
+        pid=99,
+        created_at_ms=None if age is None else NOW - age,
+        created_at=None if age is None else "x",
+        starttime=start,
+        max_hold_ms=max_hold,
+    )
+    result = inspect(live, alive=True, start=77, held=held, stale_ms=stale_ms)
+    assert set(result.stale_reasons) <= {"too-old", "hold-exceeded", "invalid-createdAt"}
+    mtime = None if mtime_age is None else NOW - mtime_age
+    decision = reclaim_decision(result, lock_mtime_ms=mtime, now_ms=NOW, stale_ms=stale_ms)
+    assert decision in {"wait", "report"}
+
+
+@given(original=st.binary(min_size=1, max_size=300), edited=st.binary(min_size=1, max_size=300))
+def test_remove_if_unchanged_only_removes_identical_content(
+    tmp_path_factory: pytest.TempPathFactory, original: bytes, edited: bytes
+) -> None:
+    lock = tmp_path_factory.mktemp("prop") / "s.jsonl.lock"
+    lock.write_bytes(original)
+    snap = read_lock_snapshot(lock)
+    assert snap is not None
+    with lock.open("r+b") as fh:  # rewrite in place: same inode
+        fh.truncate(0)
+        fh.write(edited)
+    os.utime(lock, ns=(snap.mtime_ns, snap.mtime_ns))  # even with the mtime put back
+    removed = remove_if_unchanged(lock, snap)
+    assert removed == (edited == original)
+    assert lock.exists() == (edited != original)

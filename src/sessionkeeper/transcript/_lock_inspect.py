@@ -369,7 +369,9 @@ def reclaim_decision(
     - fresh lock: ``"wait"``;
     - stale only for age (``too-old``/``hold-exceeded``): ``"report"``; a live owner is never evicted (D8);
     - only ``missing-pid``/``invalid-createdAt`` (e.g. a file still being written): ``"remove"`` once
-      the file's mtime is older than ``min(stale_ms, orphan_grace_ms)``, else ``"wait"``;
+      the file's mtime is older than ``min(stale_ms, orphan_grace_ms)``, else ``"wait"``; but a live
+      pid with an unreadable ``createdAt`` is never removed (``"wait"``; D8 deviation: OpenClaw removes
+      it after the grace);
     - any other stale reason: ``"remove"`` (the caller removes only if the file is unchanged).
 
     Args:
@@ -384,6 +386,8 @@ def reclaim_decision(
     if inspection.report_only:
         return "report"
     if all(reason in _MTIME_FALLBACK_REASONS for reason in inspection.stale_reasons):
+        if inspection.pid_alive:
+            return "wait"
         if lock_mtime_ms is None:
             return "remove"
         return "remove" if max(0.0, now_ms - lock_mtime_ms) > min(stale_ms, orphan_grace_ms) else "wait"
