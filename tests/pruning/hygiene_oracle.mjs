@@ -5,7 +5,7 @@
 //
 // ORACLE_DIR is an installed copy of shared/tools/openclaw-oracle (its lib/oc.mjs loads the dist chunks
 // by source name). CASES.json: [{name, step, messages, options?}], step one of: pairing, toolInputs,
-// toolIds, anthropicTurns, geminiTurns, googleOrdering. Date.now() is frozen at options.nowMs (default
+// toolIds, anthropicTurns, geminiTurns, googleOrdering, interSession. Date.now() is frozen at options.nowMs (default
 // 1800000000000) so synthetic messages are deterministic. Prints [{name, messages}].
 import fs from "node:fs";
 import path from "node:path";
@@ -26,6 +26,11 @@ const turns = await oc.loadDist("embedded-agent-helpers-D4KtJ9qQ.js", [
   "validateAnthropicTurns",
   "validateGeminiTurns",
   "sanitizeGoogleTurnOrdering",
+]);
+
+const prov = await oc.loadDist("input-provenance-BkJA7lbx.js", [
+  "annotateInterSessionPromptText",
+  "normalizeInputProvenance",
 ]);
 
 const cases = JSON.parse(fs.readFileSync(casesFile, "utf8"));
@@ -53,6 +58,14 @@ for (const c of cases) {
       break;
     case "googleOrdering":
       messages = turns.sanitizeGoogleTurnOrdering(input);
+      break;
+    case "interSession":
+      // annotateInterSessionUserMessages is not exported: apply its string-content rule per user message.
+      messages = input.map((m) =>
+        m.role === "user" && typeof m.content === "string" && prov.normalizeInputProvenance(m.provenance)?.kind === "inter_session"
+          ? { ...m, content: prov.annotateInterSessionPromptText(m.content, prov.normalizeInputProvenance(m.provenance)) }
+          : m,
+      );
       break;
     default:
       throw new Error(`unknown step ${c.step}`);

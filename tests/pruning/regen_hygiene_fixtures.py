@@ -222,7 +222,7 @@ def cases() -> list[dict[str, Any]]:
         ("google-assistant-first", "googleOrdering", [assistant("hello"), user("hi")], {}),
         ("google-user-first", "googleOrdering", [user("hi"), assistant("hello")], {}),
     ]
-    return [
+    out = [
         {
             "name": name,
             "step": step,
@@ -231,6 +231,24 @@ def cases() -> list[dict[str, Any]]:
         }
         for name, step, messages, options in raw
     ]
+    routed = {
+        "kind": "inter_session",
+        "sourceSessionKey": "agent:main:other",
+        "sourceTool": " sessions_send ",
+    }
+    inter = [
+        {"role": "user", "content": "Please summarise.", "timestamp": 1, "provenance": routed},
+        {"role": "user", "content": "  ", "timestamp": 2, "provenance": routed},
+        {
+            "role": "user",
+            "content": "[Inter-session message] old\nbody",
+            "timestamp": 3,
+            "provenance": {"kind": "inter_session"},
+        },
+        {"role": "user", "content": "mine", "timestamp": 4, "provenance": {"kind": "external_user"}},
+    ]
+    out.append({"name": "inter-session", "step": "interSession", "messages": inter, "options": {}})
+    return out
 
 
 def main() -> int:

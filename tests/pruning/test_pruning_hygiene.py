@@ -487,3 +487,15 @@ def test_results_with_extra_fields_still_take_part_in_pairing() -> None:
     r = sanitize_replay_history(messages, policy=ReplayPolicy(), timestamp_ms=NOW)
     assert r.synthetic_results == () and len(r.messages) == 3
     assert isinstance(r.messages[2], ToolResultMessage) and r.messages[2].content == [TextContent(text="A")]
+
+
+def test_pipeline_marks_inter_session_user_turns() -> None:
+    routed = message_from_json(
+        {"role": "user", "content": "Do X.", "timestamp": 1, "provenance": {"kind": "inter_session"}}
+    )
+    r = sanitize_replay_history([routed, assistant("ok")], policy=ReplayPolicy(), timestamp_ms=NOW)
+    first = r.messages[0]
+    assert isinstance(first, UserMessage)
+    assert first.content.startswith("[Inter-session message] isUser=false\n") and first.content.endswith(
+        "\nDo X."
+    )

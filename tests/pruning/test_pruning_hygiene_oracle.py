@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from sessionkeeper.pruning import (
+    annotate_inter_session_messages,
     repair_tool_call_inputs,
     repair_tool_use_result_pairing,
     sanitize_google_turn_ordering,
@@ -58,6 +59,7 @@ STEPS: dict[str, Callable[[Sequence[AgentMessage], dict[str, Any]], Sequence[Age
     "anthropicTurns": lambda m, o: validate_anthropic_turns(m),
     "geminiTurns": lambda m, o: validate_gemini_turns(m),
     "googleOrdering": lambda m, o: sanitize_google_turn_ordering(m, timestamp_ms=NOW),
+    "interSession": lambda m, o: annotate_inter_session_messages(m),
 }
 
 

@@ -85,6 +85,9 @@ from sessionkeeper.pruning._tool_repair import (
 )
 from sessionkeeper.pruning._tool_repair import sanitize_tool_call_id as sanitize_tool_call_id
 from sessionkeeper.pruning._tool_repair import sanitize_tool_call_ids as sanitize_tool_call_ids
+from sessionkeeper.pruning._turns import (
+    annotate_inter_session_messages as annotate_inter_session_messages,
+)
 from sessionkeeper.pruning._turns import normalize_replay_content as normalize_replay_content
 from sessionkeeper.pruning._turns import (
     sanitize_google_turn_ordering as sanitize_google_turn_ordering,
@@ -114,6 +117,7 @@ __all__ = (
     "ReplayPolicy",
     "SoftTrimSettings",
     "ToolMatchSettings",
+    "annotate_inter_session_messages",
     "build_cache_ttl_entry",
     "cache_ttl_marker_data",
     "check_tool_pairing",

@@ -25,6 +25,7 @@ from sessionkeeper.pruning._tool_repair import (
     strip_tool_result_details,
 )
 from sessionkeeper.pruning._turns import (
+    annotate_inter_session_messages,
     normalize_replay_content,
     sanitize_google_turn_ordering,
     should_preserve_latest_assistant_thinking,
@@ -226,8 +227,9 @@ def sanitize_replay_history(
     Prepare a context for replay to one provider (OpenClaw ``sanitizeSessionHistory`` and
     ``validateReplayTurns``, spec §9), in OpenClaw's order:
 
-    1. messages kept as unknown only because of extra fields are read as records (the extra fields
-       are never sent); :func:`~sessionkeeper.pruning.normalize_replay_content` (blank and silent
+    1. user turns routed from another session get the ``[Inter-session message] ... isUser=false``
+       marker; messages kept as unknown only because of extra fields are read as records (the extra
+       fields are never sent); :func:`~sessionkeeper.pruning.normalize_replay_content` (blank and silent
        turns, mirrors, failed turns);
     2. signed-thinking providers (``anthropic``, ``amazon-bedrock``, ``anthropic-vertex``) or
        ``policy.preserve_signatures``: signatures older than the latest compaction are stripped,
@@ -248,9 +250,8 @@ def sanitize_replay_history(
     8. ``policy.apply_google_turn_ordering``: a leading assistant turn gets a user turn before it;
     9. ``policy.validate_gemini_turns`` then ``policy.validate_anthropic_turns``.
 
-    Not reproduced (no portable equivalent): image downscaling, inter-session provenance markers
-    (pi's message records do not carry ``provenance``), provider-plugin hooks, OpenAI reasoning-item
-    downgrades and model-snapshot bookkeeping.
+    Not reproduced (no portable equivalent): image downscaling, provider-plugin hooks, OpenAI
+    reasoning-item downgrades and model-snapshot bookkeeping.
 
     Args:
         messages: The rebuilt context, oldest first.
@@ -266,7 +267,9 @@ def sanitize_replay_history(
     """
     findings = check_tool_pairing(messages)
     responses = is_openai_responses_api(api)
-    current: Sequence[AgentMessage] = normalize_replay_content(_replay_view(messages))
+    current: Sequence[AgentMessage] = normalize_replay_content(
+        _replay_view(annotate_inter_session_messages(messages))
+    )
     signed = (provider or "").strip().lower() in _SIGNED_THINKING_PROVIDERS
     if signed or policy.preserve_signatures:
         preserve_latest = should_preserve_latest_assistant_thinking(current)
