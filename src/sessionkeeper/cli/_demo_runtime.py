@@ -70,7 +70,8 @@ class ReplayReport:
     What the replay did.
 
     Attributes:
-        events: One row per notable event: ``{"session", "turn", "what", "why"}``.
+        events: One row per notable event: ``{"session", "turn", "kind", "what", "why"}``; ``kind`` is
+            ``pruning``, ``memory_flush``, ``overflow_recovery`` or ``<trigger>_compaction``.
         sessions: One row per replayed session (turns, counts, store counters).
         store: The sessions directory written.
         transcripts: The transcript written for each sample, by sample name.
@@ -134,6 +135,7 @@ def _compaction_event(session: str, turn: int, outcome: CompactionOutcome) -> di
     return {
         "session": session,
         "turn": turn,
+        "kind": f"{outcome.trigger}_compaction",
         "what": f"{outcome.trigger} compaction: {outcome.status}, {outcome.tokens_before} -> "
         f"{outcome.tokens_after} tokens",
         "why": f"{why} (threshold {outcome.threshold})",
@@ -209,6 +211,7 @@ async def replay_sessions(samples: dict[str, Path], workdir: Path) -> ReplayRepo
                         {
                             "session": name,
                             "turn": number,
+                            "kind": "memory_flush",
                             "what": f"memory flush ({'ok' if plan.memory_flush.ok else 'failed'}, reply "
                             f"{'silent' if plan.memory_flush.reply_silent else 'delivered'})",
                             "why": f"projected context {plan.memory_flush.context_tokens} >= flush "
@@ -224,6 +227,7 @@ async def replay_sessions(samples: dict[str, Path], workdir: Path) -> ReplayRepo
                         {
                             "session": name,
                             "turn": number,
+                            "kind": "pruning",
                             "what": f"pruned {len(plan.pruning.soft_trimmed)} soft-trimmed, "
                             f"{len(plan.pruning.hard_cleared)} hard-cleared tool results "
                             f"({plan.pruning.chars_before} -> {plan.pruning.chars_after} chars)",
@@ -253,6 +257,7 @@ async def replay_sessions(samples: dict[str, Path], workdir: Path) -> ReplayRepo
                             {
                                 "session": name,
                                 "turn": number,
+                                "kind": "overflow_recovery",
                                 "what": f"overflow recovery: {recovery.action} (attempt {recovery.attempt})",
                                 "why": f"provider said: {err}",
                             }
