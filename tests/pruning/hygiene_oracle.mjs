@@ -5,7 +5,7 @@
 //
 // ORACLE_DIR is an installed copy of shared/tools/openclaw-oracle (its lib/oc.mjs loads the dist chunks
 // by source name). CASES.json: [{name, step, messages, options?}], step one of: pairing, toolInputs,
-// toolIds, anthropicTurns, geminiTurns, googleOrdering, interSession. Date.now() is frozen at options.nowMs (default
+// toolIds, anthropicTurns, geminiTurns, googleOrdering, interSession, contentBlocks. Date.now() is frozen at options.nowMs (default
 // 1800000000000) so synthetic messages are deterministic. Prints [{name, messages}].
 import fs from "node:fs";
 import path from "node:path";
@@ -33,6 +33,8 @@ const prov = await oc.loadDist("input-provenance-BkJA7lbx.js", [
   "normalizeInputProvenance",
 ]);
 
+const images = await oc.loadDist("embedded-agent-helpers-D4KtJ9qQ.js", ["sanitizeSessionMessagesImages"]);
+
 const cases = JSON.parse(fs.readFileSync(casesFile, "utf8"));
 const out = [];
 for (const c of cases) {
@@ -58,6 +60,9 @@ for (const c of cases) {
       break;
     case "googleOrdering":
       messages = turns.sanitizeGoogleTurnOrdering(input);
+      break;
+    case "contentBlocks":
+      messages = await images.sanitizeSessionMessagesImages(input, "oracle", options);
       break;
     case "interSession":
       // annotateInterSessionUserMessages is not exported: apply its string-content rule per user message.

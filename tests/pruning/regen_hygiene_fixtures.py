@@ -21,7 +21,7 @@ from typing import Any
 
 from sessionkeeper.pruning import make_missing_tool_result
 from sessionkeeper.transcript import message_to_builtins
-from sessionkeeper.transcript._messages import TextContent
+from sessionkeeper.transcript._messages import TextContent, ToolCall
 
 
 HERE = Path(__file__).resolve().parent
@@ -248,6 +248,43 @@ def cases() -> list[dict[str, Any]]:
         {"role": "user", "content": "mine", "timestamp": 4, "provenance": {"kind": "external_user"}},
     ]
     out.append({"name": "inter-session", "step": "interSession", "messages": inter, "options": {}})
+    signed_calls = assistant(
+        " ",
+        "text",
+        ToolCall(id="g1", name="read", arguments={}, thought_signature="msg_abc123"),
+        ToolCall(id="g2", name="read", arguments={}, thought_signature="c2lnbmF0dXJlLWJ5dGVz"),
+        ToolCall(id="g3", name="read", arguments={}, thought_signature="not base64!"),
+    )
+    blanks = [
+        user([TextContent(text=" "), TextContent(text="hi")]),
+        user([TextContent(text="  ")]),
+        signed_calls,
+        result("g1", " ", "out"),
+        result("g2", "\n"),
+        result("g3", "ok"),
+        assistant(" ", stop="error"),
+        assistant("\t"),
+        assistant("", "done"),
+    ]
+    for name, options in (
+        (
+            "content-blocks-google",
+            {
+                "sanitizeMode": "full",
+                "sanitizeThoughtSignatures": {"allowBase64Only": True, "includeCamelCase": True},
+            },
+        ),
+        ("content-blocks-anthropic", {"sanitizeMode": "full", "preserveSignatures": True}),
+        ("content-blocks-default", {"sanitizeMode": "images-only"}),
+    ):
+        out.append(
+            {
+                "name": name,
+                "step": "contentBlocks",
+                "messages": [message_to_builtins(m) for m in blanks],
+                "options": options,
+            }
+        )
     return out
 
 

@@ -19,6 +19,7 @@ from sessionkeeper.pruning import (
     annotate_inter_session_messages,
     repair_tool_call_inputs,
     repair_tool_use_result_pairing,
+    sanitize_content_blocks,
     sanitize_google_turn_ordering,
     sanitize_tool_call_ids,
     validate_anthropic_turns,
@@ -60,6 +61,11 @@ STEPS: dict[str, Callable[[Sequence[AgentMessage], dict[str, Any]], Sequence[Age
     "geminiTurns": lambda m, o: validate_gemini_turns(m),
     "googleOrdering": lambda m, o: sanitize_google_turn_ordering(m, timestamp_ms=NOW),
     "interSession": lambda m, o: annotate_inter_session_messages(m),
+    "contentBlocks": lambda m, o: sanitize_content_blocks(
+        m,
+        preserve_signatures=bool(o.get("preserveSignatures")),
+        base64_thought_signatures=bool(o.get("sanitizeThoughtSignatures")),
+    ),
 }
 
 

@@ -89,6 +89,7 @@ from sessionkeeper.pruning._turns import (
     annotate_inter_session_messages as annotate_inter_session_messages,
 )
 from sessionkeeper.pruning._turns import normalize_replay_content as normalize_replay_content
+from sessionkeeper.pruning._turns import sanitize_content_blocks as sanitize_content_blocks
 from sessionkeeper.pruning._turns import (
     sanitize_google_turn_ordering as sanitize_google_turn_ordering,
 )
@@ -136,6 +137,7 @@ __all__ = (
     "repair_tool_use_result_pairing",
     "resolve_context_window_tokens",
     "resolve_replay_policy",
+    "sanitize_content_blocks",
     "sanitize_google_turn_ordering",
     "sanitize_replay_history",
     "sanitize_tool_call_id",

@@ -27,6 +27,7 @@ from sessionkeeper.pruning._tool_repair import (
 from sessionkeeper.pruning._turns import (
     annotate_inter_session_messages,
     normalize_replay_content,
+    sanitize_content_blocks,
     sanitize_google_turn_ordering,
     should_preserve_latest_assistant_thinking,
     strip_invalid_thinking_signatures,
@@ -230,7 +231,8 @@ def sanitize_replay_history(
     1. user turns routed from another session get the ``[Inter-session message] ... isUser=false``
        marker; messages kept as unknown only because of extra fields are read as records (the extra
        fields are never sent); :func:`~sessionkeeper.pruning.normalize_replay_content` (blank and silent
-       turns, mirrors, failed turns);
+       turns, mirrors, failed turns); blank text blocks dropped (:func:`sanitize_content_blocks`; image
+       downscaling is not done);
     2. signed-thinking providers (``anthropic``, ``amazon-bedrock``, ``anthropic-vertex``) or
        ``policy.preserve_signatures``: signatures older than the latest compaction are stripped,
        then thinking without a valid signature is dropped (the latest assistant turn keeps its own
@@ -269,6 +271,11 @@ def sanitize_replay_history(
     responses = is_openai_responses_api(api)
     current: Sequence[AgentMessage] = normalize_replay_content(
         _replay_view(annotate_inter_session_messages(messages))
+    )
+    current = sanitize_content_blocks(
+        current,
+        preserve_signatures=policy.preserve_signatures,
+        base64_thought_signatures=policy.sanitize_thought_signatures,
     )
     signed = (provider or "").strip().lower() in _SIGNED_THINKING_PROVIDERS
     if signed or policy.preserve_signatures:

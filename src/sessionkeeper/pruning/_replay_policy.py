@@ -79,6 +79,7 @@ class ReplayPolicy:
         tool_call_id_mode: ``"strict"`` (alphanumeric) or ``"strict9"`` (9 alphanumerics, Mistral).
         repair_tool_use_result_pairing: Move, de-duplicate and synthesise tool results (default on).
         preserve_signatures: Keep (valid) thinking signatures for replay (Anthropic).
+        sanitize_thought_signatures: Remove tool-call thought signatures that are not base64 (Google).
         drop_thinking_blocks: Remove thinking from all but the latest assistant turn.
         drop_reasoning_from_history: Remove reasoning from past turns (chat-completions proxies).
         apply_google_turn_ordering: Prepend a ``(session bootstrap)`` user turn before a leading assistant.
@@ -92,6 +93,7 @@ class ReplayPolicy:
     tool_call_id_mode: ToolCallIdMode | None = None
     repair_tool_use_result_pairing: bool = True
     preserve_signatures: bool = False
+    sanitize_thought_signatures: bool = False
     drop_thinking_blocks: bool = False
     drop_reasoning_from_history: bool = False
     apply_google_turn_ordering: bool = False
@@ -131,8 +133,8 @@ def resolve_replay_policy(
     """
     Resolve the replay policy for a model (OpenClaw ``buildUnownedProviderTransportReplayFallback``).
 
-    * Google APIs: full sanitise, ``strict`` ids, assistant-first ordering fix, Gemini turn
-      validation, synthetic results allowed.
+    * Google APIs: full sanitise, ``strict`` ids, non-base64 thought signatures removed,
+      assistant-first ordering fix, Gemini turn validation, synthetic results allowed.
     * Anthropic APIs: full sanitise, ``strict`` ids, signatures preserved, thinking dropped for
       Claude models before Claude 4 (or when the model does not support reasoning effort), Anthropic
       turn validation, synthetic results allowed.
@@ -174,6 +176,7 @@ def resolve_replay_policy(
         sanitize_tool_call_ids=True,
         tool_call_id_mode=tool_call_id_mode or "strict",
         preserve_signatures=anthropic,
+        sanitize_thought_signatures=google,
         drop_thinking_blocks=drop_thinking,
         drop_reasoning_from_history=completions and not replays_reasoning,
         apply_google_turn_ordering=google or completions,

@@ -16,6 +16,9 @@ Pure functions over message sequences; :class:`UnknownMessage` records pass thro
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -41,11 +44,13 @@ from sessionkeeper.transcript._messages import (
 
 
 __all__ = (
+    "EMPTY_CONTENT_TEXT",
     "FAILED_TURN_TEXT",
     "GOOGLE_BOOTSTRAP_TEXT",
     "TOOL_CALLS_OMITTED_TEXT",
     "annotate_inter_session_messages",
     "normalize_replay_content",
+    "sanitize_content_blocks",
     "sanitize_google_turn_ordering",
     "should_preserve_latest_assistant_thinking",
     "strip_invalid_thinking_signatures",
@@ -159,6 +164,81 @@ def annotate_inter_session_messages(messages: Sequence[AgentMessage]) -> Sequenc
             continue
         touched = True
         out.append(UnknownMessage({**message.raw, "content": new_content}))
+    return out if touched else messages
+
+
+EMPTY_CONTENT_TEXT: Final = "[empty content omitted]"
+"""Stands in for a user or tool-result content left empty by :func:`sanitize_content_blocks`."""
+
+
+def _is_base64_signature(value: str) -> bool:
+    """OpenClaw ``isBase64Signature``: decodes as (url-safe) base64 and re-encodes to itself."""
+    compact = re.sub(r"\s+", "", value.strip())
+    if not compact or not re.fullmatch(r"[A-Za-z0-9+/=_-]+", compact):
+        return False
+    url = "-" in compact or "_" in compact
+    try:
+        padded = compact.rstrip("=") + "=" * (-len(compact.rstrip("=")) % 4)
+        raw = base64.urlsafe_b64decode(padded) if url else base64.b64decode(padded)
+    except (binascii.Error, ValueError):
+        return False
+    if not raw:
+        return False
+    encoded = (base64.urlsafe_b64encode(raw) if url else base64.b64encode(raw)).decode("ascii")
+    return encoded.rstrip("=") == compact.rstrip("=")
+
+
+def _non_blank(blocks: Sequence[Any]) -> list[Any]:
+    return [b for b in blocks if not (isinstance(b, TextContent) and not b.text.strip())]
+
+
+def sanitize_content_blocks(
+    messages: Sequence[AgentMessage],
+    *,
+    preserve_signatures: bool = False,
+    base64_thought_signatures: bool = False,
+) -> Sequence[AgentMessage]:
+    """
+    Drop blank text blocks before replay (OpenClaw ``sanitizeSessionMessagesImages``, spec §9 step 3).
+
+    * tool results and block-content user turns lose blank text blocks; one left empty gets
+      ``[empty content omitted]``;
+    * assistant turns lose blank text blocks and are dropped when nothing is left;
+    * with ``base64_thought_signatures`` (Google) and not ``preserve_signatures``, a tool call's
+      ``thoughtSignature`` that is not base64 (e.g. a Claude ``msg_...`` id) is removed.
+
+    Image downscaling, the other half of OpenClaw's step, is not done here.
+    """
+    out: list[AgentMessage] = []
+    touched = False
+    for message in messages:
+        if isinstance(message, ToolResultMessage) or (
+            isinstance(message, UserMessage) and not isinstance(message.content, str)
+        ):
+            kept = _non_blank(message.content)
+            if len(kept) != len(message.content):
+                touched = True
+                message = msgspec.structs.replace(
+                    message, content=kept or [TextContent(text=EMPTY_CONTENT_TEXT)]
+                )
+        elif isinstance(message, AssistantMessage):
+            content: list[Any] = list(message.content)
+            if base64_thought_signatures and not preserve_signatures and message.stop_reason != "error":
+                content = [
+                    msgspec.structs.replace(b, thought_signature=msgspec.UNSET)
+                    if isinstance(b, ToolCall)
+                    and isinstance(b.thought_signature, str)
+                    and not _is_base64_signature(b.thought_signature)
+                    else b
+                    for b in content
+                ]
+            kept = _non_blank(content)
+            if kept != message.content:
+                touched = True
+                if not kept:
+                    continue
+                message = msgspec.structs.replace(message, content=kept)
+        out.append(message)
     return out if touched else messages
 
 
