@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import attrs
 
 from sessionkeeper.compaction._cut import message_role
-from sessionkeeper.transcript import estimate_tokens
+from sessionkeeper.compaction._memo import message_tokens
 from sessionkeeper.transcript._messages import (
     AgentMessage,
     AssistantMessage,
@@ -110,7 +110,7 @@ def split_messages_by_token_share(
     count = _normalize_parts(parts, len(messages))
     if count <= 1:
         return [list(messages)]
-    tokens = [estimate_tokens(message) for message in messages]
+    tokens = [message_tokens(message) for message in messages]
     target = sum(tokens) / count
     chunks: list[list[AgentMessage]] = []
     current: list[AgentMessage] = []
@@ -172,7 +172,7 @@ def chunk_messages_by_max_tokens(
     current: list[AgentMessage] = []
     current_tokens = 0
     for message in messages:
-        size = estimate_tokens(message)
+        size = message_tokens(message)
         if current and current_tokens + size > limit:
             chunks.append(current)
             current, current_tokens = [], 0
@@ -194,7 +194,7 @@ def adaptive_chunk_ratio(messages: Sequence[AgentMessage], *, context_window: in
     """
     if not messages or context_window <= 0:
         return BASE_CHUNK_RATIO
-    total = sum(estimate_tokens(message) for message in messages)
+    total = sum(message_tokens(message) for message in messages)
     average = total / len(messages) * SAFETY_MARGIN / context_window
     if average > 0.1:
         reduction = min(average * 2, BASE_CHUNK_RATIO - MIN_CHUNK_RATIO)
@@ -228,7 +228,7 @@ def oversized_plan(messages: Sequence[AgentMessage], *, context_window: int) -> 
     notes: list[str] = []
     threshold = context_window * 0.5
     for message in messages:
-        size = estimate_tokens(message)
+        size = message_tokens(message)
         if size * SAFETY_MARGIN > threshold:
             role = message_role(message) or "message"
             notes.append(f"[Large {role} (~{_js_round(size / 1000)}K tokens) omitted from summary]")

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 
 import attrs
 
-from sessionkeeper.transcript import estimate_tokens, message_from_json
+from sessionkeeper.compaction._memo import message_tokens
+from sessionkeeper.transcript import message_from_json
 from sessionkeeper.transcript._entries import (
     BranchSummaryEntry,
     CompactionEntry,
@@ -220,7 +221,7 @@ def find_cut_point(
         message = message_of(entries[index])
         if message is None:
             continue
-        accumulated += estimate_tokens(message)
+        accumulated += message_tokens(message)
         if accumulated >= keep_recent_tokens:
             budget_index = index
             cut = next((c for c in range(max(index, first_cut), end) if is_cut_point(entries[c])), first_cut)

@@ -32,6 +32,7 @@ from sessionkeeper.compaction._chunking import (
     split_messages_by_token_share,
 )
 from sessionkeeper.compaction._extractive import message_text
+from sessionkeeper.compaction._memo import message_tokens as estimate_tokens
 from sessionkeeper.compaction._prompts import (
     MERGE_SUMMARIES_INSTRUCTIONS,
     SUMMARIZATION_SYSTEM_PROMPT,
@@ -45,7 +46,6 @@ from sessionkeeper.compaction._quality import audit_summary, extract_opaque_iden
 from sessionkeeper.compaction._serialize import serialize_conversation
 from sessionkeeper.compaction._settings import CompactionSettings
 from sessionkeeper.exceptions import CompactionCancelled, CompactionError, ModelClientError
-from sessionkeeper.transcript import estimate_tokens
 from sessionkeeper.transcript._messages import AgentMessage, TextContent, UserMessage
 
 

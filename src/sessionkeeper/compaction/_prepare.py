@@ -30,10 +30,9 @@ from sessionkeeper.compaction._cut import (
     is_cut_point,
     message_of,
 )
+from sessionkeeper.compaction._memo import message_tokens
 from sessionkeeper.transcript import (
-    build_context_from_path,
     estimate_context_tokens,
-    estimate_tokens,
     message_from_json,
 )
 from sessionkeeper.transcript._entries import (
@@ -335,6 +334,37 @@ def _messages(branch: Sequence[TranscriptEntry], start: int, stop: int) -> tuple
     return tuple(out)
 
 
+def _context_messages(
+    branch: Sequence[TranscriptEntry], previous_index: int, previous: CompactionEntry | None
+) -> list[AgentMessage]:
+    """
+    The messages of ``build_session_context(branch)`` (pi spec §9 items 4-6) without the settings scan
+    over the whole path, which the estimate does not need: the summary, the kept range, what follows.
+    """
+    out: list[AgentMessage] = []
+
+    def add(start: int, stop: int) -> None:
+        for index in range(start, stop):
+            entry = branch[index]
+            if entry_kind(entry) == "compaction" or (
+                isinstance(entry, BranchSummaryEntry) and not entry.summary
+            ):
+                continue
+            message = entry_message(entry)
+            if message is not None:
+                out.append(message)
+
+    if previous is None:
+        add(0, len(branch))
+        return out
+    out.append(entry_message(previous, include_compaction=True))  # type: ignore[arg-type]
+    kept_id = previous.first_kept_entry_id
+    kept_at = next((i for i in range(previous_index - 1, -1, -1) if branch[i].id == kept_id), previous_index)
+    add(kept_at, previous_index)
+    add(previous_index + 1, len(branch))
+    return out
+
+
 def _kept(branch: Sequence[TranscriptEntry], start: int) -> tuple[int, int]:
     """Messages the rebuilt context keeps from ``start`` on, and their token estimate."""
     count = 0
@@ -348,7 +378,7 @@ def _kept(branch: Sequence[TranscriptEntry], start: int) -> tuple[int, int]:
         message = entry_message(entry)
         if message is not None:
             count += 1
-            tokens += estimate_tokens(message)
+            tokens += message_tokens(message)
     return count, tokens
 
 
@@ -392,10 +422,13 @@ def prepare_compaction(
         entry = branch[previous_index]
         assert isinstance(entry, CompactionEntry)
         previous = entry
-        kept_at = next((i for i, e in enumerate(branch) if e.id == previous.first_kept_entry_id), -1)
+        # Entries on one path are distinct nodes with distinct ids, so searching backwards from the
+        # compaction finds pi's ``findIndex`` result without scanning the whole branch.
+        kept_id = previous.first_kept_entry_id
+        kept_at = next((i for i in range(previous_index - 1, -1, -1) if branch[i].id == kept_id), -1)
         start = kept_at if kept_at >= 0 else previous_index + 1
 
-    tokens_before = estimate_context_tokens(build_context_from_path(branch).messages).tokens
+    tokens_before = estimate_context_tokens(_context_messages(branch, previous_index, previous)).tokens
     pending = pending_tool_call_ids(branch)
 
     deviation: Literal["B05"] | None = None
