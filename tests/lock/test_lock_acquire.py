@@ -15,7 +15,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from sessionkeeper.exceptions import LockNotHeldError, SessionBusyError, StaleLockError
+from sessionkeeper.exceptions import LockError, LockNotHeldError, SessionBusyError, StaleLockError
 from sessionkeeper.transcript import _lock
 from sessionkeeper.transcript._lock import (
     SessionWriteLock,
@@ -520,3 +520,37 @@ async def test_clean_stale_lock_files(
     assert (tmp_path / "b.jsonl.lock").exists()
     assert not by_name["c.jsonl.lock"].removable
     assert await clean_stale_lock_files(tmp_path / "missing") == []
+
+
+# -- environment overrides reach acquire ----------------------------------------------------------
+
+
+async def test_env_timeout_applies_when_no_settings_are_given(
+    tmp_path: Path, clock, sleeper: subprocess.Popen[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENCLAW_SESSION_WRITE_LOCK_ACQUIRE_TIMEOUT_MS", "250")
+    transcript = tmp_path / "s.jsonl"
+    write_lock(transcript, {"pid": sleeper.pid, "createdAt": iso(clock.now), "maxHoldMs": 300_000})
+    with pytest.raises(SessionBusyError) as info:
+        await SessionWriteLock.acquire(transcript, clock=clock)
+    assert 250 <= info.value.waited_ms <= 300
+    assert str(info.value).startswith("session file locked (timeout 250ms)")
+
+
+async def test_env_max_hold_is_written_into_the_lock_file(
+    tmp_path: Path, clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENCLAW_SESSION_WRITE_LOCK_MAX_HOLD_MS", "4321")
+    async with SessionWriteLock.acquire(tmp_path / "s.jsonl", clock=clock) as lock:
+        assert lock.owner.max_hold_ms == 4321
+        assert json.loads((tmp_path / "s.jsonl.lock").read_text())["maxHoldMs"] == 4321
+
+
+async def test_per_call_timeout_overrides_settings(tmp_path: Path, clock) -> None:
+    transcript = tmp_path / "s.jsonl"
+    async with SessionWriteLock.acquire(transcript, settings=FAST, clock=clock):
+        with pytest.raises(SessionBusyError) as info:
+            await SessionWriteLock.acquire(transcript, settings=FAST, clock=clock, timeout_ms=100)
+    assert 100 <= info.value.waited_ms <= 150
+    with pytest.raises(LockError):
+        await SessionWriteLock.acquire(transcript, settings=FAST, clock=clock, timeout_ms=0)
