@@ -6,8 +6,8 @@ memory), plus the cost of one durable append as the history grows.
 Run: ``python -m benchmarks transcript [--repeat N] [--no-pi] [--sizes 2000,20k,100k]``.
 
 Files: ``tests/data/pi/large-2000.jsonl``; ``large-20k.jsonl.gz`` decompressed to a temp file; and a
-generated 100k-entry transcript (the 20k sample tiled five times with remapped ids, so the structure
-- compactions, branches, labels - stays realistic). pi is timed in-process by pi-oracle's
+generated 100k-entry transcript (the 20k sample tiled five times, copies chained one after the other,
+ids of copy k suffixed with k, so the structure - compactions, branches, labels - stays realistic). pi is timed in-process by pi-oracle's
 ``bench.mjs`` (median of N rounds after a warm-up, peak RSS of the Node process). Our side: median of N
 rounds of ``load_transcript`` + ``build_context`` in this process; peak memory as the peak RSS growth of a
 fresh subprocess doing one open + rebuild (comparable to Node's RSS), and the tracemalloc peak.
@@ -64,7 +64,7 @@ def tile(source: bytes, copies: int) -> bytes:
         def remap(value: Any, copy: int = copy) -> Any:
             if not isinstance(value, str) or value == "root":
                 return value
-            return f"{copy:x}{value[1:]}" if copy else value
+            return f"{value}{copy}" if copy else value  # 9 chars: cannot collide with 8-hex ids
 
         for raw in entries:
             item = dict(raw)

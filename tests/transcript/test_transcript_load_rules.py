@@ -402,3 +402,32 @@ def test_scan_reports_orphan_tool_results(tmp_path: Path) -> None:
     assert diag.orphan_tool_results == ("call_9",)
     assert diag.to_json()["orphanToolResults"] == ["call_9"]
     assert not diag.clean
+
+
+def test_new_entry_id_redraws_on_collision(monkeypatch: pytest.MonkeyPatch) -> None:
+    import uuid
+
+    from sessionkeeper.transcript._load import new_entry_id
+
+    values = iter(["aaaaaaaa-0000-4000-8000-000000000000", "bbbbbbbb-0000-4000-8000-000000000000"])
+    monkeypatch.setattr(uuid, "uuid4", lambda: next(values))
+    assert new_entry_id({"aaaaaaaa"}) == "bbbbbbbb"
+
+
+def test_new_entry_id_falls_back_to_full_uuid_after_100_collisions(monkeypatch: pytest.MonkeyPatch) -> None:
+    import uuid
+
+    from sessionkeeper.transcript._load import new_entry_id
+
+    monkeypatch.setattr(uuid, "uuid4", lambda: "cccccccc-0000-4000-8000-000000000000")
+    assert new_entry_id({"cccccccc"}) == "cccccccc-0000-4000-8000-000000000000"
+
+
+def test_context_walk_stops_early_but_equals_full_rebuild(pi_samples: Path) -> None:
+    index = load_transcript(pi_samples / "large-2000.jsonl")
+    entries = list(index.entries())
+    from sessionkeeper.transcript import build_session_context
+
+    for entry in entries[::37]:
+        assert index.build_context(entry.id) == build_session_context(entries, leaf_id=entry.id)
+    assert len(index._context_path(index.by_id[index.leaf_id])) < len(index.path_positions(index.leaf_id))
