@@ -388,6 +388,7 @@ class _Sim:
     store_name: str
     removals: list[EntryRemoval] = attrs.field(factory=list)
     actions: list[FileAction] = attrs.field(factory=list)
+    archive_suffix: str = ""
     warnings: list[str] = attrs.field(factory=list)
 
     def remove_entry(self, key: str, reason: RemovalReason) -> Mapping[str, Any]:
@@ -416,7 +417,7 @@ class _Sim:
         if name in self.locked:
             self.warnings.append(f"kept {name}: its transcript lock is held")
             return False
-        target = archive_file_name(name, "deleted", self.now_ms)
+        target = f"{name}{self.archive_suffix}"
         del self.files[name]
         self.files[target] = StoreFile(name=target, size=file.size, mtime_ms=file.mtime_ms)
         self.actions.append(
@@ -475,6 +476,7 @@ def plan_maintenance(
     active = {k.strip() for k in active_keys if k.strip()}
     locked = frozenset(locked_files)
     sim = _Sim(entries={}, files=dict(listing), locked=locked, now_ms=now_ms, store_name=store_name)
+    sim.archive_suffix = archive_file_name("", "deleted", now_ms)  # ".deleted.<stamp>", once per plan
     dropped: list[EntryRemoval] = []
     for key, value in entries.items():
         if not isinstance(value, Mapping) or (
