@@ -16,15 +16,11 @@ import anyio.lowlevel
 import pytest
 
 from sessionkeeper.exceptions import LockError, LockNotHeldError, SessionBusyError, StaleLockError
-from sessionkeeper.transcript import _lock
-from sessionkeeper.transcript._lock import (
-    SessionWriteLock,
-    clean_stale_lock_files,
-    is_locked,
-    read_lock_owner,
-)
+from sessionkeeper.transcript import _lock_registry
+from sessionkeeper.transcript._lock import SessionWriteLock
 from sessionkeeper.transcript._lock_inspect import process_start_time
 from sessionkeeper.transcript._lock_settings import WriteLockSettings
+from sessionkeeper.transcript._lock_tools import clean_stale_lock_files, is_locked, read_lock_owner
 
 
 pytestmark = pytest.mark.anyio
@@ -361,7 +357,7 @@ async def test_lock_rewritten_between_inspection_and_removal_is_kept(
     fresh = (
         json.dumps({"pid": sleeper.pid, "createdAt": iso(clock.now), "maxHoldMs": 300_000}, indent=2) + "\n"
     )
-    real_decision = _lock.reclaim_decision
+    real_decision = _lock_registry.reclaim_decision
     calls = 0
 
     def racing_decision(*args: object, **kwargs: object) -> str:
@@ -373,7 +369,7 @@ async def test_lock_rewritten_between_inspection_and_removal_is_kept(
             lock_file.write_text(fresh)
         return verdict
 
-    monkeypatch.setattr(_lock, "reclaim_decision", racing_decision)
+    monkeypatch.setattr(_lock_registry, "reclaim_decision", racing_decision)
     with pytest.raises(SessionBusyError) as info:
         await SessionWriteLock.acquire(transcript, settings=FAST, clock=clock)
     assert lock_file.read_text() == fresh

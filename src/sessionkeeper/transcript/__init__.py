@@ -61,17 +61,15 @@ from sessionkeeper.transcript._load import (
     load_transcript_bytes,
     scan_transcript,
 )
-from sessionkeeper.transcript._lock import (
-    LockAcquisition,
-    SessionWriteLock,
+from sessionkeeper.transcript._lock import LockAcquisition, SessionWriteLock, run_locked
+from sessionkeeper.transcript._lock_inspect import LockInspection, LockOwner, lock_path_for
+from sessionkeeper.transcript._lock_settings import WriteLockSettings
+from sessionkeeper.transcript._lock_tools import (
     StaleLockReport,
     clean_stale_lock_files,
     is_locked,
     read_lock_owner,
-    run_locked,
 )
-from sessionkeeper.transcript._lock_inspect import LockInspection, LockOwner, lock_path_for
-from sessionkeeper.transcript._lock_settings import WriteLockSettings
 from sessionkeeper.transcript._manager import Durability, TranscriptManager
 from sessionkeeper.transcript._messages import (
     AgentMessage,

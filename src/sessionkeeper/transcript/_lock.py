@@ -41,357 +41,57 @@ How it works:
 
 from __future__ import annotations
 
-import asyncio
-import atexit
-import contextlib
 import functools
 import logging
 import math
 import os
-import threading
-from collections import deque
 from collections.abc import Callable, Generator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Literal, NoReturn, TypeVar
 
 import anyio
-import anyio.lowlevel
-import attrs
 
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
-from sessionkeeper._fs import DIR_MODE, FILE_MODE
 from sessionkeeper.exceptions import LockError, LockNotHeldError, SessionBusyError, StaleLockError
 from sessionkeeper.transcript._lock_inspect import (
     ORPHAN_GRACE_MS,
     SHORT_TIMEOUT_ORPHAN_GRACE_MS,
     LockInspection,
     LockOwner,
-    LockSnapshot,
     format_lock_payload,
     inspect_lock_file,
-    inspect_lock_owner,
     lock_path_for,
     parse_lock_payload,
-    process_start_time,
-    read_lock_snapshot,
-    reclaim_decision,
     remove_if_unchanged,
 )
-from sessionkeeper.transcript._lock_inspect import (
-    is_locked as _file_is_locked,
+from sessionkeeper.transcript._lock_registry import (
+    Attempt,
+    Held,
+    PathState,
+    Registry,
+    Waiter,
+    cached_key,
+    default_settings,
+    ensure_watchdog,
+    finish_release,
+    normalize,
+    registry,
+    run_watchdog,
+    try_create,
+    wait_or_wake,
 )
-from sessionkeeper.transcript._lock_settings import (
-    ENV_ACQUIRE_TIMEOUT_MS,
-    ENV_MAX_HOLD_MS,
-    ENV_STALE_MS,
-    WriteLockSettings,
-)
+from sessionkeeper.transcript._lock_settings import WriteLockSettings
 
 
-__all__ = (
-    "LockAcquisition",
-    "SessionWriteLock",
-    "StaleLockReport",
-    "clean_stale_lock_files",
-    "is_locked",
-    "read_lock_owner",
-    "run_locked",
-)
+__all__ = ("LockAcquisition", "SessionWriteLock", "run_locked")
 
 T = TypeVar("T")
 
 _log = logging.getLogger("sessionkeeper.lock")
 
-ENV_VARIABLES: Final = (ENV_ACQUIRE_TIMEOUT_MS, ENV_STALE_MS, ENV_MAX_HOLD_MS)
 _EPSILON_S: Final = 1e-6
 """Remaining wait below which the timeout counts as reached (float clocks drift by ulps)."""
-
-_CREATE_FLAGS: Final = (
-    os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-)
-
-
-# --------------------------------------------------------------------------- process registry
-
-
-@attrs.define(eq=False)
-class _Held:
-    """One lock file this process holds (shared by reentrant handles)."""
-
-    key: str
-    lock_path: Path
-    snapshot: LockSnapshot
-    owner: LockOwner
-    acquired_mono: float
-    clock: Clock
-    max_hold_ms: int
-    count: int = 1
-    releasing: bool = False
-    lost: str | None = None
-
-
-class _Waiter:
-    """A queued in-process contender; :meth:`wake` works from any thread or event loop."""
-
-    __slots__ = ("event", "thread", "token")
-
-    def __init__(self) -> None:
-        self.thread = threading.get_ident()
-        self.token = anyio.lowlevel.current_token()
-        self.event = anyio.Event()
-
-    def arm(self) -> None:
-        self.event = anyio.Event()
-
-    def wake(self) -> None:
-        event = self.event
-        if threading.get_ident() == self.thread:
-            event.set()
-            return
-        native: Any = self.token.native_token
-        try:
-            if isinstance(native, asyncio.AbstractEventLoop):
-                native.call_soon_threadsafe(event.set)
-            else:
-                native.run_sync_soon(event.set)  # trio.lowlevel.TrioToken
-        except RuntimeError:  # the waiter's loop is gone; its poll timer covers it
-            pass
-
-
-@attrs.define(eq=False)
-class _PathState:
-    held: _Held | None = None
-    claimed: bool = False
-    queue: deque[_Waiter] = attrs.field(factory=deque)
-
-    def idle(self) -> bool:
-        return self.held is None and not self.claimed and not self.queue
-
-    def wake_head(self) -> None:
-        if self.queue and self.held is None and not self.claimed:
-            self.queue[0].wake()
-
-
-class _Registry:
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.states: dict[str, _PathState] = {}
-        self.real_dirs: dict[str, str] = {}
-        self.watchdog: threading.Thread | None = None
-        self.watchdog_kick = threading.Event()
-        self.watchdog_interval_s = 60.0
-        self.pid = os.getpid()
-        self.starttime = process_start_time(self.pid)
-
-
-_REGISTRY = _Registry()
-
-
-def _reset_after_fork() -> None:
-    global _REGISTRY  # noqa: PLW0603 - the registry is per process by design
-    _REGISTRY = _Registry()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_after_fork)
-
-
-def _release_all_at_exit() -> None:
-    reg = _REGISTRY
-    if reg.pid != os.getpid():
-        return
-    with reg.lock:
-        held = [st.held for st in reg.states.values() if st.held is not None]
-    for record in held:
-        with contextlib.suppress(OSError):  # best effort at exit
-            remove_if_unchanged(record.lock_path, record.snapshot)
-
-
-atexit.register(_release_all_at_exit)
-
-
-def _ensure_watchdog(interval_ms: int) -> None:
-    """Start the watchdog thread, or make it tick faster if a shorter interval is asked for."""
-    if interval_ms <= 0:
-        return
-    reg = _REGISTRY
-    with reg.lock:
-        if reg.watchdog is not None:
-            if interval_ms / 1000 < reg.watchdog_interval_s:
-                reg.watchdog_interval_s = interval_ms / 1000
-                reg.watchdog_kick.set()
-            return
-        reg.watchdog_interval_s = interval_ms / 1000
-
-        def loop() -> None:
-            while True:
-                reg.watchdog_kick.wait(reg.watchdog_interval_s)
-                reg.watchdog_kick.clear()
-                try:
-                    _run_watchdog(reg)
-                except Exception:  # pragma: no cover - the watchdog must never die
-                    _log.exception("[session-write-lock] watchdog check failed")
-
-        reg.watchdog = threading.Thread(target=loop, name="sessionkeeper-lock-watchdog", daemon=True)
-        reg.watchdog.start()
-
-
-def _run_watchdog(reg: _Registry) -> int:
-    expired: list[tuple[_PathState, _Held, float]] = []
-    with reg.lock:
-        for state in reg.states.values():
-            held = state.held
-            if held is None or held.releasing:
-                continue
-            held_for_ms = round((held.clock.monotonic() - held.acquired_mono) * 1000, 3)
-            if held_for_ms > held.max_hold_ms:
-                held.releasing = True
-                held.lost = "max-hold-exceeded"
-                expired.append((state, held, held_for_ms))
-    for state, held, held_for_ms in expired:
-        _log.warning(
-            "[session-write-lock] releasing lock held for %dms (max=%dms): %s",
-            round(held_for_ms),
-            held.max_hold_ms,
-            held.lock_path,
-        )
-        try:
-            remove_if_unchanged(held.lock_path, held.snapshot)
-        finally:
-            _finish_release(reg, state, held)
-    return len(expired)
-
-
-def _finish_release(reg: _Registry, state: _PathState, held: _Held) -> None:
-    with reg.lock:
-        if state.held is held:
-            state.held = None
-        state.wake_head()
-        if state.idle() and reg.states.get(held.key) is state:
-            del reg.states[held.key]
-
-
-_DEFAULTS: dict[tuple[str | None, ...], WriteLockSettings] = {}
-
-
-def _default_settings() -> WriteLockSettings:
-    """:meth:`WriteLockSettings.from_config` with no config, cached per value of the three env vars."""
-    key = tuple(os.environ.get(name) for name in ENV_VARIABLES)
-    found = _DEFAULTS.get(key)
-    if found is None:
-        found = _DEFAULTS[key] = WriteLockSettings.from_config()
-    return found
-
-
-# --------------------------------------------------------------------------- file attempts
-
-
-@attrs.frozen(kw_only=True)
-class _Attempt:
-    outcome: Literal["acquired", "done", "removed", "changed", "wait", "report"]
-    snapshot: LockSnapshot | None = None
-    inspection: LockInspection | None = None
-    result: Any = None
-
-
-def _normalize(transcript: Path, real_dirs: dict[str, str]) -> Path:
-    """``<realpath(dir)>/<name>`` (OpenClaw), creating the directory 0700 if needed."""
-    absolute = Path(transcript).absolute()
-    parent = str(absolute.parent)
-    real = real_dirs.get(parent)
-    if real is None:
-        absolute.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-        real = os.path.realpath(parent)
-        real_dirs[parent] = real
-    return Path(real) / absolute.name
-
-
-def _cached_key(transcript: Path, real_dirs: dict[str, str]) -> Path | None:
-    """The normalised path when its directory was resolved before (no I/O), else ``None``."""
-    absolute = transcript if transcript.is_absolute() else Path.cwd() / transcript
-    real = real_dirs.get(str(absolute.parent))
-    return None if real is None else Path(real) / absolute.name
-
-
-def _try_create(
-    lock_path: Path,
-    raw: bytes,
-    *,
-    now_ms: int,
-    stale_ms: float,
-    orphan_grace_ms: int,
-    then: Callable[[], Any] | None = None,
-) -> _Attempt:
-    """One attempt on the lock file; with ``then``, run it under the new lock and remove the lock after."""
-    try:
-        fd = os.open(lock_path, _CREATE_FLAGS, FILE_MODE)
-    except FileExistsError:
-        return _contend(lock_path, now_ms=now_ms, stale_ms=stale_ms, orphan_grace_ms=orphan_grace_ms)
-    except OSError as err:
-        raise LockError(f"cannot create lock file {lock_path}: {err.strerror or err}") from err
-    try:
-        view = memoryview(raw)
-        while view:
-            view = view[os.write(fd, view) :]
-        st = os.fstat(fd)
-    except OSError as err:  # pragma: no cover - disk full or I/O error on a fresh tiny file
-        mine = os.fstat(fd)
-        os.close(fd)
-        remove_if_unchanged(
-            lock_path, LockSnapshot(dev=mine.st_dev, ino=mine.st_ino, mtime_ns=mine.st_mtime_ns, raw=b"")
-        )
-        raise LockError(f"cannot write lock file {lock_path}: {err.strerror or err}") from err
-    os.close(fd)
-    snapshot = LockSnapshot(dev=st.st_dev, ino=st.st_ino, mtime_ns=st.st_mtime_ns, raw=raw)
-    if then is None:
-        return _Attempt(outcome="acquired", snapshot=snapshot)
-    try:
-        result = then()
-    finally:
-        remove_if_unchanged(lock_path, snapshot)
-    return _Attempt(outcome="done", snapshot=snapshot, result=result)
-
-
-def _contend(lock_path: Path, *, now_ms: int, stale_ms: float, orphan_grace_ms: int) -> _Attempt:
-    snapshot = read_lock_snapshot(lock_path)
-    if snapshot is None:
-        return _Attempt(outcome="changed")
-    inspection = inspect_lock_owner(
-        parse_lock_payload(snapshot.raw),
-        lock_path=lock_path,
-        now_ms=now_ms,
-        stale_ms=stale_ms,
-        held_by_this_process=False,
-    )
-    decision = reclaim_decision(
-        inspection,
-        lock_mtime_ms=snapshot.mtime_ms,
-        now_ms=now_ms,
-        stale_ms=stale_ms,
-        orphan_grace_ms=orphan_grace_ms,
-    )
-    if decision == "remove":
-        if remove_if_unchanged(lock_path, snapshot):
-            _log.warning(
-                "removed stale session lock: %s (%s)", lock_path, ", ".join(inspection.stale_reasons)
-            )
-            return _Attempt(outcome="removed", inspection=inspection)
-        return _Attempt(outcome="changed", inspection=inspection)
-    return _Attempt(outcome=decision, inspection=inspection)
-
-
-async def _wait(event: anyio.Event, seconds: float, clock: Clock) -> None:
-    """Wait until ``event`` is set or ``seconds`` have passed on ``clock``."""
-    async with anyio.create_task_group() as tg:
-
-        async def timer() -> None:
-            await clock.sleep(seconds)
-            tg.cancel_scope.cancel()
-
-        tg.start_soon(timer)
-        await event.wait()
-        tg.cancel_scope.cancel()
 
 
 def _owner_details(inspection: LockInspection | None) -> tuple[int | None, int | None, str]:
@@ -442,14 +142,14 @@ class SessionWriteLock:
     """
 
     def __init__(
-        self, *, path: Path, held: _Held, settings: WriteLockSettings, clock: Clock, reentrant: bool
+        self, *, path: Path, held: Held, settings: WriteLockSettings, clock: Clock, reentrant: bool
     ) -> None:
         self.path = path
         self.lock_path = held.lock_path
         self.settings = settings
         self._clock = clock
         self._reentrant = reentrant
-        self._held: _Held = held
+        self._held: Held = held
         self._state: Literal["held", "released", "disposed"] = "held"
 
     # -- acquiring ---------------------------------------------------------------------------
@@ -500,19 +200,19 @@ class SessionWriteLock:
         timeout_ms: float | None,
         reentrant: bool | None,
     ) -> SessionWriteLock:
-        resolved = settings if settings is not None else _default_settings()
+        resolved = settings if settings is not None else default_settings()
         use_clock = clock if clock is not None else SYSTEM_CLOCK
         timeout = resolved.acquire_timeout_ms if timeout_ms is None else timeout_ms
         if not timeout > 0:
             raise LockError(f"timeout_ms must be positive, got {timeout!r}")
         again = resolved.allow_reentrant if reentrant is None else reentrant
-        reg = _REGISTRY
-        cached = _cached_key(path, reg.real_dirs)
+        reg = registry()
+        cached = cached_key(path, reg.real_dirs)
         key_path = (
-            cached if cached is not None else await anyio.to_thread.run_sync(_normalize, path, reg.real_dirs)
+            cached if cached is not None else await anyio.to_thread.run_sync(normalize, path, reg.real_dirs)
         )
         held = await _acquire_held(reg, key_path, resolved, use_clock, timeout, again)
-        assert isinstance(held, _Held)
+        assert isinstance(held, Held)
         return cls(path=key_path, held=held, settings=resolved, clock=use_clock, reentrant=again)
 
     # -- state -------------------------------------------------------------------------------
@@ -579,14 +279,14 @@ class SessionWriteLock:
             same = False
         if same:
             return
-        reg = _REGISTRY
+        reg = registry()
         with reg.lock:
             state = reg.states.get(held.key)
             if held.lost is None:
                 held.lost = "lost"
                 held.releasing = True
         if state is not None:
-            _finish_release(reg, state, held)
+            finish_release(reg, state, held)
         _log.warning("[session-write-lock] lock file removed or replaced while held: %s", held.lock_path)
         raise LockNotHeldError(
             f"write lock of {self.path} was taken away: {held.lock_path} was removed or replaced",
@@ -608,7 +308,7 @@ class SessionWriteLock:
             return
         self._state = "released"
         with anyio.CancelScope(shield=True):
-            await _release_held(_REGISTRY, self._held)
+            await _release_held(registry(), self._held)
 
     async def dispose(self) -> None:
         """Release the lock and retire the handle: :meth:`reacquire` then raises (field report B22 #5)."""
@@ -632,11 +332,13 @@ class SessionWriteLock:
         if self.held:
             return
         timeout = self.settings.acquire_timeout_ms if timeout_ms is None else timeout_ms
-        held = await _acquire_held(_REGISTRY, self.path, self.settings, self._clock, timeout, self._reentrant)
-        assert isinstance(held, _Held)
+        held = await _acquire_held(
+            registry(), self.path, self.settings, self._clock, timeout, self._reentrant
+        )
+        assert isinstance(held, Held)
         if self._disposed():  # disposed while we waited: give it back at once
             with anyio.CancelScope(shield=True):
-                await _release_held(_REGISTRY, held)
+                await _release_held(registry(), held)
             raise LockNotHeldError(
                 f"write lock handle of {self.path} was disposed", path=self.path, reason="disposed"
             )
@@ -655,31 +357,31 @@ class SessionWriteLock:
         tests with a fake clock) call it themselves. Hold time is measured on each lock's clock
         (``monotonic()``). Returns the number of locks released.
         """
-        return _run_watchdog(_REGISTRY)
+        return run_watchdog(registry())
 
     def __repr__(self) -> str:
         return f"SessionWriteLock({str(self.path)!r}, state={self._state!r}, lost={self.lost_reason!r})"
 
 
 async def _acquire_held(  # noqa: PLR0917 - private, called from three places
-    reg: _Registry,
+    reg: Registry,
     key_path: Path,
     settings: WriteLockSettings,
     clock: Clock,
     timeout_ms: float,
     reentrant: bool,
     then: Callable[[], Any] | None = None,
-) -> _Held | _Attempt:
+) -> Held | Attempt:
     """The acquire loop: in-process FIFO gate, then the lock file (see the module docstring)."""
     key = str(key_path)
     lock_path = lock_path_for(key_path)
-    _ensure_watchdog(settings.watchdog_interval_ms)
+    ensure_watchdog(settings.watchdog_interval_ms)
     start = clock.monotonic()
     poll_s = settings.poll_interval_ms / 1000
     grace = SHORT_TIMEOUT_ORPHAN_GRACE_MS if timeout_ms < ORPHAN_GRACE_MS else ORPHAN_GRACE_MS
-    waiter: _Waiter | None = None
+    waiter: Waiter | None = None
     claimed = False
-    state: _PathState | None = None
+    state: PathState | None = None
     last: LockInspection | None = None
 
     def remaining_s() -> float:
@@ -690,7 +392,7 @@ async def _acquire_held(  # noqa: PLR0917 - private, called from three places
     try:
         while True:  # in-process gate
             with reg.lock:
-                state = reg.states.setdefault(key, _PathState())
+                state = reg.states.setdefault(key, PathState())
                 current = state.held
                 if current is not None and reentrant and not current.releasing and current.lost is None:
                     current.count += 1
@@ -702,7 +404,7 @@ async def _acquire_held(  # noqa: PLR0917 - private, called from three places
                         waiter = None
                 else:
                     if waiter is None:
-                        waiter = _Waiter()
+                        waiter = Waiter()
                         state.queue.append(waiter)
                     else:
                         waiter.arm()
@@ -713,7 +415,7 @@ async def _acquire_held(  # noqa: PLR0917 - private, called from three places
             if left <= _EPSILON_S:
                 found = await anyio.to_thread.run_sync(_inspect_for_error, key_path, clock.now_ms(), settings)
                 _raise_busy(lock_path, found, timeout_ms, clock.monotonic() - start)
-            await _wait(event, min(poll_s, left), clock)
+            await wait_or_wake(event, min(poll_s, left), clock)
 
         while True:  # the lock file
             now_ms = clock.now_ms()
@@ -722,7 +424,7 @@ async def _acquire_held(  # noqa: PLR0917 - private, called from three places
             )
             attempt = await anyio.to_thread.run_sync(
                 functools.partial(
-                    _try_create,
+                    try_create,
                     lock_path,
                     raw,
                     now_ms=now_ms,
@@ -734,7 +436,7 @@ async def _acquire_held(  # noqa: PLR0917 - private, called from three places
             if attempt.outcome == "done":
                 return attempt
             if attempt.outcome == "acquired" and attempt.snapshot is not None:
-                held = _Held(
+                held = Held(
                     key=key,
                     lock_path=lock_path,
                     snapshot=attempt.snapshot,
@@ -795,7 +497,7 @@ def _raise_busy(
     )
 
 
-async def _release_held(reg: _Registry, held: _Held) -> None:
+async def _release_held(reg: Registry, held: Held) -> None:
     with reg.lock:
         state = reg.states.get(held.key)
         if state is None or state.held is not held or held.lost is not None or held.releasing:
@@ -807,7 +509,7 @@ async def _release_held(reg: _Registry, held: _Held) -> None:
     try:
         await anyio.to_thread.run_sync(remove_if_unchanged, held.lock_path, held.snapshot)
     finally:
-        _finish_release(reg, state, held)
+        finish_release(reg, state, held)
 
 
 async def run_locked(
@@ -833,127 +535,15 @@ async def run_locked(
         SessionBusyError, StaleLockError, LockError: As :meth:`SessionWriteLock.acquire`; and
             whatever ``work`` raises.
     """
-    resolved = settings if settings is not None else _default_settings()
+    resolved = settings if settings is not None else default_settings()
     use_clock = clock if clock is not None else SYSTEM_CLOCK
     timeout = resolved.acquire_timeout_ms if timeout_ms is None else timeout_ms
-    reg = _REGISTRY
+    reg = registry()
     file = Path(path)
-    cached = _cached_key(file, reg.real_dirs)
+    cached = cached_key(file, reg.real_dirs)
     key_path = (
-        cached if cached is not None else await anyio.to_thread.run_sync(_normalize, file, reg.real_dirs)
+        cached if cached is not None else await anyio.to_thread.run_sync(normalize, file, reg.real_dirs)
     )
     outcome = await _acquire_held(reg, key_path, resolved, use_clock, timeout, False, work)
-    assert isinstance(outcome, _Attempt)
+    assert isinstance(outcome, Attempt)
     return outcome.result  # type: ignore[no-any-return]
-
-
-# --------------------------------------------------------------------------- inspectors
-
-
-def read_lock_owner(path: Path | str) -> LockOwner | None:
-    """
-    Return the owner recorded in a transcript's lock file, or ``None`` when it has none.
-
-    Synchronous (one small read); both ``createdAt`` formats are read (DESIGN D8).
-    """
-    snapshot = read_lock_snapshot(lock_path_for(path))
-    return None if snapshot is None else parse_lock_payload(snapshot.raw)
-
-
-def _held_here(path: Path | str) -> bool:
-    reg = _REGISTRY
-    absolute = Path(path).absolute()
-    real = reg.real_dirs.get(str(absolute.parent))
-    key = (
-        str(Path(real) / absolute.name)
-        if real
-        else str(Path(os.path.realpath(absolute.parent)) / absolute.name)
-    )
-    with reg.lock:
-        state = reg.states.get(key)
-        return state is not None and (state.held is not None or state.claimed)
-
-
-def is_locked(
-    path: Path | str, *, clock: Clock | None = None, settings: WriteLockSettings | None = None
-) -> bool:
-    """
-    Return whether a transcript's write lock is held, by this process or a live other one (DESIGN D6).
-
-    A lock of a dead process, a recycled pid, or an orphan of this process does not count (the next
-    writer reclaims it); a live owner counts even past ``stale_ms`` or its ``maxHoldMs``.
-    Synchronous; for maintenance, which must not evict entries whose transcript is being written.
-
-    Args:
-        path: The transcript path.
-        clock: Time source for the lock's age (default: the system clock).
-        settings: For ``stale_ms`` (default: resolved from the environment).
-    """
-    use_clock = clock if clock is not None else SYSTEM_CLOCK
-    stale_ms = (settings if settings is not None else _default_settings()).stale_ms
-    return _file_is_locked(
-        path, now_ms=use_clock.now_ms(), stale_ms=stale_ms, held_by_this_process=_held_here(path)
-    )
-
-
-@attrs.frozen(kw_only=True)
-class StaleLockReport:
-    """One lock file seen by :func:`clean_stale_lock_files`: its inspection and what was done."""
-
-    inspection: LockInspection
-    removable: bool
-    removed: bool
-
-
-async def clean_stale_lock_files(
-    sessions_dir: Path | str,
-    *,
-    settings: WriteLockSettings | None = None,
-    clock: Clock | None = None,
-    remove: bool = True,
-) -> list[StaleLockReport]:
-    """
-    Inspect every ``*.jsonl.lock`` of a sessions directory and remove the reclaimable ones.
-
-    OpenClaw's ``cleanStaleLockFiles`` (doctor/startup helper), same rules as a contender: dead or
-    recycled owners and orphans of this process are removed if unchanged; a live owner is reported
-    (``removable`` is ``False``), never removed. Locks this process holds are skipped.
-
-    Returns:
-        One report per lock file, sorted by name. A missing directory gives ``[]``.
-    """
-    resolved = settings if settings is not None else _default_settings()
-    use_clock = clock if clock is not None else SYSTEM_CLOCK
-    directory = Path(sessions_dir)
-
-    def scan() -> list[StaleLockReport]:
-        try:
-            names = sorted(e.name for e in directory.iterdir() if e.name.endswith(".jsonl.lock"))
-        except FileNotFoundError:
-            return []
-        reports = []
-        for name in names:
-            transcript = directory / name[: -len(".lock")]
-            here = _held_here(transcript)
-            now_ms = use_clock.now_ms()
-            found = inspect_lock_file(
-                transcript, now_ms=now_ms, stale_ms=resolved.stale_ms, held_by_this_process=here
-            )
-            if found is None:
-                continue
-            inspection, snapshot = found
-            decision = reclaim_decision(
-                inspection, lock_mtime_ms=snapshot.mtime_ms, now_ms=now_ms, stale_ms=resolved.stale_ms
-            )
-            removable = not here and decision == "remove"
-            removed = remove and removable and remove_if_unchanged(inspection.lock_path, snapshot)
-            if removed:
-                _log.warning(
-                    "removed stale session lock: %s (%s)",
-                    inspection.lock_path,
-                    ", ".join(inspection.stale_reasons),
-                )
-            reports.append(StaleLockReport(inspection=inspection, removable=removable, removed=removed))
-        return reports
-
-    return await anyio.to_thread.run_sync(scan)
