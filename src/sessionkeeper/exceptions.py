@@ -21,8 +21,8 @@ derives from it (a :class:`ConfigError` is a :class:`ValueError`, a :class:`Sess
     │   └── SessionNotFoundError (KeyError)        no SessionEntry for a session key
     ├── LockError
     │   ├── SessionBusyError (TimeoutError)        write lock not acquired in time; owner and wait attached
-    │   │   └── StaleLockError                     a live owner's lock is stale (too old / over max hold): reported, not taken
-    │   └── LockNotHeldError                       a lock handle no longer holds its lock (released, disposed, watchdog)
+    │   │   └── StaleLockError                     live owner too old / over max hold: reported, not taken
+    │   └── LockNotHeldError                       handle no longer holds its lock (released, watchdog, lost)
     ├── CompactionError                            compaction could not produce a usable summary
     │   └── CompactionCancelled                    a ``session_before_compact`` hook cancelled it
     ├── ProviderError
