@@ -431,3 +431,20 @@ def test_context_walk_stops_early_but_equals_full_rebuild(pi_samples: Path) -> N
     for entry in entries[::37]:
         assert index.build_context(entry.id) == build_session_context(entries, leaf_id=entry.id)
     assert len(index._context_path(index.by_id[index.leaf_id])) < len(index.path_positions(index.leaf_id))
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 4096])
+def test_chunked_file_reading_equals_bytes_loading(
+    tmp_path: Path, pi_samples: Path, monkeypatch: pytest.MonkeyPatch, chunk: int
+) -> None:
+    from sessionkeeper.transcript import _load
+
+    monkeypatch.setattr(_load, "_READ_CHUNK", chunk)
+    for tail in (b"", b'{"type":"mess'):
+        path = tmp_path / "f.jsonl"
+        data = (pi_samples / "full.jsonl").read_bytes() + tail
+        path.write_bytes(data)
+        from_file, from_bytes = load_transcript(path), load_transcript_bytes(data, path=path)
+        assert from_file.lines == from_bytes.lines
+        assert from_file.diagnostics == from_bytes.diagnostics
+        assert from_file.build_context() == from_bytes.build_context()

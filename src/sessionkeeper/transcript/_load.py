@@ -77,6 +77,7 @@ _JS_WHITESPACE: Final = (
     "\u2028\u2029\u202f\u205f\u3000\ufeff"
 )
 _BOM: Final = b"\xef\xbb\xbf"
+_READ_CHUNK: Final = 8 << 20
 
 
 def js_trim(text: str) -> str:
@@ -145,7 +146,7 @@ class TranscriptIndex:
         self.kinds: list[str] = []
         self.ids: list[str | None] = []
         self.parents: list[str | None] = []
-        self.line_numbers: list[int] = []
+        self.line_numbers: list[int] | range = []
         self.by_id: dict[str, int] = {}
         self._cache: dict[int, TranscriptEntry] = {}
         self.leaf_id: str | None = None
@@ -163,6 +164,8 @@ class TranscriptIndex:
 
     def _push(self, kind: str, entry_id: str | None, parent: str | None, line: int) -> int:
         pos = len(self.kinds)
+        if isinstance(self.line_numbers, range):
+            self.line_numbers = list(self.line_numbers)
         self.kinds.append(kind)
         self.ids.append(entry_id)
         self.parents.append(parent)
@@ -544,15 +547,43 @@ def _make_index(raw_header: Any, head_id: Any, path: Path | None, line: int) -> 
     return TranscriptIndex(path=path, header=header, header_raw=raw_header)
 
 
-def _scan_fast(data: bytes, path: Path | None) -> _Scan | None:
-    """One C-speed pass for well-formed files; ``None`` means "use the careful scan"."""
-    if data.startswith(_BOM):
-        return None
+def _split_lines(data: bytes) -> tuple[list[bytes], bool]:
+    """``data`` split on ``\n`` (the empty piece after a final newline dropped), and whether the last
+    line lacks its newline."""
     lines = data.split(b"\n")
     missing_newline = lines[-1] != b""
     if not missing_newline:
         lines.pop()
+    return lines, missing_newline
+
+
+def _read_lines(file: Path) -> tuple[list[bytes], bool]:
+    """Like :func:`_split_lines` on the file's content, reading it in chunks so that the whole file
+    and its lines are never held in memory at the same time."""
+    lines: list[bytes] = []
+    carry = b""
+    with file.open("rb") as handle:
+        while chunk := handle.read(_READ_CHUNK):
+            parts = (carry + chunk if carry else chunk).split(b"\n")
+            carry = parts.pop()
+            lines.extend(parts)
+    if carry:
+        lines.append(carry)
+    return lines, bool(carry)
+
+
+def _join_lines(lines: list[bytes], missing_newline: bool) -> bytes:
     if not lines:
+        return b""
+    return b"\n".join(lines) + (b"" if missing_newline else b"\n")
+
+
+def _scan_fast(lines: list[bytes], missing_newline: bool, path: Path | None) -> _Scan | None:
+    """
+    One C-speed pass for well-formed files; ``None`` means "use the careful scan". Takes ownership of
+    ``lines`` (they become the index's lines).
+    """
+    if not lines or lines[0].startswith(_BOM):
         return None
     decode = _FAST_DECODER.decode
     try:
@@ -579,7 +610,7 @@ def _scan_fast(data: bytes, path: Path | None) -> _Scan | None:
     index.kinds = kinds
     index.ids = ids
     index.parents = [h.parentId for h in heads]
-    index.line_numbers = list(range(2, len(lines) + 2))
+    index.line_numbers = range(2, len(lines) + 2)
     index.by_id = {entry_id: pos for pos, entry_id in enumerate(ids) if entry_id is not None}
     index.leaf_id = next((entry_id for entry_id in reversed(ids) if entry_id is not None), None)
     if scan.version >= 2 and len(index.by_id) != len(ids):
@@ -705,7 +736,17 @@ def load_transcript_bytes(data: bytes, *, path: Path | None = None) -> Transcrip
         TranscriptFormatError: No parseable line, or the first parseable line is not a session header
             with a string id (the error names the file and the line).
     """
-    scan = _scan_fast(data, path) or _scan_careful(data, path)
+    lines, missing_newline = _split_lines(data)
+    return _index_lines(lines, missing_newline, path, data)
+
+
+def _index_lines(
+    lines: list[bytes], missing_newline: bool, path: Path | None, data: bytes | None
+) -> TranscriptIndex:
+    scan = _scan_fast(lines, missing_newline, path)
+    if scan is None:
+        scan = _scan_careful(data if data is not None else _join_lines(lines, missing_newline), path)
+    del lines, data
     index = scan.index
     if index is None:
         raise TranscriptFormatError(
@@ -730,12 +771,12 @@ def load_transcript(path: Path | str) -> TranscriptIndex:
     """
     file = Path(path)
     try:
-        data = file.read_bytes()
+        lines, missing_newline = _read_lines(file)
     except FileNotFoundError as err:
         raise TranscriptNotFoundError(f"transcript not found: {file}") from err
     except IsADirectoryError as err:
         raise TranscriptFormatError("is a directory, not a transcript", path=file) from err
-    return load_transcript_bytes(data, path=file)
+    return _index_lines(lines, missing_newline, file, None)
 
 
 def find_orphan_tool_results(messages: Iterable[AgentMessage]) -> tuple[str, ...]:
