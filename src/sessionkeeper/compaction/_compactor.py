@@ -37,6 +37,7 @@ from sessionkeeper.compaction._prompts import build_structured_instructions, str
 from sessionkeeper.compaction._providers import CompactionProviderRegistry, SummaryRequest
 from sessionkeeper.compaction._settings import CompactionSettings
 from sessionkeeper.compaction._suffix import (
+    MAX_COMPACTION_SUMMARY_CHARS,
     cap_preserving_suffix,
     format_file_operations,
     safeguard_suffix,
@@ -386,18 +387,17 @@ class Compactor:
         else:
             fallbacks.append("no model client: extractive summary")
 
+        suffix = safeguard_suffix(plan, settings) if safeguard else ""
+        budget = MAX_COMPACTION_SUMMARY_CHARS - len(suffix) - 64 if safeguard else 12_000
         body = extractive_summary(
             messages,
             previous_summary=plan.previous_summary,
             read_files=read_files,
             modified_files=modified_files,
+            max_chars=max(2000, budget),
         )
         if safeguard:
-            return (
-                cap_preserving_suffix(body, safeguard_suffix(plan, settings)),
-                "extractive",
-                tuple(fallbacks),
-            )
+            return cap_preserving_suffix(body, suffix), "extractive", tuple(fallbacks)
         return body + format_file_operations(read_files, modified_files), "extractive", tuple(fallbacks)
 
 

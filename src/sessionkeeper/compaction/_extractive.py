@@ -36,6 +36,7 @@ _MAX_LINE_CHARS = 300
 _MAX_ITEMS = 12
 _MAX_IDENTIFIERS = 200
 _MAX_PREVIOUS_CHARS = 6000
+_MAX_FILES_CHARS = 800
 
 _IDENTIFIER = re.compile(
     r"(?P<uuid>\b[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}\b)"
@@ -143,6 +144,18 @@ def _unique(items: Iterable[str], limit: int) -> list[str]:
     return values[-limit:]
 
 
+def _bounded_join(items: Sequence[str], limit: int) -> str:
+    out: list[str] = []
+    used = 0
+    for index, item in enumerate(items):
+        if used + len(item) + 2 > limit:
+            out.append(f"...and {len(items) - index} more")
+            break
+        out.append(item)
+        used += len(item) + 2
+    return ", ".join(out)
+
+
 def _bullets(items: Sequence[str], empty: str = "None.") -> str:
     return "\n".join(f"- {item}" for item in items) if items else empty
 
@@ -153,6 +166,7 @@ def extractive_summary(
     previous_summary: str | None = None,
     read_files: Sequence[str] = (),
     modified_files: Sequence[str] = (),
+    max_chars: int = 12_000,
 ) -> str:
     """
     Summarise ``messages`` without a model.
@@ -163,13 +177,17 @@ def extractive_summary(
     request when no assistant text answered it), ``## Exact identifiers`` (every identifier of
     :func:`extract_identifiers` in the messages, the tool-call arguments and the previous summary,
     plus error lines from failed tool results), ``## Files`` (read and modified), and the previous
-    summary under ``## Earlier summary`` (capped at 6000 chars).
+    summary under ``## Earlier summary`` (quoted, at most 6000 chars). To stay within ``max_chars``
+    the earlier summary is shortened first, then the lists; identifiers are dropped last (oldest
+    first).
 
     Args:
         messages: The messages to summarise, in order.
         previous_summary: The previous compaction's summary, carried forward.
         read_files: Files read (not modified) in the summarised span.
         modified_files: Files written or edited.
+        max_chars: Upper bound of the result in characters (default 12000, leaving room for
+            safeguard's suffix under its 16000-char cap).
 
     Returns:
         The summary text (never empty).
@@ -217,39 +235,55 @@ def extractive_summary(
     if last_user_index > last_answer_index and user_texts:
         pending.append(_clip(user_texts[-1], _MAX_GOAL_CHARS))
 
-    sections = [
-        "## Goal",
-        "\n".join(goal_lines) if goal_lines else "(none stated in the summarised span)",
-        "",
-        "## Decisions",
-        _bullets(_unique(decisions, _MAX_ITEMS)),
-        "",
-        "## Open TODOs",
-        _bullets(_unique(todos, _MAX_ITEMS)),
-        "",
-        "## Constraints/Rules",
-        _bullets(_unique(constraints, _MAX_ITEMS)),
-        "",
-        "## Pending user asks",
-        _bullets(pending),
-        "",
-        "## Exact identifiers",
-        _bullets(identifiers, "None captured."),
-    ]
-    error_items = _unique(errors, _MAX_ITEMS)
-    if error_items:
-        sections += ["", "## Errors seen", _bullets(error_items)]
-    if read_files or modified_files:
-        sections += ["", "## Files"]
-        if read_files:
-            sections.append("Read: " + ", ".join(read_files))
-        if modified_files:
-            sections.append("Modified: " + ", ".join(modified_files))
-    if previous_summary and previous_summary.strip():
-        earlier = previous_summary.strip()
-        if len(earlier) > _MAX_PREVIOUS_CHARS:
-            earlier = earlier[:_MAX_PREVIOUS_CHARS].rstrip() + "\n[earlier summary truncated]"
-        quoted = "\n".join(f"> {line}" if line else ">" for line in earlier.splitlines())
-        sections += ["", "## Earlier summary", quoted]
-    sections += ["", f"(Extractive summary of {len(messages)} messages; no model was used.)"]
-    return "\n".join(sections)
+    def render(items: int, earlier_chars: int, id_list: list[str]) -> str:
+        sections = [
+            "## Goal",
+            "\n".join(goal_lines) if goal_lines else "(none stated in the summarised span)",
+            "",
+            "## Decisions",
+            _bullets(_unique(decisions, items)),
+            "",
+            "## Open TODOs",
+            _bullets(_unique(todos, items)),
+            "",
+            "## Constraints/Rules",
+            _bullets(_unique(constraints, items)),
+            "",
+            "## Pending user asks",
+            _bullets(pending),
+            "",
+            "## Exact identifiers",
+            ", ".join(id_list) if id_list else "None captured.",
+        ]
+        error_items = _unique(errors, items)
+        if error_items:
+            sections += ["", "## Errors seen", _bullets(error_items)]
+        if read_files or modified_files:
+            # Bounded: the complete lists travel in the entry's details and the file tags (pi §13.4).
+            sections += ["", "## Files"]
+            if read_files:
+                sections.append("Read: " + _bounded_join(read_files, _MAX_FILES_CHARS))
+            if modified_files:
+                sections.append("Modified: " + _bounded_join(modified_files, _MAX_FILES_CHARS))
+        earlier = (previous_summary or "").strip()
+        if earlier and earlier_chars > 0:
+            if len(earlier) > earlier_chars:
+                earlier = earlier[:earlier_chars].rstrip() + "\n[earlier summary truncated]"
+            quoted = "\n".join(f"> {line}" if line else ">" for line in earlier.splitlines())
+            sections += ["", "## Earlier summary", quoted]
+        sections += ["", f"(Extractive summary of {len(messages)} messages; no model was used.)"]
+        return "\n".join(sections)
+
+    # Fit ``max_chars``: shorten the quoted earlier summary first, then the item lists; identifiers go
+    # last (the most recent ones are kept), because they are what free-text summaries lose (B08).
+    for items in (_MAX_ITEMS, 6, 3):
+        for earlier_chars in (_MAX_PREVIOUS_CHARS, 3000, 1000, 0):
+            text = render(items, earlier_chars, identifiers)
+            if len(text) <= max_chars:
+                return text
+    kept = list(identifiers)
+    text = render(3, 0, kept)
+    while kept and len(text) > max_chars:
+        kept = kept[max(1, len(kept) // 10) :]
+        text = render(3, 0, kept)
+    return text[:max_chars] if max_chars > 0 else text
