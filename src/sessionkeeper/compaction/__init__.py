@@ -9,6 +9,13 @@ the summariser chain (provider -> LLM -> extractive, DESIGN D3) and writes the e
 
 from __future__ import annotations
 
+from sessionkeeper.compaction._branch_summary import (
+    BranchEntries,
+    BranchSummary,
+    collect_entries_for_branch_summary,
+    generate_branch_summary,
+    prepare_branch_entries,
+)
 from sessionkeeper.compaction._budget import (
     DEFAULT_CONTEXT_WINDOW,
     compaction_threshold,
@@ -31,6 +38,8 @@ from sessionkeeper.compaction._settings import CompactionSettings, QualityGuardS
 
 __all__ = (
     "DEFAULT_CONTEXT_WINDOW",
+    "BranchEntries",
+    "BranchSummary",
     "CompactionPreparation",
     "CompactionProvider",
     "CompactionProviderRegistry",
@@ -44,13 +53,16 @@ __all__ = (
     "SummaryRequest",
     "adaptive_chunk_ratio",
     "chunk_messages_by_max_tokens",
+    "collect_entries_for_branch_summary",
     "compaction_threshold",
     "effective_reserve_tokens",
     "extract_identifiers",
     "extractive_summary",
     "find_cut_point",
     "find_turn_start_index",
+    "generate_branch_summary",
     "is_cut_point",
+    "prepare_branch_entries",
     "prepare_compaction",
     "serialize_conversation",
     "should_compact",

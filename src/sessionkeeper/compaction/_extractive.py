@@ -46,8 +46,8 @@ _IDENTIFIER = re.compile(
     r"|(?P<path>(?:~|\.{1,2})?/?(?:[\w.@+-]+/)+[\w.@+-]+)"
     r"|(?P<file>\b[\w@+-]+(?:\.[\w-]+)*\.(?:py|ts|tsx|js|mjs|cjs|jsx|json|jsonl|md|txt|toml|yaml|yml|ini|cfg|"
     r"rs|go|java|kt|c|h|cc|cpp|hpp|cs|rb|php|sh|sql|html|css|lock|log|csv|xml|env)\b)"
-    r"|(?P<hex>\b[0-9A-Fa-f]{8,}\b)"
-    r"|(?P<number>\b\d{6,}\b)"
+    r"|(?P<hex>\b[0-9A-Fa-f]{8,64}\b)"
+    r"|(?P<number>\b\d{6,20}\b)"
 )
 _TRAILING = ".,;:!?)]}>\"'`"
 _TOKEN_SPLIT = re.compile(r"[\s\"'`<>()\[\]{},;|]+")
@@ -111,8 +111,8 @@ def extract_identifiers(text: str) -> list[str]:
     Exact identifiers in ``text``, in order of first appearance, deduplicated.
 
     UUIDs, URLs, Windows and POSIX paths (absolute or relative with a ``/``), file names with a
-    known extension, ``host:port``, hex strings of 8+ chars (hashes, short ids) and numbers of 6+
-    digits. Values shorter than 4 chars are dropped. The text is cut into whitespace/quote-separated
+    known extension, ``host:port``, hex strings of 8-64 chars (hashes, short ids) and numbers of
+    6-20 digits. Values shorter than 4 chars are dropped. The text is cut into whitespace/quote-separated
     tokens first and tokens longer than 2000 chars are skipped, so the scan stays linear.
     """
     seen: dict[str, None] = {}

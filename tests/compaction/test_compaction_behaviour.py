@@ -1,0 +1,202 @@
+"""Compactor semantics (budgets, D2, B11, default-mode split turn), chunking, branch summaries."""
+
+from __future__ import annotations
+
+import pytest
+from tests.compaction._build import assistant, manager, result, user
+
+from sessionkeeper.compaction import (
+    CompactionSettings,
+    Compactor,
+    adaptive_chunk_ratio,
+    chunk_messages_by_max_tokens,
+    collect_entries_for_branch_summary,
+    generate_branch_summary,
+    prepare_branch_entries,
+    split_messages_by_token_share,
+)
+from sessionkeeper.compaction._chunking import max_chunk_tokens, oversized_plan
+from sessionkeeper.compaction._prompts import BRANCH_SUMMARY_PREAMBLE, BRANCH_SUMMARY_PROMPT
+from sessionkeeper.testing import ScriptedModelClient
+from sessionkeeper.transcript import CompactionEntry, CompactionSummaryMessage, UserMessage
+
+
+pytestmark = pytest.mark.anyio
+
+
+async def _long_session() -> tuple[object, list[str]]:
+    return await manager(
+        user("Please audit module one " + "a" * 2000),
+        assistant("Audited module one and fixed two bugs. " + "b" * 2000),
+        user("Now module two " + "c" * 2000),
+        assistant("Module two done. " + "d" * 2000),
+        user("Last: module three."),
+    )
+
+
+async def test_manual_without_budget_is_a_strict_checkpoint() -> None:
+    transcript, _ = await _long_session()
+    outcome = await Compactor().compact(transcript)  # type: ignore[arg-type]
+    assert outcome.status == "compacted" and outcome.entry is not None
+    entry = outcome.entry
+    assert entry.first_kept_entry_id == entry.id  # hardened boundary: nothing before it is kept
+    context = transcript.build_session_context().messages  # type: ignore[attr-defined]
+    assert len(context) == 1 and isinstance(context[0], CompactionSummaryMessage)
+    assert outcome.preparation is not None and len(outcome.preparation.messages_to_summarize) == 5
+
+
+async def test_configured_keep_budget_applies_to_manual_runs() -> None:
+    transcript, ids = await _long_session()
+    compactor = Compactor(settings=CompactionSettings(keep_recent_tokens=5))
+    outcome = await compactor.compact(transcript)  # type: ignore[arg-type]
+    assert outcome.entry is not None and outcome.entry.first_kept_entry_id == ids[4]
+
+
+async def test_automatic_runs_default_to_20000_and_enabled_false_does_not_stop_them() -> None:
+    compactor = Compactor(settings=CompactionSettings(enabled=False))
+    assert compactor.keep_budget(reason="threshold", keep_recent_tokens=None) == 20000
+    assert compactor.keep_budget(reason="overflow", keep_recent_tokens=None) == 20000
+    assert compactor.keep_budget(reason="manual", keep_recent_tokens=None) is None
+    transcript, _ = await _long_session()
+    outcome = await compactor.compact(transcript, reason="overflow", keep_recent_tokens=5)  # type: ignore[arg-type]
+    assert outcome.status == "compacted"
+
+
+async def test_d2_nothing_to_summarize_calls_no_summariser_and_writes_nothing() -> None:
+    transcript, _ = await manager(user("hi"), assistant("hello"))
+    client = ScriptedModelClient(responses=[])
+    outcome = await Compactor(model_client=client).compact(transcript, keep_recent_tokens=20000)  # type: ignore[arg-type]
+    assert outcome.status == "nothing_to_summarize" and outcome.entry is None
+    assert outcome.preparation is not None and outcome.preparation.to_json()["nothingToSummarize"] is True
+    assert client.requests == [] and len(transcript.entries()) == 2  # type: ignore[attr-defined]
+
+
+async def test_already_compacted_and_empty() -> None:
+    transcript, _ = await _long_session()
+    await Compactor().compact(transcript)  # type: ignore[arg-type]
+    again = await Compactor().compact(transcript)  # type: ignore[arg-type]
+    assert again.status == "already_compacted" and again.entry is None
+    empty, _ = await manager()
+    assert (await Compactor().compact(empty)).status == "empty"  # type: ignore[arg-type]
+
+
+async def test_b11_summary_not_smaller_than_what_it_replaces_is_not_committed() -> None:
+    transcript, _ = await manager(user("Fix it."), assistant("Done."), user("Thanks, next."))
+    client = ScriptedModelClient(handler=lambda request: "long summary " * 200)
+    settings = CompactionSettings(mode="default")
+    outcome = await Compactor(settings=settings, model_client=client).compact(
+        transcript, keep_recent_tokens=1
+    )  # type: ignore[arg-type]
+    assert outcome.status == "ineffective" and outcome.entry is None
+    assert len(transcript.entries()) == 3  # type: ignore[attr-defined]
+
+
+async def test_default_mode_split_turn_merges_history_and_prefix() -> None:
+    transcript, ids = await manager(
+        user("Earlier question " + "e" * 800),
+        assistant("Earlier answer " + "f" * 800),
+        user("Big task"),
+        assistant("step one", ("c1", "read", {"path": "x.py"})),
+        result("c1", "x" * 4000),
+        assistant("step two " + "g" * 400),
+    )
+
+    def reply(request: object) -> str:
+        text = str(request.messages[0].content)  # type: ignore[attr-defined]
+        return "PREFIX" if "PREFIX of a turn" in text else "HISTORY"
+
+    client = ScriptedModelClient(handler=reply)
+    settings = CompactionSettings(mode="default")
+    outcome = await Compactor(settings=settings, model_client=client).compact(
+        transcript, keep_recent_tokens=50
+    )  # type: ignore[arg-type]
+    assert outcome.entry is not None and outcome.entry.first_kept_entry_id == ids[5]
+    assert outcome.summary == (
+        "HISTORY\n\n---\n\n**Turn Context (split turn):**\n\nPREFIX\n\n<read-files>\nx.py\n</read-files>"
+    )
+    assert sorted(r.max_tokens for r in client.requests) == [8192, 13107]  # 0.5 and 0.8 x reserve
+
+
+def test_split_by_token_share_waits_for_tool_results() -> None:
+    def block(stop: str) -> list[object]:
+        return [
+            user("u" * 400),
+            assistant("", ("a", "read", {"path": "p"}), stop=stop),
+            result("a", "r" * 400),
+            user("v" * 400),
+        ]
+
+    chunks = split_messages_by_token_share(block("toolUse"), parts=2)  # type: ignore[arg-type]
+    assert [len(c) for c in chunks] == [1, 3]  # split moved back to the assistant: call + result together
+    aborted = split_messages_by_token_share(block("aborted"), parts=2)  # type: ignore[arg-type]
+    assert [len(c) for c in aborted] == [2, 2]  # an aborted call never holds the split open
+
+
+def test_chunk_by_max_tokens_and_oversized() -> None:
+    messages = [
+        user("a" * 400),
+        user("b" * 400),
+        user("c" * 4000),
+        user("d" * 40),
+    ]  # 100, 100, 1000, 10 tokens
+    chunks = chunk_messages_by_max_tokens(messages, max_tokens=300)  # effective 250
+    assert [len(c) for c in chunks] == [2, 1, 1]
+    plan = oversized_plan(messages, context_window=1000)
+    assert len(plan.small_messages) == 3 and plan.oversized_notes == (
+        "[Large user (~1K tokens) omitted from summary]",
+    )
+    assert adaptive_chunk_ratio(messages, context_window=200_000) == 0.4
+    assert adaptive_chunk_ratio(messages, context_window=1000) == pytest.approx(0.15)
+    assert max_chunk_tokens(messages, context_window=200_000) == 80_000 - 4096
+
+
+async def test_branch_summary_pi_rules_and_llm_request() -> None:
+    transcript, ids = await manager(
+        user("Try approach A"),
+        assistant("", ("c1", "edit", {"path": "src/a.py"})),
+        result("c1", "ok", tool="edit"),
+        assistant("Approach A failed."),
+    )
+    transcript.branch(ids[0])  # type: ignore[attr-defined]
+    await transcript.append_message(assistant("Let's try B."))  # type: ignore[attr-defined]
+    entries, common = collect_entries_for_branch_summary(
+        transcript,  # type: ignore[arg-type]
+        old_leaf_id=ids[3],
+        target_id=transcript.leaf_id,  # type: ignore[attr-defined]
+    )
+    assert common == ids[0] and [e.id for e in entries] == ids[1:]
+    prepared = prepare_branch_entries(entries)
+    assert len(prepared.messages) == 2  # the tool result is skipped
+    client = ScriptedModelClient(responses=["## Goal\nTry A"])
+    summary = await generate_branch_summary(entries, model_client=client, custom_instructions="why it failed")
+    assert (
+        summary.summary
+        == BRANCH_SUMMARY_PREAMBLE + "## Goal\nTry A\n\n<modified-files>\nsrc/a.py\n</modified-files>"
+    )
+    assert summary.details() == {"readFiles": [], "modifiedFiles": ["src/a.py"]}
+    request = client.requests[0]
+    assert request.max_tokens == 2048
+    prompt = request.messages[0]
+    assert isinstance(prompt, UserMessage)
+    assert str(prompt.content).find(BRANCH_SUMMARY_PROMPT.split("\n")[0]) >= 0
+    assert "Additional focus: why it failed" in str(prompt.content)
+    assert (await generate_branch_summary([])).summary == "No content to summarize"
+    offline = await generate_branch_summary(entries)
+    assert offline.provider == "extractive" and offline.summary.startswith(BRANCH_SUMMARY_PREAMBLE)
+
+
+def test_branch_budget_keeps_summary_entries_under_90_percent() -> None:
+    big = CompactionEntry(
+        id="c0",
+        parent_id=None,
+        timestamp="2026-01-05T10:00:00.000Z",
+        summary="s" * 400,
+        first_kept_entry_id="c0",
+        tokens_before=1,
+    )
+    from tests.compaction._build import chain
+
+    entries = [big, *chain(("e1", user("u" * 40)))]
+    prepared = prepare_branch_entries(entries, token_budget=105)  # 10 tokens used, summary is 100
+    assert len(prepared.messages) == 2 and isinstance(prepared.messages[0], CompactionSummaryMessage)
+    assert len(prepare_branch_entries(entries, token_budget=11).messages) == 1  # 10 >= 90% of 11
