@@ -5,7 +5,9 @@
 //
 // ORACLE_DIR is an installed copy of shared/tools/openclaw-oracle (its lib/oc.mjs loads the dist chunks
 // by source name). CASES.json: [{name, step, messages, options?}], step one of: pairing, toolInputs,
-// toolIds, anthropicTurns, geminiTurns, googleOrdering, interSession, contentBlocks. Date.now() is frozen at options.nowMs (default
+// toolIds, anthropicTurns, geminiTurns, googleOrdering, interSession, contentBlocks,
+// normalize, dropThinking, pipeline (sanitizeSessionHistory + validateReplayTurns; options {api, provider,
+// modelId}), policy (resolveTranscriptPolicy for options {api, provider, modelId}; prints {name, policy}). Date.now() is frozen at options.nowMs (default
 // 1800000000000) so synthetic messages are deterministic. Prints [{name, messages}].
 import fs from "node:fs";
 import path from "node:path";
@@ -35,11 +37,24 @@ const prov = await oc.loadDist("input-provenance-BkJA7lbx.js", [
 
 const images = await oc.loadDist("embedded-agent-helpers-D4KtJ9qQ.js", ["sanitizeSessionMessagesImages"]);
 
+const { resolveTranscriptPolicy } = await oc.loadDist("tool-result-middleware-CQMhCz6H.js", ["resolveTranscriptPolicy"]);
+const replay = await oc.loadDist("attempt.model-diagnostic-events-SpxlOxWw.js", [
+  "sanitizeSessionHistory",
+  "validateReplayTurns",
+  "normalizeAssistantReplayContent",
+  "dropThinkingBlocks",
+]);
+
 const cases = JSON.parse(fs.readFileSync(casesFile, "utf8"));
 const out = [];
 for (const c of cases) {
   const options = c.options ?? {};
   oc.freezeClock(options.nowMs ?? 1800000000000);
+  if (c.step === "policy") {
+    const { api, provider, modelId } = options;
+    out.push({ name: c.name, policy: resolveTranscriptPolicy({ modelApi: api, provider, modelId }) });
+    continue;
+  }
   const input = structuredClone(c.messages);
   let messages;
   switch (c.step) {
@@ -64,6 +79,19 @@ for (const c of cases) {
     case "contentBlocks":
       messages = await images.sanitizeSessionMessagesImages(input, "oracle", options);
       break;
+    case "normalize":
+      messages = replay.normalizeAssistantReplayContent(input);
+      break;
+    case "dropThinking":
+      messages = replay.dropThinkingBlocks(input);
+      break;
+    case "pipeline": {
+      const sessionManager = { getEntries: () => [], appendCustomEntry: () => {} };
+      const params = { modelApi: options.api, provider: options.provider, modelId: options.modelId };
+      const sanitized = await replay.sanitizeSessionHistory({ ...params, messages: input, sessionManager, sessionId: "s" });
+      messages = await replay.validateReplayTurns({ ...params, messages: sanitized });
+      break;
+    }
     case "interSession":
       // annotateInterSessionUserMessages is not exported: apply its string-content rule per user message.
       messages = input.map((m) =>
@@ -77,5 +105,4 @@ for (const c of cases) {
   }
   out.push({ name: c.name, messages });
 }
-process.stdout.write(JSON.stringify(out) + "\n");
-process.exit(0);
+process.stdout.write(JSON.stringify(out) + "\n", () => process.exit(0));

@@ -1,5 +1,5 @@
 """
-Regenerate the OpenClaw hygiene fixtures in tests/data/oracle (hygiene-cases.json, hygiene-results.json).
+Regenerate the OpenClaw hygiene fixtures in tests/data/oracle (hygiene-cases.json, hygiene-results.json.gz).
 
 Runs ``tests/pruning/hygiene_oracle.mjs`` (OpenClaw 2026.7.35's own ``repairToolUseResultPairing``,
 ``sanitizeToolCallInputs``, ``sanitizeToolCallIdsForCloudCodeAssist``, ``validateAnthropicTurns``,
@@ -12,6 +12,7 @@ crafted cases of :func:`cases`. Usage::
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import subprocess
 import sys
@@ -31,6 +32,7 @@ from tests.pruning._builders import assistant, call, result, thinking, user  # n
 
 
 OUT = HERE.parents[1] / "tests" / "data" / "oracle"
+PI = HERE.parents[1] / "tests" / "data" / "pi"
 NOW = 1_800_000_000_000
 
 
@@ -285,7 +287,134 @@ def cases() -> list[dict[str, Any]]:
                 "options": options,
             }
         )
+    messy = [
+        assistant("I start."),
+        user("   "),
+        user("Archive the old reports."),
+        assistant(thinking("plan", "sig-1"), call("call_z", "archive", dir="r")),
+        user("Are you done?"),
+        assistant("NO_REPLY"),
+        assistant(call("c-1", "read"), call("c-2", "bad name")),
+        result("c-2", "two"),
+        user("interjection"),
+        result("c-1", "one"),
+        result("c-1", "dup"),
+        result("orphan", "x"),
+        assistant(thinking("old", "  "), "answer"),
+        assistant(thinking("latest"), "final"),
+    ]
+    normalize_cases = [
+        user("   "),
+        user([TextContent(text=" "), TextContent(text="real")]),
+        assistant("NO_REPLY"),
+        assistant("visible", "NO_REPLY"),
+        assistant(thinking("hmm"), " ", stop="length"),
+        assistant(stop="error"),
+        user("more"),
+        assistant(stop="error"),
+    ]
+    out.append(
+        {
+            "name": "normalize",
+            "step": "normalize",
+            "messages": [message_to_builtins(m) for m in normalize_cases],
+            "options": {},
+        }
+    )
+    thinking_turns = [
+        user(),
+        assistant(thinking("a", "s"), "x"),
+        assistant(thinking("b")),
+        assistant(thinking("c"), "y"),
+    ]
+    out.append(
+        {
+            "name": "drop-thinking",
+            "step": "dropThinking",
+            "messages": [message_to_builtins(m) for m in thinking_turns],
+            "options": {},
+        }
+    )
+    families = (
+        ("anthropic", "anthropic-messages", "anthropic", "claude-sonnet-4-5"),
+        ("anthropic-3-7", "anthropic-messages", "anthropic", "claude-3-7-sonnet-20250219"),
+        ("responses", "openai-responses", "openai", "gpt-5"),
+        ("completions", "openai-completions", "openrouter", "gpt-4o"),
+        ("google", "google-generative-ai", "google", "gemini-2.5-pro"),
+    )
+    for family, api, provider, model in families:
+        contexts = [("messy", [message_to_builtins(m) for m in messy])]
+        for label, messages in contexts:
+            out.append(
+                {
+                    "name": f"pipeline-{family}-{label}",
+                    "step": "pipeline",
+                    "messages": messages,
+                    "options": {"api": api, "provider": provider, "modelId": model},
+                }
+            )
+        for sample in ("basic", "full", "large-2000", "v1-legacy"):
+            out.append(
+                {
+                    "name": f"pipeline-{family}-{sample}",
+                    "step": "pipeline",
+                    "sample": sample,
+                    "options": {"api": api, "provider": provider, "modelId": model},
+                }
+            )
+    for provider, apis in POLICY_PROVIDERS.items():
+        for api in apis:
+            for model in POLICY_MODELS:
+                out.append(
+                    {
+                        "name": f"policy-{provider}-{api}-{model}",
+                        "step": "policy",
+                        "options": {"api": api, "provider": provider, "modelId": model},
+                    }
+                )
     return out
+
+
+POLICY_MODELS = (
+    "claude-sonnet-4-5",
+    "claude-3-7-sonnet",
+    "gpt-5",
+    "gemini-2.5-pro",
+    "kimi-k2.5",
+    "mistral-large",
+)
+POLICY_PROVIDERS: dict[str, tuple[str, ...]] = {
+    "anthropic": ("anthropic-messages",),
+    "anthropic-vertex": ("anthropic-messages",),
+    "amazon-bedrock": ("bedrock-converse-stream",),
+    "openai": ("openai-responses", "openai-completions"),
+    "openai-codex": ("openai-chatgpt-responses", "openai-responses"),
+    "openrouter": ("openai-completions", "anthropic-messages"),
+    "google": ("google-generative-ai",),
+    "google-vertex": ("google-generative-ai",),
+    "google-gemini-cli": ("google-gemini-cli",),
+    "mistral": ("openai-completions",),
+    "xai": ("openai-completions", "openai-responses"),
+    "groq": ("openai-completions",),
+    "deepseek": ("openai-completions",),
+    "moonshot": ("openai-completions",),
+    "ollama": ("openai-completions",),
+    "together": ("openai-completions",),
+    "minimax": ("anthropic-messages",),
+    "github-copilot": ("openai-completions", "anthropic-messages", "openai-responses"),
+    "my-custom": (
+        "openai-completions",
+        "anthropic-messages",
+        "openai-responses",
+        "google-generative-ai",
+        "other",
+    ),
+}
+
+
+def sample_messages(name: str) -> list[dict[str, Any]]:
+    """The messages of a pi sample's rebuilt context."""
+    return list(json.loads((PI / f"{name}.context.json").read_text(encoding="utf-8"))["messages"])
 
 
 def main() -> int:
@@ -295,8 +424,9 @@ def main() -> int:
     )
     args = parser.parse_args()
     data = cases()
+    expanded = [{**c, "messages": sample_messages(c["sample"])} if "sample" in c else c for c in data]
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8") as handle:
-        json.dump(data, handle)
+        json.dump(expanded, handle)
     proc = subprocess.run(
         ["node", str(HERE / "hygiene_oracle.mjs"), args.oracle, handle.name],
         check=True,
@@ -307,10 +437,8 @@ def main() -> int:
     (OUT / "hygiene-cases.json").write_text(
         json.dumps(data, ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
     )
-    results = json.loads(proc.stdout)
-    (OUT / "hygiene-results.json").write_text(
-        json.dumps(results, ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
-    )
+    results = (json.dumps(json.loads(proc.stdout), ensure_ascii=False) + "\n").encode("utf-8")
+    (OUT / "hygiene-results.json.gz").write_bytes(gzip.compress(results, mtime=0))  # byte-identical on rerun
     print(f"wrote {len(data)} cases to {OUT}")
     return 0
 

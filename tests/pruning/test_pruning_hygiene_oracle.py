@@ -8,6 +8,7 @@ Messages are compared as JSON objects (key order aside).
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,6 +18,10 @@ import pytest
 
 from sessionkeeper.pruning import (
     annotate_inter_session_messages,
+    drop_thinking_blocks,
+    normalize_replay_content,
+    resolve_replay_policy,
+    sanitize_replay_history,
     repair_tool_call_inputs,
     repair_tool_use_result_pairing,
     sanitize_content_blocks,
@@ -31,7 +36,22 @@ from sessionkeeper.transcript._messages import AgentMessage
 
 ORACLE = Path(__file__).resolve().parents[1] / "data" / "oracle"
 CASES = json.loads((ORACLE / "hygiene-cases.json").read_text(encoding="utf-8"))
-RESULTS = {r["name"]: r for r in json.loads((ORACLE / "hygiene-results.json").read_text(encoding="utf-8"))}
+RESULTS = {
+    r["name"]: r for r in json.loads(gzip.decompress((ORACLE / "hygiene-results.json.gz").read_bytes()))
+}
+PI = ORACLE.parent / "pi"
+POLICY_CASES = [c for c in CASES if c["step"] == "policy"]
+CASES = [c for c in CASES if c["step"] != "policy"]
+
+
+def _messages(case: dict[str, Any]) -> list[dict[str, Any]]:
+    if "sample" in case:
+        return list(
+            json.loads((PI / f"{case['sample']}.context.json").read_text(encoding="utf-8"))["messages"]
+        )
+    return list(case["messages"])
+
+
 NOW = 1_800_000_000_000
 
 
@@ -61,6 +81,17 @@ STEPS: dict[str, Callable[[Sequence[AgentMessage], dict[str, Any]], Sequence[Age
     "geminiTurns": lambda m, o: validate_gemini_turns(m),
     "googleOrdering": lambda m, o: sanitize_google_turn_ordering(m, timestamp_ms=NOW),
     "interSession": lambda m, o: annotate_inter_session_messages(m),
+    "normalize": lambda m, o: normalize_replay_content(m),
+    "dropThinking": lambda m, o: drop_thinking_blocks(m),
+    "pipeline": lambda m, o: (
+        sanitize_replay_history(
+            m,
+            policy=resolve_replay_policy(api=o["api"], provider=o["provider"], model_id=o["modelId"]),
+            timestamp_ms=NOW,
+            api=o["api"],
+            provider=o["provider"],
+        ).messages
+    ),
     "contentBlocks": lambda m, o: sanitize_content_blocks(
         m,
         preserve_signatures=bool(o.get("preserveSignatures")),
@@ -71,12 +102,39 @@ STEPS: dict[str, Callable[[Sequence[AgentMessage], dict[str, Any]], Sequence[Age
 
 def test_every_step_is_covered() -> None:
     assert {c["step"] for c in CASES} == set(STEPS)
-    assert set(RESULTS) == {c["name"] for c in CASES}
+    assert set(RESULTS) == {c["name"] for c in CASES + POLICY_CASES}
+    assert len(POLICY_CASES) > 150 and sum(1 for c in CASES if c["step"] == "pipeline") >= 25
+
+
+_POLICY_FIELDS = {
+    "sanitizeMode": "sanitize_mode",
+    "sanitizeToolCallIds": "sanitize_tool_call_ids",
+    "toolCallIdMode": "tool_call_id_mode",
+    "preserveNativeAnthropicToolUseIds": "preserve_native_anthropic_tool_use_ids",
+    "repairToolUseResultPairing": "repair_tool_use_result_pairing",
+    "preserveSignatures": "preserve_signatures",
+    "dropThinkingBlocks": "drop_thinking_blocks",
+    "dropReasoningFromHistory": "drop_reasoning_from_history",
+    "applyGoogleTurnOrdering": "apply_google_turn_ordering",
+    "validateGeminiTurns": "validate_gemini_turns",
+    "validateAnthropicTurns": "validate_anthropic_turns",
+    "allowSyntheticToolResults": "allow_synthetic_tool_results",
+}
+
+
+@pytest.mark.parametrize("case", POLICY_CASES, ids=[c["name"] for c in POLICY_CASES])
+def test_replay_policy_equals_openclaw(case: dict[str, Any]) -> None:
+    o = case["options"]
+    ours = resolve_replay_policy(api=o["api"], provider=o["provider"], model_id=o["modelId"])
+    theirs = RESULTS[case["name"]]["policy"]
+    for wire, field in _POLICY_FIELDS.items():
+        assert getattr(ours, field) == theirs.get(wire, None if wire == "toolCallIdMode" else False), wire
+    assert ours.sanitize_thought_signatures == bool(theirs.get("sanitizeThoughtSignatures"))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_hygiene_step_equals_openclaw(case: dict[str, Any]) -> None:
-    messages = [message_from_json(m) for m in case["messages"]]
+    messages = [message_from_json(m) for m in _messages(case)]
     ours = [message_to_builtins(m) for m in STEPS[case["step"]](messages, case["options"])]
     theirs = RESULTS[case["name"]]["messages"]
     assert ours == theirs

@@ -55,11 +55,15 @@ def test_prune_fixtures_match_live_openclaw(live: Path) -> None:
 
 def test_hygiene_fixtures_match_live_openclaw(live: Path) -> None:
     script = Path(__file__).with_name("hygiene_oracle.mjs")
+    cases = json.loads((DATA / "oracle" / "hygiene-cases.json").read_text(encoding="utf-8"))
+    for case in cases:
+        if "sample" in case:
+            context = json.loads((DATA / "pi" / f"{case['sample']}.context.json").read_text(encoding="utf-8"))
+            case["messages"] = context["messages"]
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+        json.dump(cases, handle)
     proc = subprocess.run(
-        ["node", str(script), str(live), str(DATA / "oracle" / "hygiene-cases.json")],
-        check=True,
-        capture_output=True,
-        text=True,
+        ["node", str(script), str(live), handle.name], check=True, capture_output=True, text=True
     )
-    expected = json.loads((DATA / "oracle" / "hygiene-results.json").read_text(encoding="utf-8"))
+    expected = json.loads(gzip.decompress((DATA / "oracle" / "hygiene-results.json.gz").read_bytes()))
     assert json.loads(proc.stdout) == expected

@@ -16,6 +16,11 @@ import attrs
 import msgspec
 
 from sessionkeeper.pruning._replay_policy import ReplayPolicy, is_anthropic_api, is_openai_responses_api
+from sessionkeeper.pruning._responses import (
+    downgrade_function_call_reasoning_pairs,
+    downgrade_openai_reasoning,
+    normalize_openai_responses_ids,
+)
 from sessionkeeper.pruning._thinking import drop_reasoning_from_history, drop_thinking_blocks
 from sessionkeeper.pruning._tool_repair import (
     is_allowed_tool_call_name,
@@ -26,12 +31,14 @@ from sessionkeeper.pruning._tool_repair import (
 )
 from sessionkeeper.pruning._turns import (
     annotate_inter_session_messages,
+    ensure_usage_totals,
     normalize_replay_content,
     sanitize_content_blocks,
     sanitize_google_turn_ordering,
     should_preserve_latest_assistant_thinking,
     strip_invalid_thinking_signatures,
     strip_stale_thinking_signatures,
+    strip_stale_usage,
     validate_anthropic_turns,
     validate_gemini_turns,
 )
@@ -223,6 +230,7 @@ def sanitize_replay_history(
     api: str | None = None,
     provider: str | None = None,
     allowed_tool_names: Iterable[str] | None = None,
+    model_changed: bool = False,
 ) -> HygieneResult:
     """
     Prepare a context for replay to one provider (OpenClaw ``sanitizeSessionHistory`` and
@@ -242,18 +250,21 @@ def sanitize_replay_history(
        kept, a thinking turn with tool calls is kept whole or dropped whole (its signature covers it),
        and its tool-call ids are not rewritten in step 6;
     5. OpenAI Responses: pairing repair with errored turns dropped and ``aborted`` synthetic results;
+       orphan reasoning items dropped, ``call_id|fc_id`` ids normalised, ``fc_`` ids without their
+       reasoning removed (:mod:`sessionkeeper.pruning._responses`); repaired again at the end;
     6. ``policy.sanitize_tool_call_ids``: strict / strict9 ids, calls and results kept paired.
        Deliberate deviation **H1**: without id sanitisation, a tool-call id used by two calls still
        gets a unique id per use (``<id>_2``...), results following their call; OpenClaw leaves the
        second call unanswered, which providers reject and which breaks the pairing invariant;
     7. other APIs, when ``policy.repair_tool_use_result_pairing``: pairing repair with errored
        turns dropped (synthetic results marked as such: field report B06b); tool-result ``details``
-       are stripped;
+       are stripped; usage from before the latest compaction is zeroed and every usage gets a
+       ``totalTokens``;
     8. ``policy.apply_google_turn_ordering``: a leading assistant turn gets a user turn before it;
     9. ``policy.validate_gemini_turns`` then ``policy.validate_anthropic_turns``.
 
-    Not reproduced (no portable equivalent): image downscaling, provider-plugin hooks, OpenAI
-    reasoning-item downgrades and model-snapshot bookkeeping.
+    Not reproduced (no portable equivalent): image downscaling, provider-plugin hooks and the
+    model-snapshot bookkeeping (pass ``model_changed``).
 
     Args:
         messages: The rebuilt context, oldest first.
@@ -262,6 +273,8 @@ def sanitize_replay_history(
         api: The model's wire API (selects the Responses path and signed-thinking handling).
         provider: Provider id (signed-thinking providers).
         allowed_tool_names: Tool names the model may call; tool calls naming others are dropped.
+        model_changed: The model differs from the one that produced the history (OpenClaw tracks this
+            with a ``model-snapshot`` custom entry): OpenAI Responses reasoning items are dropped.
 
     Returns:
         The :class:`HygieneResult`; after it, with pairing repair on, the PAIRING INVARIANT holds
@@ -301,11 +314,15 @@ def sanitize_replay_history(
             current, timestamp_ms=timestamp_ms, errored_assistant_policy="drop", missing_result_text="aborted"
         )
         current, synthetic = repaired.messages, list(repaired.added)
+    if responses:
+        current = downgrade_openai_reasoning(current, drop_replayable=model_changed)
+        current = downgrade_function_call_reasoning_pairs(normalize_openai_responses_ids(current))
     if policy.sanitize_tool_call_ids and policy.tool_call_id_mode is not None:
         current = sanitize_tool_call_ids(
             current,
             mode=policy.tool_call_id_mode,
             preserve_thinking_turn_ids=owned_thinking,
+            preserve_native_anthropic_ids=policy.preserve_native_anthropic_tool_use_ids,
             allowed_tool_names=allowed_tool_names,
         )
     elif policy.repair_tool_use_result_pairing:
@@ -315,7 +332,12 @@ def sanitize_replay_history(
             current, timestamp_ms=timestamp_ms, errored_assistant_policy="drop"
         )
         current, synthetic = repaired.messages, synthetic + list(repaired.added)
-    current = strip_tool_result_details(current)
+    current = ensure_usage_totals(strip_stale_usage(strip_tool_result_details(current)))
+    if responses and policy.repair_tool_use_result_pairing:  # repaired again after the provider step
+        repaired = repair_tool_use_result_pairing(
+            current, timestamp_ms=timestamp_ms, errored_assistant_policy="drop", missing_result_text="aborted"
+        )
+        current, synthetic = repaired.messages, synthetic + list(repaired.added)
     if policy.apply_google_turn_ordering:
         current = sanitize_google_turn_ordering(current, timestamp_ms=timestamp_ms)
     if policy.validate_gemini_turns:

@@ -21,6 +21,7 @@ __all__ = (
     "ReplayPolicy",
     "SanitizeMode",
     "ToolCallIdMode",
+    "fallback_replay_policy",
     "is_anthropic_api",
     "is_google_api",
     "is_openai_responses_api",
@@ -79,6 +80,7 @@ class ReplayPolicy:
         tool_call_id_mode: ``"strict"`` (alphanumeric) or ``"strict9"`` (9 alphanumerics, Mistral).
         repair_tool_use_result_pairing: Move, de-duplicate and synthesise tool results (default on).
         preserve_signatures: Keep (valid) thinking signatures for replay (Anthropic).
+        preserve_native_anthropic_tool_use_ids: Keep ``toolu_...`` ids as they are when sanitising.
         sanitize_thought_signatures: Remove tool-call thought signatures that are not base64 (Google).
         drop_thinking_blocks: Remove thinking from all but the latest assistant turn.
         drop_reasoning_from_history: Remove reasoning from past turns (chat-completions proxies).
@@ -93,6 +95,7 @@ class ReplayPolicy:
     tool_call_id_mode: ToolCallIdMode | None = None
     repair_tool_use_result_pairing: bool = True
     preserve_signatures: bool = False
+    preserve_native_anthropic_tool_use_ids: bool = False
     sanitize_thought_signatures: bool = False
     drop_thinking_blocks: bool = False
     drop_reasoning_from_history: bool = False
@@ -121,17 +124,15 @@ def _replays_reasoning_content(model_id: str) -> bool:
     return any(candidate in _REASONING_REPLAY_MODELS for candidate in candidates)
 
 
-def resolve_replay_policy(
+def fallback_replay_policy(
     *,
     api: str | None,
-    provider: str | None = None,
     model_id: str | None = None,
     model_reasoning: bool = False,
     supports_reasoning_effort: bool | None = None,
-    tool_call_id_mode: ToolCallIdMode | None = None,
 ) -> ReplayPolicy:
     """
-    Resolve the replay policy for a model (OpenClaw ``buildUnownedProviderTransportReplayFallback``).
+    OpenClaw's policy for providers without a plugin policy (``buildUnownedProviderTransportReplayFallback``).
 
     * Google APIs: full sanitise, ``strict`` ids, non-base64 thought signatures removed,
       assistant-first ordering fix, Gemini turn validation, synthetic results allowed.
@@ -144,26 +145,13 @@ def resolve_replay_policy(
     * OpenAI Responses family: ``strict`` ids, synthetic results allowed, Anthropic validation only
       for Claude model ids.
     * Anything else: the defaults.
-
-    Args:
-        api: The model's wire API.
-        provider: Provider id (kept for symmetry with OpenClaw's plugin lookup; the fallback does
-            not use it).
-        model_id: Model id (case-insensitive).
-        model_reasoning: The model is configured with ``reasoning: true``.
-        supports_reasoning_effort: ``False`` when the model's compat says it does not support
-            reasoning effort (Anthropic APIs then drop thinking).
-        tool_call_id_mode: Override of the id mode (``"strict9"`` is what Mistral's plugin asks).
     """
-    del provider  # the unowned-provider fallback decides from the API and the model id only
     model = (model_id or "").strip().lower()
     google = is_google_api(api)
     anthropic = is_anthropic_api(api)
     completions = api == "openai-completions"
     responses = is_openai_responses_api(api)
     if not (google or anthropic or completions or responses):
-        if tool_call_id_mode is not None:
-            return ReplayPolicy(sanitize_tool_call_ids=True, tool_call_id_mode=tool_call_id_mode)
         return ReplayPolicy()
     drop_thinking = False
     if anthropic and "claude" in model:
@@ -174,7 +162,7 @@ def resolve_replay_policy(
     return ReplayPolicy(
         sanitize_mode="full" if google or anthropic else "images-only",
         sanitize_tool_call_ids=True,
-        tool_call_id_mode=tool_call_id_mode or "strict",
+        tool_call_id_mode="strict",
         preserve_signatures=anthropic,
         sanitize_thought_signatures=google,
         drop_thinking_blocks=drop_thinking,
@@ -184,3 +172,79 @@ def resolve_replay_policy(
         validate_anthropic_turns=anthropic or completions or (responses and bool(_CLAUDE_ID.search(model))),
         allow_synthetic_tool_results=google or anthropic or responses,
     )
+
+
+def _bundled_policy(
+    provider: str, api: str | None, model: str, fallback: ReplayPolicy
+) -> ReplayPolicy | None:
+    """
+    The replay policies of the provider plugins bundled with OpenClaw 2026.7.35, as data.
+
+    Read off OpenClaw's own ``resolveTranscriptPolicy`` for each provider and API (fixture
+    ``tests/data/oracle/replay-policies.json``); ``None`` means the provider uses the fallback.
+    """
+    completions = api == "openai-completions"
+    responses = is_openai_responses_api(api)
+    if provider == "anthropic" and is_anthropic_api(api):
+        return attrs.evolve(fallback, preserve_native_anthropic_tool_use_ids=True)
+    if provider == "openai" and responses:
+        return ReplayPolicy(allow_synthetic_tool_results=True)
+    if provider == "openai" and completions:
+        return ReplayPolicy(sanitize_tool_call_ids=True, tool_call_id_mode="strict")
+    if provider == "openrouter" and (completions or is_anthropic_api(api)):
+        if "mistral" in model:
+            return ReplayPolicy(sanitize_tool_call_ids=True, tool_call_id_mode="strict9")
+        return ReplayPolicy(sanitize_thought_signatures="gemini" in model)
+    if provider == "mistral":
+        return ReplayPolicy(sanitize_tool_call_ids=True, tool_call_id_mode="strict9")
+    if provider in ("xai", "ollama") and completions:
+        return attrs.evolve(fallback, drop_reasoning_from_history=True)
+    if provider == "xai" and responses:
+        return ReplayPolicy(
+            allow_synthetic_tool_results=True, sanitize_tool_call_ids=True, tool_call_id_mode="strict"
+        )
+    if provider == "github-copilot":
+        return ReplayPolicy(drop_thinking_blocks="claude" in model)
+    return None
+
+
+def resolve_replay_policy(
+    *,
+    api: str | None,
+    provider: str | None = None,
+    model_id: str | None = None,
+    model_reasoning: bool = False,
+    supports_reasoning_effort: bool | None = None,
+    tool_call_id_mode: ToolCallIdMode | None = None,
+    bundled_plugins: bool = True,
+) -> ReplayPolicy:
+    """
+    Resolve the replay policy for a model (OpenClaw ``resolveTranscriptPolicy``).
+
+    Providers whose OpenClaw plugin brings its own policy get it (``anthropic`` keeps native
+    ``toolu_`` ids; ``openai`` Responses replays ids unchanged; ``mistral`` uses ``strict9`` ids;
+    ``openrouter``, ``xai``, ``ollama`` and ``github-copilot`` have their own); every other provider
+    gets :func:`fallback_replay_policy` for its API.
+
+    Args:
+        api: The model's wire API.
+        provider: Provider id (case-insensitive).
+        model_id: Model id (case-insensitive).
+        model_reasoning: The model is configured with ``reasoning: true``.
+        supports_reasoning_effort: ``False`` when the model's compat says it does not support
+            reasoning effort (Anthropic APIs then drop thinking).
+        tool_call_id_mode: Force id sanitising with this mode (``"strict"`` or ``"strict9"``).
+        bundled_plugins: ``False`` ignores the bundled provider policies (fallback only).
+    """
+    model = (model_id or "").strip().lower()
+    fallback = fallback_replay_policy(
+        api=api,
+        model_id=model_id,
+        model_reasoning=model_reasoning,
+        supports_reasoning_effort=supports_reasoning_effort,
+    )
+    name = (provider or "").strip().lower()
+    policy = (_bundled_policy(name, api, model, fallback) if bundled_plugins else None) or fallback
+    if tool_call_id_mode is not None:
+        policy = attrs.evolve(policy, sanitize_tool_call_ids=True, tool_call_id_mode=tool_call_id_mode)
+    return policy

@@ -57,6 +57,7 @@ SYNTHETIC_MISSING_TOOL_RESULT_TEXT: Final = (
 SYNTHETIC_DETAIL_KEY: Final = "openclawSyntheticMissingToolResult"
 _NAME_RE = re.compile(r"^[A-Za-z0-9_:.-]+$")
 _NAME_MAX = 64
+_NATIVE_ANTHROPIC_ID = re.compile(r"^toolu_[A-Za-z0-9_]+$")
 _KIMI_ID = re.compile(r"^functions\.[A-Za-z0-9_-]+:\d+$")
 _NON_ALNUM = re.compile(r"[^a-zA-Z0-9]")
 _STRICT9 = 9
@@ -501,8 +502,9 @@ def sanitize_tool_call_id(tool_call_id: str, mode: Literal["strict", "strict9"] 
 class _Resolver:
     """OpenClaw ``createOccurrenceAwareResolver``: unique ids, calls and results paired by occurrence."""
 
-    def __init__(self, mode: Literal["strict", "strict9", "dedupe"]) -> None:
+    def __init__(self, mode: Literal["strict", "strict9", "dedupe"], *, keep_native: bool = False) -> None:
         self.mode = mode
+        self.keep_native = keep_native
         self.used: set[str] = set()
         self.call_occurrences: dict[str, int] = {}
         self.orphan_occurrences: dict[str, int] = {}
@@ -546,10 +548,19 @@ class _Resolver:
         self.used.add(value)
         return value
 
+    def _native(self, raw: str, occurrence: int) -> bool:
+        if self.keep_native and occurrence == 1 and _NATIVE_ANTHROPIC_ID.match(raw) and raw not in self.used:
+            self.used.add(raw)
+            return True
+        return False
+
     def call(self, raw: str) -> str:
         occurrence = self.call_occurrences.get(raw, 0) + 1
         self.call_occurrences[raw] = occurrence
-        value = self._allocate(raw if occurrence == 1 else f"{raw}:{occurrence}")
+        if self._native(raw, occurrence):
+            value = raw
+        else:
+            value = self._allocate(raw if occurrence == 1 else f"{raw}:{occurrence}")
         self.pending.setdefault(raw, []).append(value)
         return value
 
@@ -567,6 +578,8 @@ class _Resolver:
             return value
         occurrence = self.orphan_occurrences.get(raw, 0) + 1
         self.orphan_occurrences[raw] = occurrence
+        if self._native(raw, occurrence):
+            return raw
         return self._allocate(f"{raw}:tool_result:{occurrence}")
 
 
@@ -575,6 +588,7 @@ def sanitize_tool_call_ids(
     *,
     mode: Literal["strict", "strict9", "dedupe"] = "strict",
     preserve_thinking_turn_ids: bool = False,
+    preserve_native_anthropic_ids: bool = False,
     allowed_tool_names: Iterable[str] | None = None,
 ) -> Sequence[AgentMessage]:
     """
@@ -585,9 +599,10 @@ def sanitize_tool_call_ids(
     the id of the oldest call with its raw id that no result has taken yet, so calls and results stay
     paired; a result with no such call gets a fresh unique id.
 
-    With ``preserve_thinking_turn_ids`` (provider-owned signed thinking), the ids of replay-safe
-    thinking turns are kept as they are (reserved, so no other id takes them), as their signature
-    covers them.
+    With ``preserve_native_anthropic_ids``, an Anthropic ``toolu_...`` id is kept on its first use
+    (Anthropic's own plugin policy). With ``preserve_thinking_turn_ids`` (provider-owned signed
+    thinking), the ids of replay-safe thinking turns are kept as they are (reserved, so no other id
+    takes them), as their signature covers them.
 
     ``mode="dedupe"`` changes nothing but repeated ids: the first use of an id keeps it, later uses
     get ``<id>_2``, ``<id>_3``... (used by :func:`~sessionkeeper.pruning.sanitize_replay_history` when
@@ -596,7 +611,7 @@ def sanitize_tool_call_ids(
     Returns:
         A new list, or ``messages`` itself when no id changed.
     """
-    resolver = _Resolver(mode)
+    resolver = _Resolver(mode, keep_native=preserve_native_anthropic_ids)
     allowed = tuple(allowed_tool_names) if allowed_tool_names is not None else None
     kept_turns: set[int] = set()
     if preserve_thinking_turn_ids:

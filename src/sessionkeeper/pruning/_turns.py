@@ -39,6 +39,7 @@ from sessionkeeper.transcript._messages import (
     ToolCall,
     ToolResultMessage,
     UnknownMessage,
+    Usage,
     UserMessage,
 )
 
@@ -49,12 +50,14 @@ __all__ = (
     "GOOGLE_BOOTSTRAP_TEXT",
     "TOOL_CALLS_OMITTED_TEXT",
     "annotate_inter_session_messages",
+    "ensure_usage_totals",
     "normalize_replay_content",
     "sanitize_content_blocks",
     "sanitize_google_turn_ordering",
     "should_preserve_latest_assistant_thinking",
     "strip_invalid_thinking_signatures",
     "strip_stale_thinking_signatures",
+    "strip_stale_usage",
     "validate_anthropic_turns",
     "validate_gemini_turns",
 )
@@ -238,6 +241,49 @@ def sanitize_content_blocks(
                 if not kept:
                     continue
                 message = msgspec.structs.replace(message, content=kept)
+        out.append(message)
+    return out if touched else messages
+
+
+def strip_stale_usage(messages: Sequence[AgentMessage]) -> Sequence[AgentMessage]:
+    """
+    Zero the usage of assistant turns from before the latest compaction summary.
+
+    Their usage counted history that the compaction since replaced, so it would mislead token
+    accounting on replay (OpenClaw ``stripStaleAssistantUsageBeforeLatestCompaction``, spec §9 step 9):
+    turns whose timestamp is at or before the summary's get an all-zero usage.
+    """
+    latest: float | None = None
+    for message in messages:
+        if isinstance(message, CompactionSummaryMessage):
+            latest = message.timestamp
+    if latest is None:
+        return messages
+    zero = Usage(total_tokens=0)
+    out: list[AgentMessage] = []
+    touched = False
+    for message in messages:
+        if isinstance(message, AssistantMessage) and message.timestamp <= latest and message.usage != zero:
+            message = msgspec.structs.replace(message, usage=zero)
+            touched = True
+        out.append(message)
+    return out if touched else messages
+
+
+def ensure_usage_totals(messages: Sequence[AgentMessage]) -> Sequence[AgentMessage]:
+    """
+    Give every assistant usage a ``totalTokens`` (OpenClaw ``ensureAssistantUsageSnapshots``).
+
+    A usage without one gets ``input + output + cacheRead + cacheWrite``.
+    """
+    out: list[AgentMessage] = []
+    touched = False
+    for message in messages:
+        if isinstance(message, AssistantMessage) and message.usage.total_tokens is msgspec.UNSET:
+            u = message.usage
+            usage = msgspec.structs.replace(u, total_tokens=u.input + u.output + u.cache_read + u.cache_write)
+            message = msgspec.structs.replace(message, usage=usage)
+            touched = True
         out.append(message)
     return out if touched else messages
 
