@@ -89,6 +89,14 @@ def _file_ids(transcript: Path) -> list[str]:
     return ids
 
 
+def _wait_for_ack(acks: Path, child: multiprocessing.process.BaseProcess, limit_s: float = 10.0) -> None:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline and child.is_alive():
+        if acks.exists() and b"\n" in acks.read_bytes():
+            return
+        time.sleep(0.002)
+
+
 async def _parent_append(transcript: Path, text: str) -> str:
     manager = await TranscriptManager.open(transcript)
     manager.write_lock_settings = LOCK_SETTINGS
@@ -120,7 +128,11 @@ def _run_kills(tmp_path: Path, rounds: int, seed: int) -> dict[str, int]:
             stats["torn"] += 1
         child = ctx.Process(target=_child, args=(transcript, store, acks, seed * 1000 + round_no))
         child.start()
-        time.sleep(rng.uniform(0.03, 0.12))  # start-up, then a random point in the write loop
+        if round_no % 3 == 0:  # anywhere, start-up and a pending v1 migration included
+            time.sleep(rng.uniform(0.0, 0.08))
+        else:  # inside the write loop: after the first acknowledgement, however loaded the machine is
+            _wait_for_ack(acks, child)
+            time.sleep(rng.uniform(0.0, 0.05))
         os.kill(child.pid or 0, signal.SIGKILL)
         child.join()
         stats["kills"] += 1
@@ -167,7 +179,7 @@ def _run_kills(tmp_path: Path, rounds: int, seed: int) -> dict[str, int]:
 def test_sigkill_during_appends_and_store_writes_loses_nothing(tmp_path: Path) -> None:
     stats = _run_kills(tmp_path, rounds=30, seed=7)
     assert stats["kills"] == 30
-    assert stats["acked"] > 30
+    assert stats["acked"] >= 20  # two rounds in three kill only after the first acknowledgement
     assert stats["torn"] == 4  # each injected fragment loaded as a torn tail, then was cut by the next append
 
 

@@ -401,7 +401,7 @@ async def test_killed_holder_process_is_reclaimed(tmp_path: Path, holder) -> Non
     started = time.monotonic()
     async with SessionWriteLock.acquire(transcript, settings=FAST):
         pass
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 2.0  # reclaimed at once, not after stale_ms
 
 
 # -- watchdog -----------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ async def test_1_dead_holder_is_reclaimed_well_within_the_timeout(tmp_path: Path
     started = time.monotonic()
     async with SessionWriteLock.acquire(transcript, settings=B22) as lock:
         assert lock.owner.pid == os.getpid()
-    assert time.monotonic() - started < 0.5  # no wait for stale_ms, not even one poll
+    assert time.monotonic() - started < 1.0  # well within 2 s: no wait for stale_ms
 
 
 @pytest.mark.skipif(process_start_time(os.getpid()) is None, reason="no /proc start times on this platform")
@@ -66,7 +66,7 @@ async def test_3_live_holder_times_out_and_lock_file_is_untouched(tmp_path: Path
     with pytest.raises(SessionBusyError) as info:
         await SessionWriteLock.acquire(transcript, settings=B22)
     elapsed = time.monotonic() - started
-    assert 2.0 <= elapsed < 3.0  # "after about acquire_timeout_ms"
+    assert 2.0 <= elapsed < 5.0  # "after about acquire_timeout_ms" (slack for loaded CI machines)
     assert info.value.owner_pid == child.pid
     assert info.value.waited_ms >= 2000
     assert (lock_file.read_bytes(), lock_file.stat().st_ino, lock_file.stat().st_mtime_ns) == before
