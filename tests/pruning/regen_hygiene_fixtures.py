@@ -353,25 +353,25 @@ def cases() -> list[dict[str, Any]]:
                     "options": {"api": api, "provider": provider, "modelId": model},
                 }
             )
-        for sample in ("basic", "full", "large-2000", "v1-legacy"):
-            out.append(
-                {
-                    "name": f"pipeline-{family}-{sample}",
-                    "step": "pipeline",
-                    "sample": sample,
-                    "options": {"api": api, "provider": provider, "modelId": model},
-                }
-            )
-    for provider, apis in POLICY_PROVIDERS.items():
-        for api in apis:
-            for model in POLICY_MODELS:
-                out.append(
-                    {
-                        "name": f"policy-{provider}-{api}-{model}",
-                        "step": "policy",
-                        "options": {"api": api, "provider": provider, "modelId": model},
-                    }
-                )
+        out.extend(
+            {
+                "name": f"pipeline-{family}-{sample}",
+                "step": "pipeline",
+                "sample": sample,
+                "options": {"api": api, "provider": provider, "modelId": model},
+            }
+            for sample in ("basic", "full", "large-2000", "v1-legacy")
+        )
+    out.extend(
+        {
+            "name": f"policy-{provider}-{api}-{model}",
+            "step": "policy",
+            "options": {"api": api, "provider": provider, "modelId": model},
+        }
+        for provider, apis in POLICY_PROVIDERS.items()
+        for api in apis
+        for model in POLICY_MODELS
+    )
     return out
 
 
