@@ -550,3 +550,11 @@ async def test_per_call_timeout_overrides_settings(tmp_path: Path, clock) -> Non
     assert 100 <= info.value.waited_ms <= 150
     with pytest.raises(LockError):
         await SessionWriteLock.acquire(transcript, settings=FAST, clock=clock, timeout_ms=0)
+
+
+async def test_unusable_directory_is_a_lock_error(tmp_path: Path, clock) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    with pytest.raises(LockError) as info:
+        await SessionWriteLock.acquire(blocker / "s.jsonl", settings=FAST, clock=clock)
+    assert isinstance(info.value.__cause__, OSError)

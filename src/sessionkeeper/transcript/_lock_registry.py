@@ -247,13 +247,21 @@ class Attempt:
 
 
 def normalize(transcript: Path, real_dirs: dict[str, str]) -> Path:
-    """``<realpath(dir)>/<name>`` (OpenClaw), creating the directory 0700 if needed."""
+    """
+    ``<realpath(dir)>/<name>`` (OpenClaw), creating the directory 0700 if needed.
+
+    Raises:
+        LockError: The directory cannot be created or resolved (the ``OSError`` is the cause).
+    """
     absolute = Path(transcript).absolute()
     parent = str(absolute.parent)
     real = real_dirs.get(parent)
     if real is None:
-        absolute.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
-        real = os.path.realpath(parent)
+        try:
+            absolute.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+            real = os.path.realpath(parent, strict=True)
+        except OSError as err:
+            raise LockError(f"cannot use {parent} for a lock file: {err.strerror or err}") from err
         real_dirs[parent] = real
     return Path(real) / absolute.name
 
