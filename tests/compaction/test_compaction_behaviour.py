@@ -200,3 +200,36 @@ def test_branch_budget_keeps_summary_entries_under_90_percent() -> None:
     prepared = prepare_branch_entries(entries, token_budget=105)  # 10 tokens used, summary is 100
     assert len(prepared.messages) == 2 and isinstance(prepared.messages[0], CompactionSummaryMessage)
     assert len(prepare_branch_entries(entries, token_budget=11).messages) == 1  # 10 >= 90% of 11
+
+
+GOOD_SECTIONS = (
+    "## Decisions\n- d\n## Open TODOs\n- t\n## Constraints/Rules\n- c\n## Pending user asks\n- module three\n"
+    "## Exact identifiers\n- none"
+)
+
+
+async def test_safeguard_chunks_large_history_and_merges() -> None:
+    transcript, _ = await manager(
+        *(user(f"part {i} " + "w" * 6000) for i in range(8)), user("Last: module three.")
+    )
+    client = ScriptedModelClient(handler=lambda request: GOOD_SECTIONS)
+    compactor = Compactor(model_client=client, context_window=20_000)  # chunks of 20000*ratio - 4096 tokens
+    outcome = await compactor.compact(transcript, keep_recent_tokens=5)  # type: ignore[arg-type]
+    assert outcome.status == "compacted" and outcome.provider == "llm"
+    texts = [str(r.messages[0].content) for r in client.requests]  # type: ignore[union-attr]
+    assert len(texts) > 2  # several chunk requests, then the merge
+    assert any("Merge these partial summaries into a single cohesive summary." in t for t in texts)
+    assert any("[Chunk 1 — oldest messages]" in t for t in texts)
+    assert outcome.summary is not None and outcome.summary.startswith(GOOD_SECTIONS)
+
+
+async def test_safeguard_redistils_previous_summary() -> None:
+    transcript, _ = await _long_session()
+    await Compactor(settings=CompactionSettings(keep_recent_tokens=5)).compact(transcript)  # type: ignore[arg-type]
+    await transcript.append_message(assistant("Module three done. " + "z" * 3000))  # type: ignore[attr-defined]
+    await transcript.append_message(user("And module four?"))  # type: ignore[attr-defined]
+    client = ScriptedModelClient(handler=lambda request: GOOD_SECTIONS)
+    outcome = await Compactor(model_client=client).compact(transcript, keep_recent_tokens=1)  # type: ignore[arg-type]
+    assert outcome.status == "compacted"
+    first = str(client.requests[0].messages[0].content)  # type: ignore[union-attr]
+    assert "<previous-compaction-summary>" in first and "re-distill" in first
