@@ -52,6 +52,28 @@ def test_enforce_json_has_openclaws_fields_and_values(tmp_path):
     assert data["droppedOnLoad"] == ["agent:main:signal:direct:485165954"]
 
 
+def test_fix_missing_matches_openclaw(tmp_path):
+    store = _sample(tmp_path)
+    args = (
+        "--store",
+        str(store),
+        "--enforce",
+        "--fix-missing",
+        "--now",
+        NOW,
+        "--active-key",
+        "agent:main:main",
+    )
+    code, out = _run(*args, "--json")
+    assert code == 0
+    data = json.loads(out)
+    expected = json.loads((SAMPLES / "small.enforce-fix-missing.json").read_text())
+    for field in ("beforeCount", "afterCount", "missing", "pruned", "unreferencedArtifacts"):
+        assert data[field] == expected["summary"][field], field
+    assert [k for k, a in data["actions"].items() if a == "prune-missing"] == expected["preview"]["missing"]
+    assert list(json.loads((store / "sessions.json").read_text())) == expected["entries"]["keysAfter"]
+
+
 def test_dry_run_changes_nothing_and_reports_the_enforce_plan(tmp_path):
     store = _sample(tmp_path)
     before = {n: (store / n).read_bytes() for n in os.listdir(store)}

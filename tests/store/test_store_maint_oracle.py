@@ -53,8 +53,6 @@ def _cases() -> list[Any]:
     for sample in ("small", "medium"):
         params = json.loads((SAMPLES / f"{sample}.params.json").read_text())
         for variant, command in params["runs"].items():
-            if "fix-missing" in variant:
-                continue  # --fix-missing is not part of our cleanup (see docs/maintenance.md)
             config = json.loads(command.split("--config '")[1].split("'")[0])
             out.append(
                 pytest.param(
@@ -114,6 +112,7 @@ async def _run(src: Path, mtimes: Path, expected: dict[str, Any], config: dict[s
         active_keys=[oracle["activeKey"]] if oracle.get("activeKey") else [],
         dry_run=variant == "dry-run",
         on_save=variant in ("on-save", "on-save-warn"),
+        fix_missing=bool(oracle.get("fixMissing")),
         mode=None if variant in ("on-save", "on-save-warn") else "enforce",
     )
     after = {n for n in os.listdir(store) if not _OURS.match(n)}
@@ -166,6 +165,7 @@ async def test_cleanup_matches_openclaw(case, tmp_path, anyio_backend):
             assert ours[field] == summary[field], field
     if variant == "enforce":
         assert ours["unreferencedArtifacts"] == summary["unreferencedArtifacts"]
+        assert ours["missing"] == summary["missing"]
         assert ours["applied"] is True
     if variant == "dry-run":
         # D6: our dry run reports what enforce does; OpenClaw's preview agrees on the entries.

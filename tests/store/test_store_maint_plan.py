@@ -533,3 +533,23 @@ def test_plan_invariants(store, on_save):
     assert len(deleted) == len(set(deleted))
     if on_save:
         assert plan.report.unreferenced_artifacts is None
+
+
+def test_fix_missing_removes_entries_without_a_transcript_with_messages():
+    entries: dict[str, Any] = {
+        "agent:main:main": _entry("m", MIN),  # preserved (D6) even without a transcript
+        "agent:main:direct:ok": _entry("ok", MIN),
+        "agent:main:direct:header-only": _entry("h", MIN),
+        "agent:main:telegram:group:1": _entry("g", MIN),  # protected keys are not spared by this pass
+        "agent:main:direct:no-id": {"updatedAt": NOW},  # agent keys without a session id stay
+        "legacy-key": {"updatedAt": NOW},  # other keys without a session id go
+        "agent:main:direct:active": _entry("a", MIN),
+    }
+    files = [_file("ok.jsonl"), _file("h.jsonl")]
+    plan = _plan(entries, files, message_transcripts={"ok.jsonl"}, active_keys=["agent:main:direct:active"])
+    missing = [r.key for r in plan.report.removals if r.reason == "prune-missing"]
+    assert missing == ["agent:main:direct:header-only", "agent:main:telegram:group:1", "legacy-key"]
+    assert plan.report.before_count == len(entries) - 3
+    assert plan.report.to_json()["missing"] == 3
+    assert plan.report.file_actions == ()  # their files are not archived; orphans age out instead
+    assert _plan(entries, files).report.removals == ()  # off by default

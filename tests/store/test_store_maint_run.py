@@ -326,3 +326,23 @@ async def test_uses_the_clock_when_no_time_is_given(tmp_path, anyio_backend):
 async def test_rejects_unknown_store_objects():
     with pytest.raises(TypeError):
         await run_maintenance(object())
+
+
+def test_transcripts_with_messages(tmp_path):
+    from sessionkeeper.store._maintenance_run import transcripts_with_messages
+
+    header = json.dumps({"type": "session", "version": 3, "id": "x"}) + "\n"
+    cases = {
+        "header.jsonl": header,
+        "empty.jsonl": "",
+        "msg.jsonl": header + json.dumps({"type": "message", "message": {"role": "user"}}) + "\n",
+        "legacy.jsonl": json.dumps({"role": "assistant", "content": "hi"}) + "\n",
+        "wrapped.jsonl": json.dumps({"message": {"role": "toolResult"}}) + "\n",
+        "garbage.jsonl": header + "{not json\n",
+        "big.jsonl": header + " " * 5000 + "\n",
+        "notes.txt": "x",
+    }
+    for name, text in cases.items():
+        (tmp_path / name).write_text(text)
+    found = transcripts_with_messages(tmp_path, list_store_files(tmp_path))
+    assert found == {"msg.jsonl", "legacy.jsonl", "wrapped.jsonl", "garbage.jsonl", "big.jsonl"}

@@ -115,6 +115,9 @@ def _print_human(console: Console, report: MaintenanceReport, store_path: Path) 
 @click.option(
     "--active-key", "active_keys", multiple=True, help="Session key that must survive (repeatable)."
 )
+@click.option(
+    "--fix-missing", is_flag=True, help="Also remove entries whose transcript is missing or holds no message."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report (docs/maintenance.md).")
 def cleanup_command(
     *,
@@ -125,6 +128,7 @@ def cleanup_command(
     config_path: Path | None,
     now: str | None,
     active_keys: tuple[str, ...],
+    fix_missing: bool,
     as_json: bool,
 ) -> None:
     """Prune stale entries, cap the store, archive and retire transcripts, enforce the disk budget."""
@@ -136,7 +140,13 @@ def cleanup_command(
         async with SessionStore.open(store_path, backend=backend) as store:  # type: ignore[arg-type]
             assert store.sessions_dir is not None
             report = await run_maintenance(
-                store, settings=settings, mode=mode, dry_run=dry_run, now_ms=now_ms, active_keys=active_keys
+                store,
+                settings=settings,
+                mode=mode,
+                dry_run=dry_run,
+                now_ms=now_ms,
+                active_keys=active_keys,
+                fix_missing=fix_missing,
             )
             return report, store.sessions_dir
 

@@ -43,6 +43,7 @@ from sessionkeeper.store._keys import (
     is_model_run_session_key,
     is_protected_session_entry,
     is_safe_session_id,
+    parse_agent_session_key,
     transcript_file_name,
 )
 from sessionkeeper.store._maintenance_settings import MaintenanceSettings, entry_high_water
@@ -62,7 +63,9 @@ __all__ = (
     "serialize_store",
 )
 
-RemovalReason = Literal["drop-unsafe", "prune-model-run", "prune-stale", "cap-overflow", "evict-budget"]
+RemovalReason = Literal[
+    "drop-unsafe", "prune-missing", "prune-model-run", "prune-stale", "cap-overflow", "evict-budget"
+]
 FileReason = Literal[
     "archive-removed-transcript",
     "removed-trajectory",
@@ -98,7 +101,8 @@ class EntryRemoval:
     Attributes:
         key: The session key.
         reason: ``drop-unsafe`` (unsafe ``sessionId``, dropped as OpenClaw's loader does),
-            ``prune-model-run``, ``prune-stale``, ``cap-overflow`` or ``evict-budget``.
+            ``prune-missing`` (``--fix-missing``: no transcript with messages), ``prune-model-run``,
+            ``prune-stale``, ``cap-overflow`` or ``evict-budget``.
         session_id: The entry's ``sessionId``, if any.
         updated_at: The entry's ``updatedAt`` (ms since epoch), if any.
     """
@@ -186,7 +190,8 @@ class MaintenanceReport:
         dry_run: Nothing was changed on disk because a dry run was asked for.
         applied: The removals were carried out.
         now_ms: The time the rules were evaluated at (ms since epoch).
-        before_count: Entries before (after dropping unsafe entries, as OpenClaw counts).
+        before_count: Entries maintenance started from: after dropping unsafe rows and, with
+            ``fix_missing``, entries without a transcript (as OpenClaw's applied run counts).
         after_count: Entries after.
         removals: Every removed entry with its reason, in pass order.
         file_actions: Every archived or deleted file with its reason, in execution order.
@@ -240,7 +245,7 @@ class MaintenanceReport:
             "beforeCount": self.before_count,
             "afterCount": self.after_count,
             "repaired": 0,
-            "missing": 0,
+            "missing": self.count("prune-missing"),
             "dmScopeRetired": 0,
             "modelRunPruned": self.count("prune-model-run"),
             "pruned": self.count("prune-stale"),
@@ -447,6 +452,7 @@ def plan_maintenance(
     locked_files: Collection[str] = (),
     on_save: bool = False,
     store_name: str = "sessions.json",
+    message_transcripts: Collection[str] | None = None,
 ) -> MaintenancePlan:
     """
     Plan store maintenance (OpenClaw spec §2.2-§2.5, DESIGN D6). Pure: no I/O.
@@ -467,6 +473,11 @@ def plan_maintenance(
             model-run prune and the cap then run only at the high-water mark (:func:`entry_high_water`),
             and the unreferenced-artifact pass does not run (spec §2.2).
         store_name: The store file name inside the directory.
+        message_transcripts: With ``--fix-missing``: the names of the transcripts that exist and hold at
+            least one message record. Entries whose transcript is not among them (missing, empty or
+            header-only) are removed first as ``prune-missing``, as are non-agent keys without a
+            ``sessionId`` (OpenClaw ``pruneMissingTranscriptEntries``); preserved keys (D6) are kept.
+            ``None`` (default) skips this pass.
 
     Returns:
         The plan: the resulting entries and a report of every removal and file action.
@@ -494,7 +505,6 @@ def plan_maintenance(
             continue
         sim.entries[key] = value
     before_keys = list(sim.entries)
-    before_count = len(before_keys)
 
     # spec §2.3: durable external pointers (threads, topics, groups, channels) are protected.
     protected = {key: is_protected_session_entry(key, entry) for key, entry in sim.entries.items()}
@@ -504,6 +514,22 @@ def plan_maintenance(
         transcript = resolver.transcript(entry)
         if is_main_session_key(key) or (transcript is not None and transcript in locked):
             preserve.add(key)
+
+    # (0) --fix-missing: entries whose transcript is missing or holds no message.
+    if message_transcripts is not None:
+        with_messages = set(message_transcripts)
+        for key in list(sim.entries):
+            entry = sim.entries[key]
+            if key in preserve:
+                continue
+            if _session_id(entry) is None:
+                if parse_agent_session_key(key) is None:
+                    sim.remove_entry(key, "prune-missing")
+                continue
+            transcript = resolver.transcript(entry)
+            if transcript is None or transcript not in with_messages:
+                sim.remove_entry(key, "prune-missing")
+    before_count = len(sim.entries)
 
     count = len(sim.entries)
     force = not on_save
@@ -552,7 +578,7 @@ def plan_maintenance(
     # (4) archive the transcripts of removed entries no remaining entry shares; drop their trajectories.
     removed_files: dict[str, str | None] = {}
     for removal in sim.removals:
-        if removal.session_id is None:
+        if removal.session_id is None or removal.reason == "prune-missing":
             continue
         entry_file = _removed_session_file(entries[removal.key])
         if removal.session_id not in removed_files or entry_file:

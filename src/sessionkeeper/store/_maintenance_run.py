@@ -35,7 +35,7 @@ from sessionkeeper.store._maintenance import (
 from sessionkeeper.store._maintenance_settings import MaintenanceMode, MaintenanceSettings
 
 
-__all__ = ("held_transcript_locks", "list_store_files", "run_maintenance")
+__all__ = ("held_transcript_locks", "list_store_files", "run_maintenance", "transcripts_with_messages")
 
 _STORE_NAME = "sessions.json"
 
@@ -120,6 +120,53 @@ class _Target:
         return tuple(report.dropped_keys) if isinstance(report, LoadReport) else ()
 
 
+_EMPTY_TRANSCRIPT_MAX_BYTES = 4096
+_MESSAGE_ROLES = frozenset({"user", "assistant", "tool", "toolResult", "system"})
+
+
+def _is_message_record(record: object) -> bool:
+    if not isinstance(record, dict):
+        return False
+    if record.get("type") == "message":
+        return True
+    if "type" in record:
+        return False
+    inner = record.get("message")
+    if isinstance(inner, dict) and inner.get("role") in _MESSAGE_ROLES:
+        return True
+    return record.get("role") in _MESSAGE_ROLES
+
+
+def _has_messages(path: Path, size: int) -> bool:
+    """OpenClaw's ``transcriptExistsWithMessages``: over 4 KiB or unparsable counts as having messages."""
+    if size > _EMPTY_TRANSCRIPT_MAX_BYTES:
+        return True
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return True
+    lines = [line for line in text.splitlines() if line.strip()]
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            return True
+        if _is_message_record(record):
+            return True
+    return False
+
+
+def transcripts_with_messages(sessions_dir: Path, files: Iterable[StoreFile]) -> frozenset[str]:
+    """
+    Names of the transcripts in ``sessions_dir`` that hold at least one message record (``--fix-missing``).
+
+    Only ``*.jsonl`` files of at most 4 KiB are read; larger ones count as having messages.
+    """
+    return frozenset(
+        f.name for f in files if f.name.endswith(".jsonl") and _has_messages(sessions_dir / f.name, f.size)
+    )
+
+
 def _resolve_target(store: Any) -> _Target:
     if isinstance(store, str | os.PathLike):
         json_backend = JsonFileStoreBackend(Path(store), durable=True)
@@ -167,10 +214,12 @@ def _plan(
     now_ms: int,
     active_keys: Iterable[str],
     on_save: bool,
+    fix_missing: bool = False,
 ) -> MaintenancePlan:
     own_lock = f"{target.store_name}.lock"  # the backend's cross-process lock file, not a session artifact
     files = [f for f in list_store_files(target.sessions_dir) if f.name != own_lock]
     locked = held_transcript_locks(target.sessions_dir, files)
+    with_messages = transcripts_with_messages(target.sessions_dir, files) if fix_missing else None
     raw: dict[str, Any] = dict.fromkeys(target.dropped_keys)
     raw.update(_entries_as_dicts(entries))
     return plan_maintenance(
@@ -183,6 +232,7 @@ def _plan(
         locked_files=locked,
         on_save=on_save,
         store_name=target.store_name,
+        message_transcripts=with_messages,
     )
 
 
@@ -224,6 +274,7 @@ async def run_maintenance(
     now_ms: int | None = None,
     active_keys: Iterable[str] = (),
     on_save: bool = False,
+    fix_missing: bool = False,
     clock: Clock = SYSTEM_CLOCK,
 ) -> MaintenanceReport:
     """
@@ -247,6 +298,8 @@ async def run_maintenance(
             entries whose transcript lock is held are always kept.
         on_save: Run the automatic maintenance of a store write (the count rules wait for the
             high-water mark, no unreferenced-artifact pass) instead of ``sessions cleanup``.
+        fix_missing: First remove entries whose transcript is missing or holds no message record
+            (``sessions cleanup --fix-missing``; preserved keys are kept).
         clock: The clock for ``now_ms``.
 
     Returns:
@@ -272,7 +325,13 @@ async def run_maintenance(
             entries = await backend.load_all()
             plan = await anyio.to_thread.run_sync(
                 lambda: _plan(
-                    target, entries, settings=settings, now_ms=now, active_keys=keys, on_save=on_save
+                    target,
+                    entries,
+                    settings=settings,
+                    now_ms=now,
+                    active_keys=keys,
+                    on_save=on_save,
+                    fix_missing=fix_missing,
                 )
             )
             return _finish(
@@ -284,7 +343,15 @@ async def run_maintenance(
             )
 
         def transact(working: dict[str, SessionEntry]) -> MaintenancePlan:
-            plan = _plan(target, working, settings=settings, now_ms=now, active_keys=keys, on_save=on_save)
+            plan = _plan(
+                target,
+                working,
+                settings=settings,
+                now_ms=now,
+                active_keys=keys,
+                on_save=on_save,
+                fix_missing=fix_missing,
+            )
             store_file = target.store_file
             if plan.store_changed and target.dropped_keys and store_file is not None and store_file.exists():
                 backup_file(store_file, now_ms=now)  # a repair (dropping unsafe rows): back up first
