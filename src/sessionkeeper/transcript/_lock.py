@@ -16,7 +16,9 @@ How it works:
 
 - The lock file ``<realpath(dir)>/<name>.lock`` is created with ``O_CREAT | O_EXCL`` (mode 0600) and
   holds OpenClaw's payload (pid, ``createdAt`` ISO, ``maxHoldMs``, ``starttime``; see
-  :mod:`._lock_inspect`), so OpenClaw and sessionkeeper exclude each other on the same files.
+  :mod:`._lock_inspect`), so sessionkeeper waits for OpenClaw's locks. (OpenClaw 2026.7.35 does not
+  wait for ours: it evicts any live owner that is not an OpenClaw process, ``non-openclaw-owner``;
+  :meth:`SessionWriteLock.verify_file` detects that before the next write.)
 - Inside one process, contenders for the same file queue in FIFO order and are woken as soon as the
   lock is released (from any task, thread or event loop); only the head of the queue touches the file.
   Against other processes the head polls every ``poll_interval_ms`` (50 ms) through the injected
