@@ -34,12 +34,21 @@ from sessionkeeper.compaction._prepare import CompactionPreparation, FileOperati
 from sessionkeeper.compaction._providers import CompactionProvider, CompactionProviderRegistry, SummaryRequest
 from sessionkeeper.compaction._serialize import serialize_conversation
 from sessionkeeper.compaction._settings import CompactionSettings, QualityGuardSettings
+from sessionkeeper.compaction._successor import (
+    CheckpointSide,
+    CompactionCheckpoint,
+    SuccessorTranscript,
+    build_successor_entries,
+    rotate_after_compaction,
+)
 
 
 __all__ = (
     "DEFAULT_CONTEXT_WINDOW",
     "BranchEntries",
     "BranchSummary",
+    "CheckpointSide",
+    "CompactionCheckpoint",
     "CompactionPreparation",
     "CompactionProvider",
     "CompactionProviderRegistry",
@@ -50,8 +59,10 @@ __all__ = (
     "CutPoint",
     "FileOperations",
     "QualityGuardSettings",
+    "SuccessorTranscript",
     "SummaryRequest",
     "adaptive_chunk_ratio",
+    "build_successor_entries",
     "chunk_messages_by_max_tokens",
     "collect_entries_for_branch_summary",
     "compaction_threshold",
@@ -64,6 +75,7 @@ __all__ = (
     "is_cut_point",
     "prepare_branch_entries",
     "prepare_compaction",
+    "rotate_after_compaction",
     "serialize_conversation",
     "should_compact",
     "split_messages_by_token_share",
