@@ -179,3 +179,22 @@ def test_pi_loads_the_successor_with_our_context(pi_oracle: PiOracle, tmp_path: 
     path = anyio.run(run)
     ours = load_transcript(path).build_context().to_json()
     assert pi_oracle.context(path)["messages"] == json.loads(json.dumps(ours["messages"]))
+
+
+def test_compactor_rotates_when_truncate_after_compaction(tmp_path: Path) -> None:
+    from sessionkeeper.compaction import CompactionSettings
+
+    async def run() -> None:
+        clock = FakeClock()
+        transcript = await TranscriptManager.create(tmp_path / "t.jsonl", cwd="/p", clock=clock)
+        await transcript.append_message(user("Set up the project " + "a b " * 1500))
+        await transcript.append_message(assistant("Done. " + "c d " * 1500))
+        await transcript.append_message(user("Next step?"))
+        settings = CompactionSettings(truncate_after_compaction=True)
+        outcome = await Compactor(settings=settings, clock=clock).compact(transcript, keep_recent_tokens=1)
+        assert outcome.successor is not None and outcome.successor.path.exists()
+        assert outcome.to_json()["successor"]["sessionId"] == outcome.successor.session_id
+        plain = await Compactor(clock=clock).compact(transcript, keep_recent_tokens=1)
+        assert plain.successor is None
+
+    anyio.run(run)

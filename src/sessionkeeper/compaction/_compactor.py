@@ -36,6 +36,7 @@ from sessionkeeper.compaction._prepare import CompactionPreparation, prepare_com
 from sessionkeeper.compaction._prompts import build_structured_instructions, structured_fallback_summary
 from sessionkeeper.compaction._providers import CompactionProviderRegistry, SummaryRequest
 from sessionkeeper.compaction._settings import CompactionSettings
+from sessionkeeper.compaction._successor import SuccessorTranscript, rotate_after_compaction
 from sessionkeeper.compaction._suffix import (
     MAX_COMPACTION_SUMMARY_CHARS,
     cap_preserving_suffix,
@@ -78,6 +79,9 @@ class CompactionResult:
             ``"fallback"`` (OpenClaw's structured fallback when there is no real conversation).
         fallbacks: Why earlier links of the chain were skipped (``"provider x failed: ..."``).
         tokens_before: Context tokens before compaction.
+        successor: The successor transcript written after the compaction when
+            ``settings.truncate_after_compaction`` is on (OpenClaw spec §5.8); the caller adopts its
+            session id and file. ``None`` otherwise (or for in-memory transcripts).
     """
 
     status: CompactionStatus
@@ -87,6 +91,7 @@ class CompactionResult:
     provider: str | None = None
     fallbacks: tuple[str, ...] = ()
     tokens_before: int = 0
+    successor: SuccessorTranscript | None = None
 
     @property
     def compacted(self) -> bool:
@@ -107,6 +112,11 @@ class CompactionResult:
         )
         if self.entry is not None:
             out["firstKeptEntryId"] = self.entry.first_kept_entry_id
+        if self.successor is not None:
+            out["successor"] = {
+                "sessionId": self.successor.session_id,
+                "sessionFile": str(self.successor.path),
+            }
         return out
 
 
@@ -281,8 +291,16 @@ class Compactor:
                 from_hook=True,
             )
             await self._emit(SessionCompactEvent(compaction_entry=entry, from_hook=True))
+            successor = None
+            if self.settings.truncate_after_compaction:
+                successor = await rotate_after_compaction(transcript, clock=self._clock)
             return attrs.evolve(
-                base, status="compacted", entry=entry, summary=override.summary, provider="hook"
+                base,
+                status="compacted",
+                entry=entry,
+                summary=override.summary,
+                provider="hook",
+                successor=successor,
             )
 
         with anyio.fail_after(self.settings.timeout_seconds):
@@ -307,8 +325,17 @@ class Compactor:
                 from_hook=False,
             )
         await self._emit(SessionCompactEvent(compaction_entry=entry, from_hook=False))
+        successor = None
+        if self.settings.truncate_after_compaction:
+            successor = await rotate_after_compaction(transcript, clock=self._clock)
         return attrs.evolve(
-            base, status="compacted", entry=entry, summary=summary, provider=provider, fallbacks=fallbacks
+            base,
+            status="compacted",
+            entry=entry,
+            summary=summary,
+            provider=provider,
+            fallbacks=fallbacks,
+            successor=successor,
         )
 
     async def _summarize(
