@@ -328,3 +328,57 @@ def test_doctor_async_api_runs_under_trio_too(tmp_path: Path) -> None:
     path = _write(tmp_path, GOOD)
     run = anyio.run(lambda: run_doctor(path), backend="trio")
     assert run.exit_code == 0
+
+
+def _lock_file(path: Path, *, pid: int, starttime: int | None, created_ms: int) -> Path:
+    from sessionkeeper.transcript._lock_inspect import format_lock_payload, lock_path_for
+
+    lock = lock_path_for(path)
+    lock.write_bytes(
+        format_lock_payload(pid=pid, created_at_ms=created_ms, max_hold_ms=300_000, starttime=starttime)
+    )
+    return lock
+
+
+def test_stale_lock_of_a_dead_process_is_reported_and_reclaimed_by_fix(tmp_path: Path) -> None:
+    import time
+
+    path = _write(tmp_path, GOOD)
+    lock = _lock_file(path, pid=999_999_9, starttime=123, created_ms=int(time.time() * 1000) - 120_000)
+    code, report = _json(str(path))
+    assert code == 1
+    (finding,) = report["files"][0]["findings"]
+    assert (finding["check"], finding["severity"], finding["fixable"]) == ("lock", "warning", True)
+    assert "stale lock" in finding["message"]
+    code, report = _json(str(path), "--fix")
+    assert code == 0, report
+    assert report["files"][0]["status"] == "fixed"
+    assert _checks(report, "fixed") == {"lock"}
+    assert not lock.exists()
+    assert _backups(path) == []  # the content needed no repair
+
+
+def test_lock_of_a_live_process_is_in_use_and_never_evicted(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    from sessionkeeper.transcript._lock_inspect import process_start_time
+
+    path = _write(tmp_path, GOOD)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        lock = _lock_file(
+            path, pid=child.pid, starttime=process_start_time(child.pid), created_ms=int(time.time() * 1000)
+        )
+        code, report = _json(str(path))
+        assert code == 0
+        (finding,) = report["files"][0]["findings"]
+        assert (finding["check"], finding["severity"]) == ("lock", "info")
+        assert f"pid={child.pid}" in finding["message"]
+        run = anyio.run(lambda: run_doctor(path, fix=True, lock_timeout_ms=50))
+        assert run.files[0].status == "busy"
+        assert lock.exists()
+    finally:
+        child.kill()
+        child.wait()

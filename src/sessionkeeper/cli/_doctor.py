@@ -7,7 +7,8 @@ Checks form a registry: a :class:`TranscriptCheck` looks at one loaded transcrip
 other parts (store, config, hygiene) add theirs with :meth:`DoctorRegistry.add`. The transcript checks
 build on :func:`sessionkeeper.transcript.load_transcript_bytes` diagnostics: torn tails, invalid and
 non-object lines, bad UTF-8, lone surrogates, legacy versions, missing final newline, duplicate ids,
-missing parents, ``parentId`` cycles, orphan tool results, repeated headers, entries without id.
+missing parents, ``parentId`` cycles, orphan tool results, repeated headers, entries without id, and
+the transcript's write-lock file (in use, or stale).
 
 ``--fix`` takes the transcript's write lock, backs the file up (0600, ``<name>.bak.<stamp>``) and
 rewrites it atomically: a torn tail is cut, invalid and non-object lines are dropped, bad UTF-8 and lone
@@ -25,7 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 import anyio
 import attrs
@@ -35,22 +36,26 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from sessionkeeper._clock import SYSTEM_CLOCK
 from sessionkeeper._fs import atomic_write_bytes, backup_file
 from sessionkeeper.cli._main import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_OK, fail
 from sessionkeeper.exceptions import SessionBusyError, TranscriptFormatError
 from sessionkeeper.transcript import (
+    SessionWriteLock,
     TranscriptDiagnostics,
     TranscriptIndex,
+    WriteLockSettings,
     find_orphan_tool_results,
     load_transcript_bytes,
 )
 from sessionkeeper.transcript._codec import decode_json_line
-from sessionkeeper.transcript._lock import SessionWriteLock
+from sessionkeeper.transcript._lock_inspect import LockInspection, inspect_lock_file
 
 
 __all__ = (
     "COMMANDS",
     "DirectoryCheck",
+    "DoctorCheck",
     "DoctorRegistry",
     "FileReport",
     "Finding",
@@ -59,6 +64,7 @@ __all__ = (
     "default_registry",
     "diagnose_bytes",
     "doctor_command",
+    "inspect_lock",
     "repair_transcript_bytes",
     "run_doctor",
 )
@@ -119,6 +125,7 @@ class TranscriptTarget:
         index: The loaded index (``None`` when it is not a transcript).
         diagnostics: The load diagnostics with orphan tool results filled in (``None`` likewise).
         error: Why it is not a transcript, when ``index`` is ``None``.
+        lock: The transcript's lock file as found (``<name>.lock``), ``None`` when there is none.
     """
 
     path: Path
@@ -126,6 +133,7 @@ class TranscriptTarget:
     index: TranscriptIndex | None = attrs.field(default=None, eq=False)
     diagnostics: TranscriptDiagnostics | None = None
     error: str | None = None
+    lock: LockInspection | None = None
 
 
 @runtime_checkable
@@ -166,6 +174,10 @@ class DirectoryCheck(Protocol):
         ...
 
 
+DoctorCheck: TypeAlias = TranscriptCheck | DirectoryCheck
+"""Either kind of check, as :meth:`DoctorRegistry.add` takes it."""
+
+
 @attrs.frozen(kw_only=True)
 class _DiagnosticCheck:
     """A built-in check reading one field of :class:`TranscriptDiagnostics`."""
@@ -198,6 +210,28 @@ class _DiagnosticCheck:
                 fixable=self.fixable,
             ),
         )
+
+
+@attrs.frozen
+class _LockCheck:
+    """The transcript's write lock file (OpenClaw spec §3, DESIGN D8)."""
+
+    id: str = "lock"
+    description: str = "write lock file left next to the transcript"
+
+    def check(self, target: TranscriptTarget) -> Iterable[Finding]:
+        lock = target.lock
+        if lock is None:
+            return ()
+        owner = lock.describe()
+        if not lock.stale:
+            return (Finding(check=self.id, severity="info", message=f"in use: locked by {owner}"),)
+        reasons = ", ".join(lock.stale_reasons)
+        if lock.report_only:  # a live owner is never evicted, not even past its max hold (D8)
+            message = f"lock held too long by a live process ({reasons}; {owner}); not removed"
+            return (Finding(check=self.id, severity="warning", message=message),)
+        message = f"stale lock ({reasons}; {owner}); reclaimed by the next writer"
+        return (Finding(check=self.id, severity="warning", message=message, fixable=True),)
 
 
 def _shorten(items: list[str], limit: int) -> str:
@@ -274,7 +308,7 @@ class DoctorRegistry:
     transcript_checks: list[TranscriptCheck] = attrs.field(factory=list)
     directory_checks: list[DirectoryCheck] = attrs.field(factory=list)
 
-    def add(self, check: TranscriptCheck | DirectoryCheck) -> None:
+    def add(self, check: DoctorCheck) -> None:
         """
         Register a check (a :class:`TranscriptCheck` or a :class:`DirectoryCheck`).
 
@@ -295,18 +329,27 @@ class DoctorRegistry:
 
 def default_registry() -> DoctorRegistry:
     """A new registry holding the built-in transcript checks (see the module docstring)."""
-    return DoctorRegistry(transcript_checks=_builtin_checks())
+    return DoctorRegistry(transcript_checks=[*_builtin_checks(), _LockCheck()])
 
 
-def diagnose_bytes(path: Path, data: bytes) -> TranscriptTarget:
+def inspect_lock(path: Path, *, held_by_this_process: bool = False) -> LockInspection | None:
+    """The lock file of the transcript at ``path`` as the write lock would judge it now, if any."""
+    stale_ms = WriteLockSettings.from_config().stale_ms
+    found = inspect_lock_file(
+        path, now_ms=SYSTEM_CLOCK.now_ms(), stale_ms=stale_ms, held_by_this_process=held_by_this_process
+    )
+    return None if found is None else found[0]
+
+
+def diagnose_bytes(path: Path, data: bytes, *, lock: LockInspection | None = None) -> TranscriptTarget:
     """Load ``data`` (the bytes of ``path``) read-only into a :class:`TranscriptTarget`."""
     try:
         index = load_transcript_bytes(data, path=path)
     except TranscriptFormatError as err:
-        return TranscriptTarget(path=path, data=data, error=str(err))
+        return TranscriptTarget(path=path, data=data, error=str(err), lock=lock)
     orphans = find_orphan_tool_results(index.build_context().messages)
     diagnostics = attrs.evolve(index.diagnostics, orphan_tool_results=orphans)
-    return TranscriptTarget(path=path, data=data, index=index, diagnostics=diagnostics)
+    return TranscriptTarget(path=path, data=data, index=index, diagnostics=diagnostics, lock=lock)
 
 
 def _findings(target: TranscriptTarget, registry: DoctorRegistry) -> list[Finding]:
@@ -409,20 +452,24 @@ class FileReport:
 
 
 def _check_file(path: Path, registry: DoctorRegistry) -> FileReport:
-    target = diagnose_bytes(path, path.read_bytes())
+    target = diagnose_bytes(path, path.read_bytes(), lock=inspect_lock(path))
     return FileReport(path=path, findings=tuple(_findings(target, registry)), diagnostics=target.diagnostics)
 
 
-def _fix_file_locked(path: Path, registry: DoctorRegistry) -> FileReport:
-    target = diagnose_bytes(path, path.read_bytes())
+def _fix_file_locked(path: Path, registry: DoctorRegistry, lock_before: LockInspection | None) -> FileReport:
+    target = diagnose_bytes(path, path.read_bytes(), lock=lock_before)
     findings = _findings(target, registry)
     to_fix = [f for f in findings if f.fixable]
     if target.index is None or not to_fix:
         return FileReport(path=path, findings=tuple(findings), diagnostics=target.diagnostics)
-    repaired = repair_transcript_bytes(target)
-    backup = backup_file(path)
-    atomic_write_bytes(path, repaired)
-    after = diagnose_bytes(path, repaired)
+    backup: Path | None = None
+    if any(f.check != "lock" for f in to_fix):
+        repaired = repair_transcript_bytes(target)
+        backup = backup_file(path)
+        atomic_write_bytes(path, repaired)
+        after = diagnose_bytes(path, repaired)
+    else:  # only a stale lock: taking the write lock reclaimed it
+        after = attrs.evolve(target, lock=None)
     remaining = _findings(after, registry)
     left = {f.check for f in remaining}
     return FileReport(
@@ -435,9 +482,10 @@ def _fix_file_locked(path: Path, registry: DoctorRegistry) -> FileReport:
 
 
 async def _fix_file(path: Path, registry: DoctorRegistry, lock_timeout_ms: float) -> FileReport:
+    lock_before = await anyio.to_thread.run_sync(inspect_lock, path)
     try:
         async with SessionWriteLock.acquire(path, timeout_ms=lock_timeout_ms):
-            return await anyio.to_thread.run_sync(_fix_file_locked, path, registry)
+            return await anyio.to_thread.run_sync(_fix_file_locked, path, registry, lock_before)
     except SessionBusyError as err:
         report = await anyio.to_thread.run_sync(_check_file, path, registry)
         busy = Finding(check="busy", severity="error", message=f"not fixed: {err}")
