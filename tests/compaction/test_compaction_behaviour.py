@@ -233,3 +233,18 @@ async def test_safeguard_redistils_previous_summary() -> None:
     assert outcome.status == "compacted"
     first = str(client.requests[0].messages[0].content)  # type: ignore[union-attr]
     assert "<previous-compaction-summary>" in first and "re-distill" in first
+
+
+async def test_safeguard_history_share_drops_oldest_chunk_and_summarises_it_first() -> None:
+    history = [user(f"part {i} " + "h" * 3990) for i in range(8)]  # 8 x 1000 tokens
+    tail = [user("tail one " + "t" * 13990), user("tail two " + "t" * 13990)]  # 2 x 3500 tokens
+    transcript, _ = await manager(*history, *tail)
+    client = ScriptedModelClient(handler=lambda request: GOOD_SECTIONS)
+    compactor = Compactor(model_client=client, context_window=10_000)
+    outcome = await compactor.compact(transcript, keep_recent_tokens=7000)  # type: ignore[arg-type]
+    assert outcome.status == "compacted" and outcome.preparation is not None
+    assert len(outcome.preparation.messages_to_summarize) == 8
+    texts = [str(r.messages[0].content) for r in client.requests]  # type: ignore[union-attr]
+    assert "part 0 " in texts[0]  # the dropped oldest chunk is summarised first
+    redistil = [t for t in texts if "<previous-compaction-summary>" in t]
+    assert redistil and "part 0 " not in redistil[0] and "part 7 " in "".join(texts[-5:])

@@ -29,11 +29,14 @@ __all__ = (
     "MIN_CHUNK_RATIO",
     "SAFETY_MARGIN",
     "SUMMARIZATION_OVERHEAD_TOKENS",
+    "HistoryPrune",
     "OversizedPlan",
     "adaptive_chunk_ratio",
     "chunk_messages_by_max_tokens",
+    "history_needs_pruning",
     "max_chunk_tokens",
     "oversized_plan",
+    "prune_history_for_context_share",
     "split_messages_by_token_share",
 )
 
@@ -239,3 +242,70 @@ def oversized_plan(messages: Sequence[AgentMessage], *, context_window: int) -> 
 
 def _js_round(value: float) -> int:
     return math.floor(value + 0.5)
+
+
+@attrs.frozen(kw_only=True)
+class HistoryPrune:
+    """
+    Result of :func:`prune_history_for_context_share`.
+
+    Attributes:
+        kept: The newest messages that fit the share (tool pairing repaired: results whose call was
+            dropped are dropped too).
+        dropped: The oldest messages taken out, in order (summarised separately).
+        dropped_chunks: How many token-share chunks were dropped.
+    """
+
+    kept: tuple[AgentMessage, ...]
+    dropped: tuple[AgentMessage, ...]
+    dropped_chunks: int
+
+
+def _repair_pairing(messages: Sequence[AgentMessage]) -> list[AgentMessage]:
+    calls: set[str] = set()
+    out: list[AgentMessage] = []
+    for message in messages:
+        if message_role(message) == "assistant":
+            calls.update(_tool_calls(message))
+        result_id = _result_id(message) if message_role(message) == "toolResult" else None
+        if message_role(message) == "toolResult" and (result_id is None or result_id not in calls):
+            continue
+        out.append(message)
+    return out
+
+
+def prune_history_for_context_share(
+    messages: Sequence[AgentMessage], *, context_window: int, max_history_share: float = 0.5, parts: int = 2
+) -> HistoryPrune:
+    """
+    Drop the oldest token-share chunks until the history fits ``context_window * max_history_share``
+    (OpenClaw's ``pruneHistoryForContextShare``, spec §5.5), repairing tool pairing on what is kept.
+    """
+    budget = max(1, math.floor(context_window * max_history_share))
+    kept = list(messages)
+    dropped: list[AgentMessage] = []
+    chunks_dropped = 0
+    count = _normalize_parts(parts, len(kept))
+    while kept and sum(message_tokens(m) for m in kept) > budget:
+        chunks = split_messages_by_token_share(kept, parts=count)
+        if len(chunks) <= 1:
+            break
+        dropped.extend(chunks[0])
+        chunks_dropped += 1
+        kept = _repair_pairing([m for chunk in chunks[1:] for m in chunk])
+    return HistoryPrune(kept=tuple(kept), dropped=tuple(dropped), dropped_chunks=chunks_dropped)
+
+
+def history_needs_pruning(
+    *,
+    tokens_before: int,
+    summarizable_tokens: int,
+    context_window: int,
+    max_history_share: float,
+) -> bool:
+    """
+    OpenClaw's ``buildHistoryPrunePlan`` test: the new (kept) content
+    ``max(0, tokens_before - summarizable)`` exceeds ``floor(window * share * 1.2)``.
+    """
+    new_content = max(0, math.floor(tokens_before - summarizable_tokens))
+    return new_content > math.floor(context_window * max_history_share * SAFETY_MARGIN)

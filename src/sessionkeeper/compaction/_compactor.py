@@ -394,6 +394,7 @@ class Compactor:
                         is_split_turn=plan.is_split_turn,
                         previous_summary=plan.previous_summary,
                         structured_instructions=structured,
+                        tokens_before=plan.tokens_before,
                         abort=abort,
                     )
                     suffix = safeguard_suffix(plan, settings, split_turn_summary=guarded.split_turn)

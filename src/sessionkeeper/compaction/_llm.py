@@ -27,8 +27,10 @@ from sessionkeeper._clock import SYSTEM_CLOCK, Clock
 from sessionkeeper._model_client import ModelClient, ModelRequest
 from sessionkeeper.compaction._chunking import (
     chunk_messages_by_max_tokens,
+    history_needs_pruning,
     max_chunk_tokens,
     oversized_plan,
+    prune_history_for_context_share,
     split_messages_by_token_share,
 )
 from sessionkeeper.compaction._extractive import message_text
@@ -335,10 +337,16 @@ class LlmSummarizer:
         is_split_turn: bool,
         previous_summary: str | None,
         structured_instructions: str,
+        tokens_before: int | None = None,
         abort: anyio.Event | None = None,
     ) -> SafeguardBody:
         """
         Safeguard's LLM path with the quality guard (OpenClaw spec §5.6 steps 4 and 6).
+
+        History budget (OpenClaw §5.5): when the kept content (``tokens_before`` minus what is
+        summarised) exceeds ``window * maxHistoryShare * 1.2``, the oldest history chunks are dropped
+        until it fits ``window * maxHistoryShare``; the dropped part is summarised first and used as
+        the previous summary.
 
         The previous summary is prepended as a ``<previous-compaction-summary>`` message to
         re-distil. When the audit fails (and retries remain) the request is repeated with feedback;
@@ -346,6 +354,31 @@ class LlmSummarizer:
         """
         settings = self._settings
         policy = settings.identifier_policy
+        if tokens_before is not None and messages_to_summarize:
+            summarizable = sum(estimate_tokens(m) for m in (*messages_to_summarize, *turn_prefix_messages))
+            if history_needs_pruning(
+                tokens_before=tokens_before,
+                summarizable_tokens=summarizable,
+                context_window=self._window,
+                max_history_share=settings.max_history_share,
+            ):
+                pruned = prune_history_for_context_share(
+                    messages_to_summarize,
+                    context_window=self._window,
+                    max_history_share=settings.max_history_share,
+                )
+                if pruned.dropped:
+                    messages_to_summarize = pruned.kept
+                    previous_summary = await self.summarize_in_stages(
+                        pruned.dropped,
+                        instructions=summarization_instructions(
+                            structured_instructions,
+                            policy=policy,
+                            identifier_text=settings.identifier_instructions,
+                        ),
+                        previous_summary=previous_summary,
+                        abort=abort,
+                    )
         history_messages: list[AgentMessage] = list(messages_to_summarize)
         if previous_summary and previous_summary.strip():
             history_messages.insert(
