@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import gzip
+import hashlib
 import json
 import os
 import shutil
@@ -64,6 +65,7 @@ def _write_store(directory: Path, entries: dict[str, Any], files: dict[str, tupl
     (directory / "sessions.json").write_text(json.dumps(entries, indent=2, ensure_ascii=False))
     mtimes: dict[str, int] = {}
     for name, (content, mtime) in files.items():
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
         (directory / name).write_text(content)
         mtimes[name] = mtime
     manifest = {"generator": "regen_openclaw_fixtures.py", "files": mtimes}
@@ -112,6 +114,48 @@ def _b19_store(directory: Path) -> int:
     return now
 
 
+def _blobs_store(directory: Path) -> int:
+    """Skills prompt blobs: referenced, referenced only by a stale entry, orphaned (old/new), temp files."""
+    now = NOW_MS
+    blob_dir = "skills-prompts/sha256"
+    prompts = {name: f"You are skilled at {name}. " + f"{name} " * 300 for name in ("a", "b", "c", "d", "e")}
+    digests = {name: hashlib.sha256(text.encode()).hexdigest() for name, text in prompts.items()}
+
+    def ref(name: str) -> dict[str, Any]:
+        text = prompts[name]
+        return {"version": 1, "algorithm": "sha256", "hash": digests[name], "bytes": len(text.encode())}
+
+    rows = {
+        "agent:main:main": ("m0", now - 60_000, "a"),
+        "agent:main:direct:old": ("o1", now - 60 * DAY, "b"),
+        "agent:main:direct:mid": ("d1", now - 10 * DAY, "c"),
+    }
+    entries = {
+        key: {
+            "sessionId": sid,
+            "updatedAt": updated,
+            "skillsSnapshot": {"skills": [name], "promptRef": ref(name)},
+        }
+        for key, (sid, updated, name) in rows.items()
+    }
+    files = {f"{sid}.jsonl": (_transcript(sid, updated, 3000), updated) for sid, updated, _ in rows.values()}
+    ages = {"a": DAY, "b": 60 * DAY, "c": 10 * DAY, "d": 40 * DAY, "e": 60_000}
+    for name, age in ages.items():
+        digest = digests[name]
+        files[f"{blob_dir}/{digest[:2]}/{digest}.txt"] = (prompts[name], now - age)
+    d = digests["d"]
+    files[f"{blob_dir}/{d[:2]}/{d}.txt.123.12345678-1234-4234-9234-123456789abc.tmp"] = (
+        "x" * 700,
+        now - 10 * 60_000,
+    )
+    files[f"{blob_dir}/{d[:2]}/{d}.txt.124.12345678-1234-4234-9234-123456789abd.tmp"] = (
+        "y" * 700,
+        now - 60_000,
+    )
+    _write_store(directory, entries, files)
+    return now
+
+
 _DISK = {"maxDiskBytes": "140kb", "highWaterBytes": "90kb"}
 
 
@@ -128,6 +172,7 @@ def _maintenance(oracle: Path) -> None:
     )  # fmt: skip
     b18_now = _b18_store(out / "b18")
     b19_now = _b19_store(out / "b19")
+    blobs_now = _blobs_store(out / "blobs")
     runs: list[tuple[str, str, int, dict[str, Any], list[str], str]] = [
         ("disk", "enforce", NOW_MS, _DISK, ["--enforce"], "agent:main:main"),
         ("disk", "dry-run", NOW_MS, _DISK, ["--dry-run", "--enforce"], "agent:main:main"),
@@ -138,6 +183,17 @@ def _maintenance(oracle: Path) -> None:
         ("b18", "enforce-prune-zero", b18_now, {"pruneAfter": 0, "maxEntries": 500}, ["--enforce"], ""),
         ("b18", "on-save-warn", b18_now, {"pruneAfter": "30d", "mode": "warn"}, ["--on-save"], ""),
         ("b19", "enforce", b19_now, {"maxEntries": 3}, ["--enforce"], "agent:main:subagent:a"),
+        ("blobs", "enforce", blobs_now, {}, ["--enforce"], "agent:main:main"),
+        ("blobs", "on-save", blobs_now, {}, ["--on-save"], "agent:main:main"),
+        ("blobs", "enforce-budget", blobs_now, {"maxDiskBytes": "8kb"}, ["--enforce"], "agent:main:main"),
+        (
+            "blobs",
+            "dry-run-budget",
+            blobs_now,
+            {"maxDiskBytes": "8kb"},
+            ["--dry-run", "--enforce"],
+            "agent:main:main",
+        ),
     ]
     for store, variant, now, config, flags, active in runs:
         args = [str(out / store), "--now", str(now), "--config", json.dumps(config), *flags, "--pretty"]

@@ -71,6 +71,11 @@ def _cases() -> list[Any]:
     return out
 
 
+def _listing(store: Path) -> set[str]:
+    """Every regular file under ``store``, as paths relative to it (OpenClaw's ``files`` lists)."""
+    return {p.relative_to(store).as_posix() for p in store.rglob("*") if p.is_file()}
+
+
 def _variant(expected: dict[str, Any]) -> str:
     """``dry-run``, ``enforce``, ``on-save`` or ``on-save-warn`` (an on-save run with mode ``warn``)."""
     oracle = expected["oracle"]
@@ -104,7 +109,7 @@ async def _run(src: Path, mtimes: Path, expected: dict[str, Any], config: dict[s
     oracle = expected["oracle"]
     variant = _variant(expected)
     store = _copy_store(src, mtimes, tmp_path)
-    before = set(os.listdir(store))
+    before = _listing(store)
     report = await run_maintenance(
         store,
         settings=MaintenanceSettings.from_mapping(config),
@@ -115,7 +120,7 @@ async def _run(src: Path, mtimes: Path, expected: dict[str, Any], config: dict[s
         fix_missing=bool(oracle.get("fixMissing")),
         mode=None if variant in ("on-save", "on-save-warn") else "enforce",
     )
-    after = {n for n in os.listdir(store) if not _OURS.match(n)}
+    after = {n for n in _listing(store) if not _OURS.match(n)}
     return store, before, after, report
 
 

@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sessionkeeper.store._artifacts import archive_file_name
+from sessionkeeper.store._artifacts import archive_file_name, is_prompt_blob_temp_name, prompt_blob_hash
 from sessionkeeper.store._maintenance import (
     MaintenancePlan,
     StoreFile,
@@ -553,3 +553,24 @@ def test_fix_missing_removes_entries_without_a_transcript_with_messages():
     assert plan.report.to_json()["missing"] == 3
     assert plan.report.file_actions == ()  # their files are not archived; orphans age out instead
     assert _plan(entries, files).report.removals == ()  # off by default
+
+
+def test_prompt_blobs_unreferenced_old_and_temp_files_go_referenced_stay():
+    digest = "ab" + "0" * 62
+    other = "cd" + "1" * 62
+    blob = f"skills-prompts/sha256/ab/{digest}.txt"
+    orphan = f"skills-prompts/sha256/cd/{other}.txt"
+    temp = f"skills-prompts/sha256/cd/{other}.txt.7.12345678-1234-1234-1234-123456789abc.tmp"
+    assert prompt_blob_hash(blob) == digest
+    assert prompt_blob_hash(temp) is None
+    assert is_prompt_blob_temp_name(temp)
+    ref = {"version": 1, "algorithm": "sha256", "hash": digest, "bytes": 100}
+    entries = {"agent:main:main": _entry("m", MIN, skillsSnapshot={"promptRef": ref})}
+    files = [_file(blob, age_ms=90 * DAY), _file(orphan, age_ms=31 * DAY), _file(temp, age_ms=6 * MIN)]
+    plan = _plan(entries, files)
+    assert sorted((a.name, a.reason) for a in plan.report.file_actions) == [
+        (orphan, "unreferenced-artifact"),
+        (temp, "stale-temp"),
+    ]
+    young = _plan(entries, [_file(orphan, age_ms=29 * DAY)])
+    assert young.report.file_actions == ()

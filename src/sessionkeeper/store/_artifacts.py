@@ -16,14 +16,18 @@ from sessionkeeper.store._paths import ArchiveReason, archive_stamp
 
 
 __all__ = (
+    "PROMPT_BLOB_DIR",
     "STORE_TEMP_STALE_MS",
     "archive_file_name",
     "archive_timestamp_ms",
     "is_archive_name",
     "is_checkpoint_transcript_name",
     "is_primary_transcript_name",
+    "is_prompt_blob_temp_name",
     "is_store_temp_name",
     "is_trajectory_name",
+    "prompt_blob_hash",
+    "prompt_blob_name",
     "trajectory_names",
 )
 
@@ -107,3 +111,29 @@ def trajectory_names(transcript_name: str) -> tuple[str, str]:
     """
     base = transcript_name[:-6] if transcript_name.endswith(".jsonl") else transcript_name
     return f"{base}.trajectory-path.json", f"{base}.trajectory.jsonl"
+
+
+PROMPT_BLOB_DIR: Final = "skills-prompts/sha256"
+"""Where OpenClaw keeps skills prompt blobs, relative to the sessions directory (spec §1.2)."""
+
+_PROMPT_BLOB = re.compile(r"^skills-prompts/sha256/([a-f0-9]{2})/([a-f0-9]{64})\.txt$")
+_PROMPT_BLOB_TEMP = re.compile(
+    r"^skills-prompts/sha256/[a-f0-9]{2}/[a-f0-9]{64}\.txt\.(?:\d+\.)?"
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp$"
+)
+
+
+def prompt_blob_name(digest: str) -> str:
+    """``skills-prompts/sha256/<2 hex>/<64 hex>.txt``: a prompt blob's path relative to the sessions dir."""
+    return f"{PROMPT_BLOB_DIR}/{digest[:2]}/{digest}.txt"
+
+
+def prompt_blob_hash(name: str) -> str | None:
+    """The sha256 of a prompt blob path (relative to the sessions dir), or ``None`` for other names."""
+    match = _PROMPT_BLOB.match(name)
+    return match.group(2) if match else None
+
+
+def is_prompt_blob_temp_name(name: str) -> bool:
+    """True for a prompt blob's temp file ``<hash>.txt.[<pid>.]<uuid>.tmp``."""
+    return _PROMPT_BLOB_TEMP.match(name) is not None

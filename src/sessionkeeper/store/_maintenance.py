@@ -34,8 +34,11 @@ from sessionkeeper.store._artifacts import (
     is_archive_name,
     is_checkpoint_transcript_name,
     is_primary_transcript_name,
+    is_prompt_blob_temp_name,
     is_store_temp_name,
     is_trajectory_name,
+    prompt_blob_hash,
+    prompt_blob_name,
     trajectory_names,
 )
 from sessionkeeper.store._keys import (
@@ -307,6 +310,38 @@ def _updated_at(entry: Mapping[str, Any]) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return 0
     return value if math.isfinite(value) and value >= 0 else 0
+
+
+def _prompt_hash(entry: Mapping[str, Any]) -> str | None:
+    """The skills prompt blob an entry refers to (``skillsSnapshot.promptRef``, sha256), if any."""
+    snapshot = entry.get("skillsSnapshot")
+    ref = snapshot.get("promptRef") if isinstance(snapshot, Mapping) else None
+    if isinstance(ref, Mapping) and ref.get("algorithm") == "sha256" and isinstance(ref.get("hash"), str):
+        return str(ref["hash"])
+    return None
+
+
+def _prompt_refcounts(entries: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for entry in entries.values():
+        digest = _prompt_hash(entry)
+        if digest is not None:
+            counts[digest] = counts.get(digest, 0) + 1
+    return counts
+
+
+def _blob_removable(
+    file: StoreFile, refcounts: Mapping[str, int], blob_cutoff: float, temp_cutoff: float
+) -> bool:
+    """``isPromptBlobArtifactRemovable``: a stale blob temp file, or an old blob no entry refers to."""
+    if is_prompt_blob_temp_name(file.name):
+        return file.mtime_ms <= temp_cutoff
+    digest = prompt_blob_hash(file.name)
+    return digest is not None and file.mtime_ms <= blob_cutoff and digest not in refcounts
+
+
+def _is_blob(name: str) -> bool:
+    return prompt_blob_hash(name) is not None or is_prompt_blob_temp_name(name)
 
 
 def _sort_time(entry: Mapping[str, Any]) -> float:
@@ -685,12 +720,26 @@ def _disk_budget(
     removed_files = removed_entries = freed = 0
     referenced = resolver.referenced(sim.entries)
     temp_cutoff = sim.now_ms - STORE_TEMP_STALE_MS
+    prompt_refs = _prompt_refcounts(sim.entries)
+    # 1. unreferenced prompt blobs older than 5 minutes and stale blob temp files, oldest first
+    blobs = [f for f in sim.files.values() if _blob_removable(f, prompt_refs, temp_cutoff, temp_cutoff)]
+    for file in sorted(blobs, key=lambda f: f.mtime_ms):
+        if total <= high_water:
+            break
+        deleted = sim.delete(file.name, "budget-artifact") or 0
+        if deleted > 0:
+            total -= deleted
+            freed += deleted
+            removed_files += 1
 
     def removable(file: StoreFile) -> bool:
+        if _is_blob(file.name):
+            return False
         if is_store_temp_name(file.name, sim.store_name):
             return file.mtime_ms <= temp_cutoff
         return is_archive_name(file.name) or _is_unreferenced(file.name, referenced)
 
+    # 2. archives, unreferenced transcripts/checkpoints/trajectories and stale temp files, oldest first
     queue = sorted((f for f in sim.files.values() if removable(f)), key=lambda f: f.mtime_ms)
     for file in queue:
         if total <= high_water:
@@ -717,6 +766,18 @@ def _disk_budget(
             sim.remove_entry(key, "evict-budget")
             projected = max(2, projected - (chunks[key] + 2))
             total += projected - previous
+            digest = _prompt_hash(entry)
+            if digest is not None:
+                prompt_refs[digest] = prompt_refs.get(digest, 1) - 1
+                if prompt_refs[digest] <= 0:
+                    del prompt_refs[digest]
+                    blob = sim.files.get(prompt_blob_name(digest))
+                    if blob is not None and _blob_removable(blob, prompt_refs, temp_cutoff, temp_cutoff):
+                        deleted = sim.delete(blob.name, "budget-entry-file") or 0
+                        if deleted > 0:
+                            total -= deleted
+                            freed += deleted
+                            removed_files += 1
             removed_entries += 1
             sid = _session_id(entry)
             if sid is None:
@@ -751,8 +812,15 @@ def _unreferenced(
     referenced = resolver.referenced(sim.entries)
     temp_cutoff = sim.now_ms - STORE_TEMP_STALE_MS
     candidates: list[tuple[StoreFile, Literal["stale-temp", "unreferenced-artifact"]]] = []
+    prompt_refs = _prompt_refcounts(sim.entries)
+    blob_cutoff = sim.now_ms - max(older_than or 0, STORE_TEMP_STALE_MS)
     for file in sim.files.values():
-        if is_store_temp_name(file.name, sim.store_name):
+        if _is_blob(file.name):
+            if is_prompt_blob_temp_name(file.name) and file.mtime_ms <= temp_cutoff:
+                candidates.append((file, "stale-temp"))
+            elif older_than is not None and _blob_removable(file, prompt_refs, blob_cutoff, temp_cutoff):
+                candidates.append((file, "unreferenced-artifact"))
+        elif is_store_temp_name(file.name, sim.store_name):
             if file.mtime_ms <= temp_cutoff:
                 candidates.append((file, "stale-temp"))
         elif (

@@ -22,6 +22,7 @@ import attrs
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
 from sessionkeeper._fs import backup_file
 from sessionkeeper.exceptions import StoreCorruptError
+from sessionkeeper.store._artifacts import PROMPT_BLOB_DIR, is_prompt_blob_temp_name, prompt_blob_hash
 from sessionkeeper.store._backend import LoadReport, StoreBackend
 from sessionkeeper.store._entry import SessionEntry, session_entry_to_dict
 from sessionkeeper.store._json import JsonFileStoreBackend
@@ -35,7 +36,13 @@ from sessionkeeper.store._maintenance import (
 from sessionkeeper.store._maintenance_settings import MaintenanceMode, MaintenanceSettings
 
 
-__all__ = ("held_transcript_locks", "list_store_files", "run_maintenance", "transcripts_with_messages")
+__all__ = (
+    "held_transcript_locks",
+    "list_prompt_blobs",
+    "list_store_files",
+    "run_maintenance",
+    "transcripts_with_messages",
+)
 
 _STORE_NAME = "sessions.json"
 
@@ -59,6 +66,27 @@ def list_store_files(sessions_dir: Path) -> list[StoreFile]:
             except OSError:
                 continue
             out.append(StoreFile(name=item.name, size=st.st_size, mtime_ms=st.st_mtime_ns / 1_000_000))
+    return out
+
+
+def list_prompt_blobs(sessions_dir: Path) -> list[StoreFile]:
+    """
+    Skills prompt blobs and their temp files (``skills-prompts/sha256/<2 hex>/<64 hex>.txt[...tmp]``) with
+    their paths relative to ``sessions_dir`` as names (``readSessionPromptBlobFiles``).
+    """
+    root = sessions_dir / PROMPT_BLOB_DIR
+    out: list[StoreFile] = []
+    try:
+        prefixes = sorted(p for p in root.iterdir() if p.is_dir() and not p.is_symlink())
+    except OSError:
+        return out
+    for prefix in prefixes:
+        if len(prefix.name) != 2:
+            continue
+        for item in list_store_files(prefix):
+            name = f"{PROMPT_BLOB_DIR}/{prefix.name}/{item.name}"
+            if prompt_blob_hash(name) is not None or is_prompt_blob_temp_name(name):
+                out.append(StoreFile(name=name, size=item.size, mtime_ms=item.mtime_ms))
     return out
 
 
@@ -218,6 +246,7 @@ def _plan(
 ) -> MaintenancePlan:
     own_lock = f"{target.store_name}.lock"  # the backend's cross-process lock file, not a session artifact
     files = [f for f in list_store_files(target.sessions_dir) if f.name != own_lock]
+    files.extend(list_prompt_blobs(target.sessions_dir))
     locked = held_transcript_locks(target.sessions_dir, files)
     with_messages = transcripts_with_messages(target.sessions_dir, files) if fix_missing else None
     raw: dict[str, Any] = dict.fromkeys(target.dropped_keys)
