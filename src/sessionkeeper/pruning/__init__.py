@@ -57,6 +57,7 @@ from sessionkeeper.pruning._pruner import (
     resolve_context_window_tokens as resolve_context_window_tokens,
 )
 from sessionkeeper.pruning._replay_policy import ReplayPolicy as ReplayPolicy
+from sessionkeeper.pruning._replay_policy import fallback_replay_policy as fallback_replay_policy
 from sessionkeeper.pruning._replay_policy import (
     resolve_replay_policy as resolve_replay_policy,
 )
@@ -88,6 +89,7 @@ from sessionkeeper.pruning._tool_repair import sanitize_tool_call_ids as sanitiz
 from sessionkeeper.pruning._turns import (
     annotate_inter_session_messages as annotate_inter_session_messages,
 )
+from sessionkeeper.pruning._turns import ensure_usage_totals as ensure_usage_totals
 from sessionkeeper.pruning._turns import normalize_replay_content as normalize_replay_content
 from sessionkeeper.pruning._turns import sanitize_content_blocks as sanitize_content_blocks
 from sessionkeeper.pruning._turns import (
@@ -99,6 +101,7 @@ from sessionkeeper.pruning._turns import (
 from sessionkeeper.pruning._turns import (
     strip_stale_thinking_signatures as strip_stale_thinking_signatures,
 )
+from sessionkeeper.pruning._turns import strip_stale_usage as strip_stale_usage
 from sessionkeeper.pruning._turns import validate_anthropic_turns as validate_anthropic_turns
 from sessionkeeper.pruning._turns import validate_gemini_turns as validate_gemini_turns
 
@@ -124,9 +127,11 @@ __all__ = (
     "check_tool_pairing",
     "drop_reasoning_from_history",
     "drop_thinking_blocks",
+    "ensure_usage_totals",
     "estimate_context_chars",
     "estimate_message_chars",
     "estimate_string_chars",
+    "fallback_replay_policy",
     "is_cache_ttl_eligible_provider",
     "is_cache_ttl_expired",
     "make_missing_tool_result",
@@ -144,6 +149,7 @@ __all__ = (
     "sanitize_tool_call_ids",
     "strip_invalid_thinking_signatures",
     "strip_stale_thinking_signatures",
+    "strip_stale_usage",
     "validate_anthropic_turns",
     "validate_gemini_turns",
 )
