@@ -502,3 +502,46 @@ def test_pipeline_marks_inter_session_user_turns() -> None:
     assert first.content.startswith("[Inter-session message] isUser=false\n") and first.content.endswith(
         "\nDo X."
     )
+
+
+def test_openai_responses_id_shapes_and_reasoning() -> None:
+    from sessionkeeper.pruning._responses import (
+        downgrade_function_call_reasoning_pairs,
+        downgrade_openai_reasoning,
+        normalize_openai_responses_ids,
+    )
+
+    messages = [
+        user(),
+        assistant(call("toolu_01ab")),
+        result("toolu_01ab", "r"),
+        assistant(call("call_ok|fc_ok")),
+    ]
+    out = normalize_openai_responses_ids(messages)
+    new_id = out[1].content[0].id
+    assert new_id.startswith("call_toolu_01ab_") and len(new_id) <= 64 and out[2].tool_call_id == new_id
+    assert out[3] is messages[3]  # already in shape
+    reasoning = thinking("r", '{"id":"rs_1","type":"reasoning"}')
+    orphan = [assistant("a", reasoning), assistant(reasoning, "b")]
+    kept = downgrade_openai_reasoning(orphan)
+    assert kept[0].content == [TextContent(text="a")] and kept[1] is orphan[1]
+    assert downgrade_openai_reasoning(orphan, drop_replayable=True)[1].content == [TextContent(text="b")]
+    pairs = [
+        assistant(call("call_1|fc_1")),
+        result("call_1|fc_1", "r"),
+        assistant(reasoning, call("call_2|fc_2")),
+    ]
+    down = downgrade_function_call_reasoning_pairs(pairs)
+    assert down[0].content[0].id == "call_1" and down[1].tool_call_id == "call_1" and down[2] is pairs[2]
+
+
+def test_usage_before_the_latest_compaction_is_zeroed_and_totals_filled() -> None:
+    from sessionkeeper.pruning import ensure_usage_totals, strip_stale_usage
+
+    summary = CompactionSummaryMessage(summary="s", tokens_before=1, timestamp=100)
+    old = msgspec.structs.replace(assistant("a", ts=100), usage=Usage(input=5, total_tokens=5))
+    new = msgspec.structs.replace(assistant("b", ts=101), usage=Usage(input=5, output=2))
+    out = strip_stale_usage([old, summary, new])
+    assert out[0].usage == Usage(total_tokens=0) and out[2] is new
+    assert ensure_usage_totals(out)[2].usage.total_tokens == 7
+    assert strip_stale_usage([new]) == [new]
