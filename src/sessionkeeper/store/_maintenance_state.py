@@ -1,0 +1,225 @@
+"""
+The working state of a maintenance plan: entry field readers, the resolver of an entry's files inside the
+sessions directory, and the simulated directory the planner edits (private to the planner).
+"""
+
+from __future__ import annotations
+
+import math
+import posixpath
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from sessionkeeper.exceptions import UnsafePathError
+from sessionkeeper.store._artifacts import (
+    is_prompt_blob_temp_name,
+    prompt_blob_hash,
+    trajectory_names,
+)
+from sessionkeeper.store._keys import transcript_file_name
+from sessionkeeper.store._maintenance_report import (
+    EntryRemoval,
+    FileAction,
+    FileReason,
+    RemovalReason,
+    StoreFile,
+    serialize_store,
+)
+
+
+__all__ = (
+    "PlanState",
+    "Resolver",
+    "blob_removable",
+    "entry_chunk_bytes",
+    "is_blob",
+    "is_preserved",
+    "prompt_hash",
+    "prompt_refcounts",
+    "session_id_of",
+    "sort_time",
+    "updated_at_of",
+)
+
+
+def entry_chunk_bytes(key: str, entry: Any) -> int:
+    return len(serialize_store({key: entry})) - 4
+
+
+def updated_at_of(entry: Mapping[str, Any]) -> float | None:
+    """``updatedAt`` as OpenClaw's loader normalises it: absent -> None, not a finite number >= 0 -> 0."""
+    if "updatedAt" not in entry:
+        return None
+    value = entry["updatedAt"]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    return value if math.isfinite(value) and value >= 0 else 0
+
+
+def prompt_hash(entry: Mapping[str, Any]) -> str | None:
+    """The skills prompt blob an entry refers to (``skillsSnapshot.promptRef``, sha256), if any."""
+    snapshot = entry.get("skillsSnapshot")
+    ref = snapshot.get("promptRef") if isinstance(snapshot, Mapping) else None
+    if isinstance(ref, Mapping) and ref.get("algorithm") == "sha256" and isinstance(ref.get("hash"), str):
+        return str(ref["hash"])
+    return None
+
+
+def prompt_refcounts(entries: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for entry in entries.values():
+        digest = prompt_hash(entry)
+        if digest is not None:
+            counts[digest] = counts.get(digest, 0) + 1
+    return counts
+
+
+def blob_removable(
+    file: StoreFile, refcounts: Mapping[str, int], blob_cutoff: float, temp_cutoff: float
+) -> bool:
+    """``isPromptBlobArtifactRemovable``: a stale blob temp file, or an old blob no entry refers to."""
+    if is_prompt_blob_temp_name(file.name):
+        return file.mtime_ms <= temp_cutoff
+    digest = prompt_blob_hash(file.name)
+    return digest is not None and file.mtime_ms <= blob_cutoff and digest not in refcounts
+
+
+def is_blob(name: str) -> bool:
+    return prompt_blob_hash(name) is not None or is_prompt_blob_temp_name(name)
+
+
+def sort_time(entry: Mapping[str, Any]) -> float:
+    """``updatedAt`` for the cap order: a missing value sorts as -infinity (removed first)."""
+    updated = updated_at_of(entry)
+    return -math.inf if updated is None else updated
+
+
+def session_id_of(entry: Mapping[str, Any]) -> str | None:
+    value = entry.get("sessionId")
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+class Resolver:
+    """Resolves an entry's files to names directly inside the sessions directory (pure path logic)."""
+
+    def __init__(self, sessions_dir: Path) -> None:
+        self.base = posixpath.normpath(str(Path(sessions_dir).absolute()))
+
+    def _inside(self, candidate: str) -> str | None:
+        """The file name when ``candidate`` (relative or absolute) lies directly in the directory."""
+        head, name = posixpath.split(posixpath.normpath(posixpath.join(self.base, candidate)))
+        return name if head == self.base and name not in {"", ".", ".."} else None
+
+    def session_file(self, entry: Mapping[str, Any]) -> str | None:
+        value = entry.get("sessionFile")
+        return self._inside(value.strip()) if isinstance(value, str) and value.strip() else None
+
+    def canonical(self, session_id: str | None) -> str | None:
+        if session_id is None:
+            return None
+        try:
+            return transcript_file_name(session_id)
+        except UnsafePathError:
+            return None
+
+    def transcript(self, entry: Mapping[str, Any]) -> str | None:
+        """``resolveSessionFilePath``: the explicit ``sessionFile`` when inside, else the canonical name."""
+        return self.session_file(entry) or self.canonical(session_id_of(entry))
+
+    def artifacts(self, entry: Mapping[str, Any]) -> list[str]:
+        transcript = self.transcript(entry)
+        if transcript is None:
+            return []
+        return [transcript, *trajectory_names(transcript)]
+
+    def archive_candidates(self, session_id: str, session_file: str | None) -> list[str]:
+        out: list[str] = []
+        explicit = self.session_file({"sessionFile": session_file}) if session_file else None
+        canonical = self.canonical(session_id)
+        for name in (explicit, canonical):
+            if name is not None and name not in out:
+                out.append(name)
+        return out
+
+    def referenced(self, entries: Mapping[str, Mapping[str, Any]]) -> set[str]:
+        names: set[str] = set()
+        for entry in entries.values():
+            names.update(self.artifacts(entry))
+            checkpoints = entry.get("compactionCheckpoints")
+            if not isinstance(checkpoints, list):
+                continue
+            for checkpoint in checkpoints:
+                if not isinstance(checkpoint, Mapping):
+                    continue
+                for side in ("preCompaction", "postCompaction"):
+                    part = checkpoint.get(side)
+                    path = part.get("sessionFile") if isinstance(part, Mapping) else None
+                    if isinstance(path, str) and path.strip():
+                        inside = self._inside(path.strip())
+                        if inside is not None:
+                            names.add(inside)
+        return names
+
+
+@attrs.define
+class PlanState:
+    """Mutable simulation state of one plan."""
+
+    entries: dict[str, Mapping[str, Any]]
+    files: dict[str, StoreFile]
+    locked: frozenset[str]
+    now_ms: int
+    store_name: str
+    removals: list[EntryRemoval] = attrs.field(factory=list)
+    actions: list[FileAction] = attrs.field(factory=list)
+    archive_suffix: str = ""
+    warnings: list[str] = attrs.field(factory=list)
+
+    def remove_entry(self, key: str, reason: RemovalReason) -> Mapping[str, Any]:
+        entry = self.entries.pop(key)
+        self.removals.append(
+            EntryRemoval(
+                key=key, reason=reason, session_id=session_id_of(entry), updated_at=updated_at_of(entry)
+            )
+        )
+        return entry
+
+    def delete(self, name: str, reason: FileReason) -> int | None:
+        """Plan deleting ``name``; returns its size, or ``None`` when it is absent, the store or locked."""
+        file = self.files.get(name)
+        if file is None or name == self.store_name:
+            return None
+        if name in self.locked:
+            self.warnings.append(f"kept {name}: its transcript lock is held")
+            return None
+        del self.files[name]
+        self.actions.append(FileAction(name=name, action="delete", reason=reason, size=file.size))
+        return file.size
+
+    def archive(self, name: str) -> bool:
+        file = self.files.get(name)
+        if file is None:
+            return False
+        if name in self.locked:
+            self.warnings.append(f"kept {name}: its transcript lock is held")
+            return False
+        target = f"{name}{self.archive_suffix}"
+        del self.files[name]
+        self.files[target] = StoreFile(name=target, size=file.size, mtime_ms=file.mtime_ms)
+        self.actions.append(
+            FileAction(
+                name=name,
+                action="archive",
+                reason="archive-removed-transcript",
+                size=file.size,
+                archive_name=target,
+            )
+        )
+        return True
+
+
+def is_preserved(key: str, protected: Mapping[str, bool], preserve: Collection[str]) -> bool:
+    return key in preserve or protected[key]
