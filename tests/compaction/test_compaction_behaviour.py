@@ -248,3 +248,53 @@ async def test_safeguard_history_share_drops_oldest_chunk_and_summarises_it_firs
     assert "part 0 " in texts[0]  # the dropped oldest chunk is summarised first
     redistil = [t for t in texts if "<previous-compaction-summary>" in t]
     assert redistil and "part 0 " not in redistil[0] and "part 7 " in "".join(texts[-5:])
+
+
+AGENTS_MD = """# Agent
+
+## Session Startup
+Read MEMORY.md first.
+```md
+## Not a heading inside code
+```
+### Detail
+Check the inbox.
+
+## Red Lines
+Never push to main.
+
+## Other
+Ignored.
+"""
+
+
+def test_extract_sections_and_workspace_rules() -> None:
+    from sessionkeeper.compaction._suffix import extract_sections, workspace_rules
+
+    startup, red = extract_sections(AGENTS_MD, ["session startup", "Red Lines"])
+    assert startup.startswith("## Session Startup\nRead MEMORY.md first.") and "### Detail" in startup
+    assert "## Not a heading inside code" in startup and "Red Lines" not in startup
+    assert red == "## Red Lines\nNever push to main."
+    rules = workspace_rules(AGENTS_MD, ("Session Startup", "Red Lines"))
+    assert rules.startswith("\n\n<workspace-critical-rules>\n## Session Startup") and rules.endswith(
+        "</workspace-critical-rules>"
+    )
+    legacy = "## Every Session\nSay hi.\n\n## Safety\nBe careful.\n"
+    assert "Say hi." in workspace_rules(legacy, ("Session Startup", "Red Lines"))
+    assert workspace_rules(AGENTS_MD, None) == "" and workspace_rules(None, ("Red Lines",)) == ""
+
+
+async def test_safeguard_summary_carries_workspace_rules(tmp_path: object) -> None:
+    from pathlib import Path
+
+    workspace = Path(str(tmp_path))
+    (workspace / "AGENTS.md").write_text(AGENTS_MD, encoding="utf-8")
+    transcript, _ = await _long_session()
+    settings = CompactionSettings(post_compaction_sections=("Red Lines",))
+    outcome = await Compactor(settings=settings, workspace_dir=workspace).compact(
+        transcript, keep_recent_tokens=5
+    )  # type: ignore[arg-type]
+    assert outcome.summary is not None
+    assert outcome.summary.endswith(
+        "<workspace-critical-rules>\n## Red Lines\nNever push to main.\n</workspace-critical-rules>"
+    )

@@ -137,9 +137,7 @@ def test_missing_file_is_bad_input(tmp_path: Path) -> None:
 
 
 @pytest.mark.oracle
-@pytest.mark.parametrize(
-    ("name", "keep"), [("full", "500"), ("branchy", None), ("large-2000", "20000")]
-)
+@pytest.mark.parametrize(("name", "keep"), [("full", "500"), ("branchy", None), ("large-2000", "20000")])
 def test_pi_loads_our_compacted_file_with_our_context(
     pi_oracle: PiOracle, pi_samples: Path, tmp_path: Path, name: str, keep: str | None
 ) -> None:

@@ -10,6 +10,7 @@ ever written when the summariser failed or produced nothing usable.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
 import anyio
@@ -149,6 +150,9 @@ class Compactor:
             ``compaction_start`` / ``compaction_end`` events; ``None`` emits nothing.
         context_window: The model's window in tokens (sizes safeguard chunks); ``None`` = 200000.
         clock: Time source (retry waits).
+        workspace_dir: Folder holding the agent's ``AGENTS.md``; with
+            ``settings.post_compaction_sections`` its named sections are appended to safeguard
+            summaries as ``<workspace-critical-rules>`` (OpenClaw spec §5.6). ``None``: not used.
     """
 
     def __init__(
@@ -160,8 +164,10 @@ class Compactor:
         hooks: HookRegistry | None = None,
         context_window: int | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        workspace_dir: Path | str | None = None,
     ) -> None:
         self.settings = settings if settings is not None else CompactionSettings()
+        self.workspace_dir = Path(workspace_dir) if workspace_dir is not None else None
         self.model_client = model_client
         self.providers = providers if providers is not None else CompactionProviderRegistry()
         self.hooks = hooks
@@ -189,6 +195,20 @@ class Compactor:
         """:func:`prepare_compaction` with the keep budget of :meth:`keep_budget`."""
         budget = self.keep_budget(reason=reason, keep_recent_tokens=keep_recent_tokens)
         return prepare_compaction(branch, keep_recent_tokens=budget)
+
+    async def _agents_md(self) -> str | None:
+        """The workspace's AGENTS.md text, or ``None`` (no workspace, missing or unreadable file)."""
+        if self.workspace_dir is None:
+            return None
+        path = self.workspace_dir / "AGENTS.md"
+
+        def read() -> str | None:
+            try:
+                return path.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                return None
+
+        return await anyio.to_thread.run_sync(read)
 
     async def _emit(self, event: Any) -> None:
         if self.hooks is not None:
@@ -345,12 +365,17 @@ class Compactor:
         settings = self.settings
         safeguard = settings.effective_mode == "safeguard"
         fallbacks: list[str] = []
+        agents_md = await self._agents_md() if safeguard and settings.post_compaction_sections else None
+
+        def suffix_of(split_turn: str = "") -> str:
+            return safeguard_suffix(plan, settings, split_turn_summary=split_turn, agents_md=agents_md)
+
         messages = (*plan.messages_to_summarize, *plan.turn_prefix_messages)
         read_files, modified_files = plan.file_ops.read_files, plan.file_ops.modified_files
 
         if safeguard and not _real_conversation(messages):
             body = structured_fallback_summary(plan.previous_summary)
-            return cap_preserving_suffix(body, safeguard_suffix(plan, settings)), "fallback", ()
+            return cap_preserving_suffix(body, suffix_of()), "fallback", ()
 
         structured = build_structured_instructions(
             instructions, policy=settings.identifier_policy, identifier_text=settings.identifier_instructions
@@ -378,7 +403,7 @@ class Compactor:
                     fallbacks.append(f"provider {provider.id!r} failed: {err}")
                 else:
                     if text.strip():
-                        suffix = safeguard_suffix(plan, settings)
+                        suffix = suffix_of()
                         return cap_preserving_suffix(text, suffix), provider.id, tuple(fallbacks)
                     fallbacks.append(f"provider {provider.id!r} returned an empty summary")
 
@@ -397,7 +422,7 @@ class Compactor:
                         tokens_before=plan.tokens_before,
                         abort=abort,
                     )
-                    suffix = safeguard_suffix(plan, settings, split_turn_summary=guarded.split_turn)
+                    suffix = suffix_of(guarded.split_turn)
                     return cap_preserving_suffix(guarded.history, suffix), "llm", tuple(fallbacks)
                 text = await llm.default_summary(
                     messages_to_summarize=plan.messages_to_summarize,
@@ -415,7 +440,7 @@ class Compactor:
         else:
             fallbacks.append("no model client: extractive summary")
 
-        suffix = safeguard_suffix(plan, settings) if safeguard else ""
+        suffix = suffix_of() if safeguard else ""
         budget = MAX_COMPACTION_SUMMARY_CHARS - len(suffix) - 64 if safeguard else 12_000
         body = extractive_summary(
             messages,

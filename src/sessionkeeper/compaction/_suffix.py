@@ -24,8 +24,10 @@ from sessionkeeper.transcript._messages import AgentMessage, AssistantMessage, T
 __all__ = (
     "MAX_COMPACTION_SUMMARY_CHARS",
     "cap_preserving_suffix",
+    "extract_sections",
     "format_file_operations",
     "safeguard_suffix",
+    "workspace_rules",
 )
 
 MAX_COMPACTION_SUMMARY_CHARS = 16_000
@@ -219,13 +221,18 @@ def _tool_failures(messages: Sequence[AgentMessage]) -> str:
 
 
 def safeguard_suffix(
-    plan: CompactionPreparation, settings: CompactionSettings, *, split_turn_summary: str = ""
+    plan: CompactionPreparation,
+    settings: CompactionSettings,
+    *,
+    split_turn_summary: str = "",
+    agents_md: str | None = None,
 ) -> str:
     """
     Safeguard's suffix (OpenClaw spec §5.6 step 2), kept whole when the summary is capped.
 
     The split turn (its summary, or its messages as ``- Role: text`` lines), ``## Recent turns
-    preserved verbatim``, ``## Tool Failures`` (at most 8) and the bounded file lists.
+    preserved verbatim``, ``## Tool Failures`` (at most 8), the bounded file lists, and the
+    ``postCompactionSections`` of ``agents_md`` (the workspace's AGENTS.md text) when configured.
     """
     parts: list[str] = []
     if plan.is_split_turn and plan.turn_prefix_messages:
@@ -242,4 +249,64 @@ def safeguard_suffix(
         parts.append("\n\n## Recent turns preserved verbatim\n" + "\n".join(preserved))
     parts.append(_tool_failures([*plan.messages_to_summarize, *plan.turn_prefix_messages]))
     parts.append(_bounded_file_operations(plan.file_ops.read_files, plan.file_ops.modified_files))
+    parts.append(workspace_rules(agents_md, settings.post_compaction_sections))
     return "".join(parts)
+
+
+_HEADING = re.compile(r"^(#{2,3})\s+(.+?)\s*$")
+_MAX_WORKSPACE_CHARS = 2000
+
+
+def extract_sections(content: str, names: Sequence[str]) -> list[str]:
+    """
+    The H2/H3 sections of a Markdown document with these names (case-insensitive), each up to the
+    next heading of the same or a higher level; fenced code is never read as a heading
+    (OpenClaw spec §5.11).
+    """
+    lines = content.split("\n")
+    found: list[str] = []
+    for name in names:
+        wanted = name.strip().lower()
+        section: list[str] = []
+        in_section = False
+        level = 0
+        in_code = False
+        for line in lines:
+            if line.lstrip().startswith("```"):
+                in_code = not in_code
+                if in_section:
+                    section.append(line)
+                continue
+            heading = None if in_code else _HEADING.match(line)
+            if heading is not None:
+                depth = len(heading.group(1))
+                if not in_section and heading.group(2).strip().lower() == wanted:
+                    in_section, level, section = True, depth, [line]
+                    continue
+                if in_section and depth <= level:
+                    break
+            if in_section:
+                section.append(line)
+        if section:
+            found.append("\n".join(section).strip())
+    return found
+
+
+def workspace_rules(agents_md: str | None, names: Sequence[str] | None) -> str:
+    """
+    ``<workspace-critical-rules>`` with the named AGENTS.md sections, at most 2000 chars; the default
+    pair "Session Startup"/"Red Lines" falls back to the legacy "Every Session"/"Safety" (OpenClaw
+    spec §5.6 step 2, §5.11). ``""`` when there is nothing to add.
+    """
+    if not agents_md or not names:
+        return ""
+    sections = extract_sections(agents_md, names)
+    wanted = {name.strip().lower() for name in names}
+    if not sections and wanted == {"session startup", "red lines"}:
+        sections = extract_sections(agents_md, ("Every Session", "Safety"))
+    if not sections:
+        return ""
+    combined = "\n\n".join(sections)
+    if utf16_len(combined) > _MAX_WORKSPACE_CHARS:
+        combined = truncate_utf16(combined, _MAX_WORKSPACE_CHARS)[0] + "\n...[truncated]..."
+    return f"\n\n<workspace-critical-rules>\n{combined}\n</workspace-critical-rules>"
