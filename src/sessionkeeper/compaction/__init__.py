@@ -30,6 +30,7 @@ from sessionkeeper.compaction._chunking import (
 from sessionkeeper.compaction._compactor import CompactionResult, CompactionStatus, Compactor
 from sessionkeeper.compaction._cut import CutPoint, find_cut_point, find_turn_start_index, is_cut_point
 from sessionkeeper.compaction._extractive import extract_identifiers, extractive_summary
+from sessionkeeper.compaction._memo import clear_token_memo
 from sessionkeeper.compaction._prepare import CompactionPreparation, FileOperations, prepare_compaction
 from sessionkeeper.compaction._providers import CompactionProvider, CompactionProviderRegistry, SummaryRequest
 from sessionkeeper.compaction._serialize import serialize_conversation
@@ -64,6 +65,7 @@ __all__ = (
     "adaptive_chunk_ratio",
     "build_successor_entries",
     "chunk_messages_by_max_tokens",
+    "clear_token_memo",
     "collect_entries_for_branch_summary",
     "compaction_threshold",
     "effective_reserve_tokens",
