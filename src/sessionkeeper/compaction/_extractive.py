@@ -52,7 +52,12 @@ _IDENTIFIER = re.compile(
 _TRAILING = ".,;:!?)]}>\"'`"
 _TOKEN_SPLIT = re.compile(r"[\s\"'`<>()\[\]{},;|]+")
 _MAX_TOKEN_CHARS = 2000
-_ERROR_LINE = re.compile(r"(error|exception|traceback|failed|failure|fatal|panic)", re.IGNORECASE)
+# Lines that report an error (not every line that mentions the word): "ValueError: ...",
+# "error: ...", "fatal: ...", "FAIL ...", "Traceback ...", "npm ERR! ...", "panic: ...".
+_ERROR_LINE = re.compile(
+    r"^\s*(?:[\w.]*(?:Error|Exception)\b|(?:error|fatal|panic)\s*[:\[]|(?:ERROR|FATAL)\b|FAIL(?:ED)?\b"
+    r"|Traceback\b|npm ERR!)"
+)
 _CONSTRAINT = re.compile(
     r"\b(must|never|always|do not|don't|dont|should not|shouldn't|only|avoid|prefer|without|keep)\b",
     re.IGNORECASE,
