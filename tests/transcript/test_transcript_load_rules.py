@@ -448,3 +448,12 @@ def test_chunked_file_reading_equals_bytes_loading(
         assert from_file.lines == from_bytes.lines
         assert from_file.diagnostics == from_bytes.diagnostics
         assert from_file.build_context() == from_bytes.build_context()
+
+
+def test_out_of_range_numbers_read_as_infinity_like_json_parse() -> None:
+    line = b'{"type":"custom","customType":"x","data":{"n":1e99999},"id":"a","parentId":null,"timestamp":"t"}'
+    header = _line(HEADER).replace(b'"cwd"', b'"big":1e99999,"cwd"')
+    index = load_transcript_bytes(header + b"\n" + line + b"\n")
+    (entry,) = index.entries()
+    assert entry.data == {"n": float("inf")}  # type: ignore[union-attr]
+    assert index.header_raw["big"] == float("inf")

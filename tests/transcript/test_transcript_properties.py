@@ -144,12 +144,29 @@ def _sample_file() -> bytes:
 SAMPLE = _sample_file()
 
 
+TRICKY = [
+    b"\n",
+    b"\\ud83d",
+    b"\\udc00",
+    b"1e99999",
+    b"\xff\xfe",
+    b"\xef\xbb\xbf",
+    b'{"type":"session","id":"x"}\n',
+    b'"parentId":"',
+    b"\r\n",
+    b"[]\n",
+]
+
+
 @st.composite
 def corrupted(draw: st.DrawFn) -> bytes:
     data = bytearray(SAMPLE)
     for _ in range(draw(st.integers(0, 4))):
         pos = draw(st.integers(0, len(data) - 1))
         data[pos] = draw(st.integers(0, 255))
+    for _ in range(draw(st.integers(0, 3))):  # tokens that stress the decoders
+        pos = draw(st.integers(0, len(data)))
+        data[pos:pos] = draw(st.sampled_from(TRICKY))
     cut = draw(st.integers(0, len(data)))
     return bytes(data[:cut]) + draw(st.binary(max_size=8))
 

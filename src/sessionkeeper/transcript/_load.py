@@ -644,32 +644,7 @@ def _scan_careful(data: bytes, path: Path | None) -> _Scan:
             head = head_decode(chunk)
             if not chunk.isascii():  # skipped fields are not UTF-8 checked by msgspec
                 chunk.decode("utf-8")
-        except UnicodeDecodeError:
-            value, _, had_lone = decode_json_line(chunk)
-            if not isinstance(value, dict):
-                if index is None:
-                    raise TranscriptFormatError(
-                        "not a pi session transcript: the first parseable line is not a JSON object",
-                        path=path,
-                        line=line_no,
-                    ) from None
-                scan.non_object.append(line_no)
-                continue
-            scan.bad_utf8.append(line_no)
-            if had_lone:
-                scan.lone.append(line_no)
-            replacement = msgspec.json.encode(value)
-            head = _Head(type=value.get("type"), id=value.get("id"), parentId=value.get("parentId"))
-        except msgspec.ValidationError:
-            if index is None:
-                raise TranscriptFormatError(
-                    "not a pi session transcript: the first parseable line is not a JSON object",
-                    path=path,
-                    line=line_no,
-                ) from None
-            scan.non_object.append(line_no)
-            continue
-        except msgspec.DecodeError:
+        except (UnicodeDecodeError, msgspec.DecodeError):  # incl. ValidationError (non-object, huge number)
             if not chunk.strip():
                 continue  # blank line (whitespace only)
             try:
@@ -699,7 +674,7 @@ def _scan_careful(data: bytes, path: Path | None) -> _Scan:
             scan.missing_newline = True
         kind = head.type
         if index is None:
-            raw_header = _ANY_DECODER.decode(replacement if replacement is not None else chunk)
+            raw_header = _decode_line(replacement if replacement is not None else chunk)
             index = _make_index(raw_header, head.id, path, line_no)
             scan.index = index
             scan.header_line = line_no
