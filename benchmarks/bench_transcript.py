@@ -1,16 +1,17 @@
 """
 Open + context rebuild of large transcripts, side by side with pi 0.73.1 (DESIGN "Targets": at least
 5x faster than pi's ``SessionManager.open`` + ``buildSessionContext`` and at most 1/4 of its peak
-memory), plus the cost of one durable append as the history grows.
+memory), plus the cost of one append (with and without fsync) on each file.
 
-Run: ``python -m benchmarks transcript [--repeat N] [--no-pi] [--sizes 2000,20k,100k]``.
+Run: ``python -m benchmarks transcript [--repeat N] [--no-pi] [--sizes 2000,20k,100k] [--json]``.
 
 Files: ``tests/data/pi/large-2000.jsonl``; ``large-20k.jsonl.gz`` decompressed to a temp file; and a
-generated 100k-entry transcript (the 20k sample tiled five times, copies chained one after the other,
-ids of copy k suffixed with k, so the structure - compactions, branches, labels - stays realistic). pi is timed in-process by pi-oracle's
-``bench.mjs`` (median of N rounds after a warm-up, peak RSS of the Node process). Our side: median of N
-rounds of ``load_transcript`` + ``build_context`` in this process; peak memory as the peak RSS growth of a
-fresh subprocess doing one open + rebuild (comparable to Node's RSS), and the tracemalloc peak.
+generated 100k-entry transcript (the 20k sample tiled five times, the copies chained one after the
+other, ids of copy k suffixed with k, so the structure - compactions, branches, labels - stays
+realistic). pi is timed in-process by pi-oracle's ``bench.mjs`` (median of N rounds after a warm-up,
+peak RSS of the Node process). Our side: median of N rounds of ``load_transcript`` + ``build_context``
+in this process; memory as the peak RSS growth (VmHWM) of a fresh process doing one open + rebuild,
+and the tracemalloc peak.
 """
 
 from __future__ import annotations
