@@ -50,7 +50,8 @@ _EXCLUSIONS: Final[tuple[re.Pattern[str], ...]] = tuple(
         # rate limits (OpenClaw isRateLimitErrorMessage; pi NON_OVERFLOW_PATTERNS)
         r"rate[_ -]?limit",
         r"too many (?:concurrent )?requests",
-        r"\b429\b",
+        # a 429 status (not the number 429 inside a token count such as "429 tokens > 200 maximum")
+        r"[\"']?(?:status|code|error)[\"']?\s*[:=]?\s*429\b|\bhttp(?:/[\d.]+)?\s*429\b|^\W*429\b",
         r"throttl",
         r"model_cooldown",
         r"exceeded your current quota",

@@ -26,7 +26,6 @@ import contextlib
 import datetime as _dt
 import errno
 import json
-import math
 import os
 import sys
 import time
@@ -183,6 +182,9 @@ def _valid_int(value: object) -> int | None:
     return None
 
 
+_EPOCH: Final = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+
+
 def _parse_created_at(value: object) -> tuple[int | None, str | None]:
     if isinstance(value, str):
         text = value.strip()
@@ -192,7 +194,7 @@ def _parse_created_at(value: object) -> tuple[int | None, str | None]:
             return None, value
         if when.tzinfo is None:
             when = when.replace(tzinfo=_dt.UTC)
-        return math.floor(when.timestamp() * 1000 + 1e-6), value
+        return (when - _EPOCH) // _dt.timedelta(milliseconds=1), value
     number = _valid_int(value)
     if number is not None:
         return number, str(number)
