@@ -47,6 +47,9 @@ def test_public_surface() -> None:
     assert set(testing.__all__) >= {"FakeClock", "ScriptedModelClient", "capture_events", "FakeTokenCounter"}
     assert FakeClock.__module__ == "sessionkeeper.testing"
     assert "conformance" not in testing.__all__
+    from sessionkeeper.store import InMemoryStoreBackend
+
+    assert testing.InMemoryStoreBackend is InMemoryStoreBackend
 
 
 # ---------------------------------------------------------------- FakeClock

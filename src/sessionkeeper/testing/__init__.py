@@ -6,12 +6,16 @@ Test helpers for hosts of sessionkeeper (STYLE item 11): deterministic doubles f
   recording requests.
 - :func:`capture_events`: record what a :class:`~sessionkeeper.HookRegistry` emits.
 - :class:`FakeTokenCounter`: predictable token counts without tiktoken.
+- :class:`InMemoryStoreBackend` (from :mod:`sessionkeeper.store`): a session store that never touches
+  disk, with the same semantics as the file backends; ``TranscriptManager.in_memory()`` is its
+  transcript counterpart.
 
 The store backend conformance suite lives in :mod:`sessionkeeper.testing.conformance`.
 """
 
 from __future__ import annotations
 
+from sessionkeeper.store import InMemoryStoreBackend
 from sessionkeeper.testing._clock import FakeClock
 from sessionkeeper.testing._events import CapturedEvents, capture_events
 from sessionkeeper.testing._model import ModelHandler, ScriptedModelClient, ScriptedReply
@@ -22,6 +26,7 @@ __all__ = (
     "CapturedEvents",
     "FakeClock",
     "FakeTokenCounter",
+    "InMemoryStoreBackend",
     "ModelHandler",
     "ScriptedModelClient",
     "ScriptedReply",
