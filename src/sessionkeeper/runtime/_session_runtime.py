@@ -242,6 +242,20 @@ class SessionRuntime:
                 break
         return sum(len(index.line_bytes(pos)) + 1 for pos in range(start, len(kinds)))
 
+    def _last_cache_touch(self, transcript: TranscriptManager) -> int | None:
+        """The newest ``openclaw.cache-ttl`` marker of this provider and model (decodes markers only)."""
+        index = transcript.index
+        kinds = index.kinds
+        for pos in range(len(kinds) - 1, -1, -1):
+            if kinds[pos] != "custom":
+                continue
+            touch = read_last_cache_touch(
+                (index.entry_at(pos),), provider=self.model.provider, model_id=self.model.model_id
+            )
+            if touch is not None:
+                return touch
+        return None
+
     # ------------------------------------------------------------------ open
 
     async def open(
@@ -364,7 +378,10 @@ class SessionRuntime:
             session.compacted_this_turn = False
             session.turn_usage = {}
             prompt_tokens = estimate_tokens(message)
-            projected = self.context_tokens(session) + prompt_tokens
+            leaf_before = transcript.leaf_id
+            history = transcript.build_session_context().messages
+            history_tokens = estimate_context_usage(history).tokens
+            projected = history_tokens + prompt_tokens
             if projected <= self.compaction_threshold:
                 session.ineffective_compactions = 0
             preflight = decide_preflight_compaction(
@@ -389,13 +406,20 @@ class SessionRuntime:
             elif preflight.reason == "compaction_ineffective":
                 compaction = self._refused(trigger="preflight", tokens=projected)
             prompt_entry = await transcript.append_message(message)
-
-        context = transcript.build_session_context().messages
-        tokens = estimate_context_usage(context).tokens
+            if transcript.leaf_id == prompt_entry.id and prompt_entry.parent_id == leaf_before:
+                # nothing else was written since the estimate: extend the context instead of rebuilding it
+                context: Sequence[AgentMessage] = (*history, prompt_entry.message)
+                tokens = projected
+            else:
+                context = transcript.build_session_context().messages
+                tokens = estimate_context_usage(context).tokens
+        else:
+            context = transcript.build_session_context().messages
+            tokens = estimate_context_usage(context).tokens
         session.last_prompt_tokens = tokens
         now = self.clock.now_ms()
         model = self.model
-        touch = read_last_cache_touch(transcript.entries(), provider=model.provider, model_id=model.model_id)
+        touch = self._last_cache_touch(transcript)
         pruning = self.pruner.prune(
             context,
             context_window_tokens=window,
@@ -405,7 +429,7 @@ class SessionRuntime:
             api=model.api,
             now_ms=now,
         )
-        messages: Sequence[AgentMessage] = pruning.messages
+        messages = pruning.messages
         truncated: tuple[str, ...] = ()
         if session.truncate_tool_results:
             cut = truncate_oversized_tool_results(messages, context_window_tokens=window)
