@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from collections.abc import AsyncIterable, AsyncIterator
 from functools import lru_cache
 from typing import Final, Literal
 
@@ -30,6 +31,7 @@ __all__ = (
     "SILENT_REPLY_TOKEN",
     "SilentReplyStreamFilter",
     "StreamingDecision",
+    "filter_silent_stream",
     "is_internal_formatting_artifact",
     "is_silent_reply",
     "is_silent_reply_payload",
@@ -489,7 +491,9 @@ class SilentReplyStreamFilter:
       :meth:`finish` drops it when it is one (OpenClaw ``stripSilentToken``), else releases it.
 
     JSON envelopes and reasoning-prefixed replies (:func:`is_silent_reply_payload`) are recognised only
-    on the final text by OpenClaw; they stream like normal text here too.
+    on the final text by OpenClaw; they stream like normal text here too. ``HEARTBEAT_OK`` prefixes are
+    held back as OpenClaw's streaming does, but acknowledging heartbeats is not this filter's job: a
+    reply that is exactly ``HEARTBEAT_OK`` is released by :meth:`finish`.
 
     The concatenation of everything :meth:`feed` and :meth:`finish` return is :attr:`text`, and it is
     the same whatever the chunking. Not thread-safe; one filter per reply.
@@ -622,3 +626,27 @@ class SilentReplyStreamFilter:
         if rest:
             self._emitted.append(rest)
         return rest
+
+
+async def filter_silent_stream(
+    chunks: AsyncIterable[str], *, token: str = SILENT_REPLY_TOKEN
+) -> AsyncIterator[str]:
+    """
+    Wrap an async stream of text deltas in a :class:`SilentReplyStreamFilter`.
+
+    Yields only non-empty text, then what :meth:`SilentReplyStreamFilter.finish` releases. If the
+    source raises (or the consumer stops early), text still held back is dropped, as
+    ``finish(aborted=True)`` does, and the error propagates.
+
+    Args:
+        chunks: The model's text deltas.
+        token: The silent token (default ``"NO_REPLY"``).
+    """
+    stream = SilentReplyStreamFilter(token=token)
+    async for chunk in chunks:
+        shown = stream.feed(chunk)
+        if shown:
+            yield shown
+    rest = stream.finish()
+    if rest:
+        yield rest

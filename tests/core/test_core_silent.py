@@ -264,3 +264,29 @@ def test_silent_texts_never_leak_and_others_are_substrings(text: str) -> None:
     if is_silent_reply(text):
         assert "".join(out) == ""
     assert filt.text in text
+
+
+@pytest.mark.anyio
+async def test_filter_silent_stream_wraps_async_iterables() -> None:
+    from collections.abc import AsyncIterator
+
+    from sessionkeeper._silent import filter_silent_stream
+
+    async def source(chunks: list[str]) -> AsyncIterator[str]:
+        for chunk in chunks:
+            yield chunk
+
+    assert [s async for s in filter_silent_stream(source(["NO", "_RE", "PLY"]))] == []
+    assert [s async for s in filter_silent_stream(source(["No", " problem", "."]))] == ["No problem", "."]
+    assert [s async for s in filter_silent_stream(source(["Done.", " NO_", "REPLY"]))] == ["Done."]
+    assert [s async for s in filter_silent_stream(source(["SKIP"]), token="SKIP")] == []
+
+    async def failing() -> AsyncIterator[str]:
+        yield "NO"
+        raise ConnectionError("stream cut")
+
+    shown: list[str] = []
+    with pytest.raises(ConnectionError):
+        async for piece in filter_silent_stream(failing()):
+            shown.append(piece)  # noqa: PERF401 - keep what was shown before the error
+    assert shown == []  # the held "NO" is dropped
