@@ -247,3 +247,13 @@ def test_convert_to_llm_texts_exact():
 def test_convert_keeps_user_message_object():
     msg = UserMessage(content=[TextContent(text="a")], timestamp=1)
     assert convert_to_llm([msg])[0] is msg
+
+
+def test_unknown_compaction_without_id_or_first_kept() -> None:
+    entries = [
+        _user("u1", None, "one"),
+        entry_from_json({"type": "compaction", "parentId": "u1", "timestamp": T.format(1), "summary": "S"}),
+    ]
+    assert isinstance(entries[1], UnknownEntry)
+    ctx = build_session_context(entries).to_json()
+    assert ctx["messages"] == [{"role": "compactionSummary", "summary": "S", "timestamp": T0_MS + 1000}]

@@ -236,51 +236,50 @@ def entry_model(entry: TranscriptEntry) -> ModelRef | None:
     return None
 
 
+def _last_index(values: list[str], value: str, stop: int) -> int:
+    """Index of the last ``value`` in ``values[:stop]`` (C-speed), or -1."""
+    try:
+        return stop - 1 - values[stop - 1 :: -1].index(value) if stop > 0 else -1
+    except ValueError:
+        return -1
+
+
 def build_context_lazily(
-    count: int,
     *,
-    kind_at: Callable[[int], str],
-    id_at: Callable[[int], str | None],
+    kinds: list[str],
+    ids: list[str | None],
     entry_at: Callable[[int], TranscriptEntry],
 ) -> SessionContext:
     """
-    :func:`build_context_from_path` over a path given by accessors, decoding only what it needs.
+    :func:`build_context_from_path` over a path given as its ``type`` and ``id`` lists (root = index 0)
+    plus an accessor decoding one path entry: only the entries the result depends on are decoded.
 
-    Args:
-        count: Path length.
-        kind_at: ``type`` string of the path entry at an index (root = 0), without decoding it.
-        id_at: ``id`` of the path entry at an index, without decoding it.
-        entry_at: The decoded path entry at an index.
-
-    The thinking level and model are the *last* usable values on the path, so the scan runs backwards
-    and stops at the first hit; only entries that can produce a message are decoded in the emitted
-    range. The result equals a forward scan of the whole path (spec §9 items 3-7).
+    The thinking level and model are the *last* usable values on the path, so they are searched from
+    the end; only entries that can produce a message are decoded in the emitted ranges. The result
+    equals pi's forward scan of the whole path (spec §9 items 3-7).
     """
+    count = len(kinds)
     thinking_level = "off"
-    for i in range(count - 1, -1, -1):
-        if kind_at(i) == "thinking_level_change":
-            value = entry_thinking_level(entry_at(i))
-            if value is not None:
-                thinking_level = value
-                break
+    at = count
+    while (at := _last_index(kinds, "thinking_level_change", at)) >= 0:
+        value = entry_thinking_level(entry_at(at))
+        if value is not None:
+            thinking_level = value
+            break
     model: ModelRef | None = None
     for i in range(count - 1, -1, -1):
-        if kind_at(i) in ("model_change", "message"):
+        if kinds[i] in ("model_change", "message"):
             found_model = entry_model(entry_at(i))
             if found_model is not None:
                 model = found_model
                 break
-    compaction_at = -1
-    for i in range(count - 1, -1, -1):
-        if kind_at(i) == "compaction":
-            compaction_at = i
-            break
+    compaction_at = _last_index(kinds, "compaction", count)
 
     messages: list[AgentMessage] = []
 
     def emit(start: int, stop: int) -> None:
         for i in range(start, stop):
-            if kind_at(i) in _MESSAGE_KINDS:
+            if kinds[i] in _MESSAGE_KINDS:
                 item = _entry_message(entry_at(i))
                 if item is not None:
                     messages.append(item)
@@ -291,14 +290,21 @@ def build_context_lazily(
 
     compaction = entry_at(compaction_at)
     messages.append(_compaction_message(compaction))
-    compaction_id = compaction.id
-    first_index = next(i for i in range(count) if kind_at(i) == "compaction" and id_at(i) == compaction_id)
+    compaction_id = ids[compaction_at]
+    # pi: the first path entry of type compaction with that id (ids are unique on a path built through
+    # the id index, so this is normally ``compaction_at`` itself)
+    first_index = ids.index(compaction_id)
+    while kinds[first_index] != "compaction" or ids[first_index] != compaction_id:
+        first_index = ids.index(compaction_id, first_index + 1)
     if isinstance(compaction, CompactionEntry):
         first_kept: Any = compaction.first_kept_entry_id
     else:
         first_kept = compaction.raw.get("firstKeptEntryId") if isinstance(compaction, UnknownEntry) else None
     if first_kept is not None:
-        kept_from = next((i for i in range(first_index) if id_at(i) == first_kept), first_index)
+        try:
+            kept_from = ids.index(first_kept, 0, first_index)
+        except ValueError:
+            kept_from = first_index
         emit(kept_from, first_index)
     emit(first_index + 1, count)
     return SessionContext(messages=tuple(messages), thinking_level=thinking_level, model=model)
@@ -313,9 +319,8 @@ def build_context_from_path(path: Sequence[TranscriptEntry]) -> SessionContext:
     is on the path before it; otherwise none), then every entry after it.
     """
     return build_context_lazily(
-        len(path),
-        kind_at=lambda i: entry_kind(path[i]),
-        id_at=lambda i: path[i].id,
+        kinds=[entry_kind(entry) for entry in path],
+        ids=[entry.id for entry in path],
         entry_at=path.__getitem__,
     )
 

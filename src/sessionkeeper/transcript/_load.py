@@ -266,10 +266,10 @@ class TranscriptIndex:
                 return EMPTY_CONTEXT
             pos = len(self.kinds) - 1
         path = self._context_path(pos)
+        kinds, ids = self.kinds, self.ids
         return build_context_lazily(
-            len(path),
-            kind_at=lambda i: self.kinds[path[i]],
-            id_at=lambda i: self.ids[path[i]],
+            kinds=[kinds[p] for p in path],
+            ids=[ids[p] for p in path],
             entry_at=lambda i: self.entry_at(path[i]),
         )
 
