@@ -101,7 +101,7 @@ def fsync_dir(path: Path) -> None:
 
 def temp_name(target: Path) -> Path:
     """Return a unique temp path next to ``target``: ``<name>.<pid>.<uuid>.tmp`` (DESIGN "Files")."""
-    return target.with_name(f"{target.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+    return target.with_name(f"{target.name}.{os.getpid()}.{uuid.uuid4()}.tmp")
 
 
 def atomic_write_bytes(target: Path, data: bytes, *, fsync: bool = True) -> None:

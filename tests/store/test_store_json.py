@@ -115,14 +115,31 @@ async def test_corrupt_file_is_backed_up_and_never_replaced(tmp_path: Path, cont
     await backend.aclose()
 
 
-async def test_empty_or_missing_file_is_an_empty_store(tmp_path: Path) -> None:
+async def test_missing_file_is_an_empty_store(tmp_path: Path) -> None:
     path = tmp_path / "sessions.json"
     backend = JsonFileStoreBackend(path)
     assert await backend.load_all() == {}
-    path.write_bytes(b"  \n")
-    assert await backend.load_all() == {}
     await backend.put("k", SessionEntry(session_id="s", updated_at=1))
     assert json.loads(path.read_bytes()) == {"k": {"sessionId": "s", "updatedAt": 1}}
+    await backend.aclose()
+
+
+@pytest.mark.parametrize("content", [b"", b"  \n"])
+async def test_empty_existing_file_is_corrupt_never_overwritten(tmp_path: Path, content: bytes) -> None:
+    """B21(b): a 0-byte sessions.json is a torn write, not an empty store; nothing may overwrite it."""
+    path = tmp_path / "sessions.json"
+    path.write_bytes(content)
+    for name in ("s1", "s2", "s3"):
+        (tmp_path / f"{name}.jsonl").write_text("{}\n")
+    backend = JsonFileStoreBackend(path)
+    with pytest.raises(StoreCorruptError) as info:
+        await backend.load_all()
+    assert info.value.backup_path is not None
+    assert info.value.backup_path.read_bytes() == content
+    assert stat.S_IMODE(info.value.backup_path.stat().st_mode) == 0o600
+    with pytest.raises(StoreCorruptError):
+        await backend.update("agent:main:main", lambda entry: SessionEntry(session_id="x", updated_at=1))
+    assert path.read_bytes() == content
     await backend.aclose()
 
 

@@ -8,8 +8,9 @@ File format: ``JSON.stringify(store, null, 2)`` byte for byte (two-space indent,
   and every write re-reads the file under that lock when it changed, so no update from another process
   (or another instance in this one) is lost;
 - writes are durable by default (temp file + fsync + rename + directory fsync; OpenClaw does not fsync);
-- a file that cannot be parsed is backed up (0600) and raises :class:`StoreCorruptError`; OpenClaw reads
-  it as an empty store and overwrites it at the next save.
+- a file that cannot be parsed, or an existing file that is empty (field report B21), is backed up (0600)
+  and raises :class:`StoreCorruptError`; OpenClaw reads it as an empty store and overwrites it at the next
+  save.
 
 Like OpenClaw: a read cache valid while the file's identity, size and mtime are unchanged; rows failing
 the load-time shape check are dropped (and reported in :attr:`JsonFileStoreBackend.last_load`); a write
@@ -177,8 +178,13 @@ class JsonFileStoreBackend:
                 data = fh.read()
             sig = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
             if not data.strip():
-                self._set_content({}, sig, b"")
-                return
+                # B21: a 0-byte (or blank) sessions.json is what a torn non-atomic write leaves; reading it as
+                # an empty store would let the next save wipe the index. Retry (a writer may be mid-write),
+                # then report it as corrupt after a backup.
+                _sleep(_RETRY_DELAY_S)
+                if attempt + 1 < _READ_ATTEMPTS and self._stat() != sig:
+                    continue
+                self._corrupt(sig, "the file is empty (a torn write?)", None)
             try:
                 parsed = msgspec.json.decode(data)
             except msgspec.DecodeError as err:
