@@ -458,3 +458,39 @@ async def test_in_memory_store_keeps_one_transcript_per_session_id() -> None:
     second = await runtime.open(KEY)
     assert second.transcript is first.transcript
     assert isinstance(second.transcript, TranscriptManager) and second.transcript.path is None
+
+
+async def test_compaction_events_carry_the_session_key_and_will_retry() -> None:
+    hooks = HookRegistry()
+    runtime, _, _ = make_runtime(compaction=_small(), hooks=hooks)
+    session = await runtime.open(KEY)
+    await _fill(runtime, session, 3)
+    await runtime.before_model_call(session, prompt="go")
+    with capture_events(hooks) as events:
+        await runtime.on_model_error(session, "context_length_exceeded")
+    start = events.of_type(CompactionStartEvent)[0]
+    end = events.of_type(CompactionEndEvent)[0]
+    assert start.session_key == end.session_key == KEY
+    assert end.will_retry and end.reason == "overflow"
+
+
+async def test_timeout_compacts_only_when_the_prompt_used_most_of_the_window() -> None:
+    runtime, store, _ = make_runtime(
+        model=ModelInfo(provider="openai", model_id="m", context_window=100_000), compaction=_small()
+    )
+    assert runtime.compaction_threshold == 80_000
+    session = await runtime.open(KEY)
+    await _fill(runtime, session, 2)
+    await runtime.before_model_call(session, prompt="small")
+    with pytest.raises(TimeoutError):  # ~2000 tokens: 2 % of the window, not worth compacting
+        await runtime.on_model_error(session, TimeoutError("model call timed out"))
+    await runtime.after_turn(session, messages=[reply("y", input_tokens=70_000, provider="openai")])
+    await runtime.before_model_call(session, prompt="big")  # 70001 + 1 > 0.65 x 100000, < threshold
+    outcome = await runtime.on_model_error(session, "Request timed out after 600s")
+    assert outcome.action == "compacted" and outcome.reason == "timeout_near_full"
+    assert outcome.compaction is not None and outcome.compaction.trigger == "timeout"
+    assert (await store.require(KEY)).compaction_count == 1
+    retry = await runtime.before_model_call(session)
+    assert isinstance(retry.messages[0], CompactionSummaryMessage)
+    with pytest.raises(TimeoutError):  # the retry is small now: a second timeout is not compacted
+        await runtime.on_model_error(session, TimeoutError())

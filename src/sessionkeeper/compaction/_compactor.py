@@ -222,6 +222,8 @@ class Compactor:
         keep_recent_tokens: int | None = None,
         custom_instructions: str | None = None,
         abort: anyio.Event | None = None,
+        session_key: str | None = None,
+        will_retry: bool = False,
     ) -> CompactionResult:
         """
         Compact the transcript's current branch.
@@ -232,6 +234,8 @@ class Compactor:
             keep_recent_tokens: Keep budget; ``None`` = see :meth:`keep_budget`.
             custom_instructions: Extra focus for the summary (``/compact <text>``).
             abort: Set to abort; the run raises and writes nothing.
+            session_key: Carried by the ``compaction_start``/``compaction_end`` events.
+            will_retry: Carried by ``compaction_end`` (the caller retries the model call after it).
 
         Returns:
             The :class:`CompactionResult` (``status`` says whether anything was written).
@@ -244,7 +248,7 @@ class Compactor:
                 summariser always answers).
             OSError: Writing the entry failed.
         """
-        await self._emit(CompactionStartEvent(reason=reason))
+        await self._emit(CompactionStartEvent(reason=reason, session_key=session_key))
         try:
             result = await self._compact(
                 transcript,
@@ -254,12 +258,29 @@ class Compactor:
                 abort=abort,
             )
         except CompactionCancelled as err:
-            await self._emit(CompactionEndEvent(reason=reason, aborted=True, error_message=str(err)))
+            await self._emit(
+                CompactionEndEvent(
+                    reason=reason,
+                    session_key=session_key,
+                    will_retry=will_retry,
+                    aborted=True,
+                    error_message=str(err),
+                )
+            )
             raise
         except (CompactionError, TimeoutError, OSError) as err:
-            await self._emit(CompactionEndEvent(reason=reason, error_message=str(err) or type(err).__name__))
+            await self._emit(
+                CompactionEndEvent(
+                    reason=reason,
+                    session_key=session_key,
+                    will_retry=will_retry,
+                    error_message=str(err) or type(err).__name__,
+                )
+            )
             raise
-        await self._emit(CompactionEndEvent(reason=reason, result=result))
+        await self._emit(
+            CompactionEndEvent(reason=reason, session_key=session_key, will_retry=will_retry, result=result)
+        )
         return result
 
     async def _compact(

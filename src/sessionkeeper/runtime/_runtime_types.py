@@ -36,8 +36,9 @@ __all__ = (
     "TurnOutcome",
 )
 
-CompactionTriggerName: TypeAlias = Literal["manual", "threshold", "preflight", "overflow"]
-"""Why the runtime compacted: ``preflight`` is a threshold compaction run before the turn is sent."""
+CompactionTriggerName: TypeAlias = Literal["manual", "threshold", "preflight", "overflow", "timeout"]
+"""Why the runtime compacted: ``preflight`` is a threshold compaction run before the turn is sent;
+``timeout`` follows a model call that timed out with the prompt over 65 % of the window."""
 
 
 @attrs.frozen(kw_only=True)
@@ -120,7 +121,7 @@ class MemoryFlushRequest:
         messages: The full pre-compaction context (the flush always runs before any compaction).
         decision: Why the flush runs.
         trigger: ``"pre_turn"``, ``"threshold"`` (before a threshold compaction after a turn),
-            ``"preflight"`` or ``"overflow"`` (before an overflow compaction).
+            ``"preflight"``, ``"overflow"`` or ``"timeout"`` (before those compactions).
     """
 
     session_key: str
@@ -128,7 +129,7 @@ class MemoryFlushRequest:
     plan: MemoryFlushPlan
     messages: tuple[AgentMessage, ...]
     decision: MemoryFlushDecision
-    trigger: Literal["pre_turn", "threshold", "preflight", "overflow"]
+    trigger: Literal["pre_turn", "threshold", "preflight", "overflow", "timeout"]
 
 
 MemoryFlushRunner: TypeAlias = Callable[[MemoryFlushRequest], Awaitable[str | None]]
@@ -187,7 +188,7 @@ class CompactionOutcome:
     A compaction the runtime ran (or refused to run again, B11).
 
     Attributes:
-        trigger: ``manual | threshold | preflight | overflow``.
+        trigger: ``manual | threshold | preflight | overflow | timeout``.
         status: The compactor's status (``"compacted"``, ``"nothing_to_summarize"``, ``"ineffective"``,
             ...) or ``"compaction_ineffective"`` when an earlier automatic compaction could not restore
             headroom and the runtime stopped compacting (B11).
@@ -301,10 +302,12 @@ class RecoveryOutcome:
     What :meth:`SessionRuntime.on_model_error` did about an overflow; the loop then retries the call.
 
     Attributes:
-        action: ``"compacted"`` (an overflow compaction ran; retry), ``"truncated"`` (oversized tool
-            results will be cut from now on; retry) or ``"not_overflow"`` (a failure that is not a
-            context overflow, given as a message rather than an exception: handle it as any error).
-        reason: The recovery plan's reason (``"overflow"``, ``"retry_overflowed"``, ...).
+        action: ``"compacted"`` (an overflow or timeout compaction ran; retry), ``"truncated"``
+            (oversized tool results will be cut from now on; retry) or ``"not_overflow"`` (a failure
+            that is not a context overflow, given as a message rather than an exception: handle it as
+            any error).
+        reason: The recovery plan's reason (``"overflow"``, ``"retry_overflowed"``,
+            ``"timeout_near_full"``, ...).
         attempt: The 1-based overflow compaction number in this turn (0 when none ran).
         observed_tokens: The prompt size the provider reported, if it did.
         memory_flush: The flush that ran before the compaction, if any (B14).

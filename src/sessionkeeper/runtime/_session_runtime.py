@@ -73,6 +73,7 @@ from sessionkeeper.runtime._triggers import (
     compaction_progress,
     decide_preflight_compaction,
     decide_threshold_compaction,
+    decide_timeout_compaction,
     mid_turn_precheck,
 )
 from sessionkeeper.store import SessionEntry, SessionStore
@@ -123,6 +124,7 @@ class RuntimeSession:
         self.compacted_this_turn = False
         self.in_flush_turn = False
         self.truncate_tool_results = False
+        self.timeout_compactions = 0
         self.last_prompt_tokens: int | None = None
         self.turn_usage: dict[str, int] = {}
 
@@ -142,6 +144,14 @@ class RuntimeSession:
 
 def _int(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _is_timeout(error: object) -> bool:
+    """A model call that timed out: a ``TimeoutError`` (anyio's ``fail_after`` too) or a timeout message."""
+    if isinstance(error, TimeoutError):
+        return True
+    text = error if isinstance(error, str) else getattr(error, "error_message", None)
+    return isinstance(text, str) and ("timed out" in text.lower() or "timeout" in text.lower())
 
 
 def _reply_text(message: AssistantMessage) -> str:
@@ -375,6 +385,7 @@ class SessionRuntime:
                 else UserMessage(content=[TextContent(text=prompt)], timestamp=self.clock.now_ms())
             )
             session.recovery = OverflowRecoveryState()
+            session.timeout_compactions = 0
             session.compacted_this_turn = False
             session.turn_usage = {}
             prompt_tokens = estimate_tokens(message)
@@ -596,7 +607,9 @@ class SessionRuntime:
            result is oversized: those results are cut from the context from now on, and the loop retries;
         4. otherwise :class:`ContextOverflowError`. The session keeps its id and its store mapping.
 
-        A failure that is not an overflow passes through: an exception is re-raised unchanged; a message
+        A timeout (``TimeoutError``, or an error text saying it timed out) whose prompt used more than 65 %
+        of the window gets a timeout compaction (flush first), at most 2 per turn (OpenClaw §5.7). Any other
+        failure that is not an overflow passes through: an exception is re-raised unchanged; a message
         (e.g. an error :class:`AssistantMessage`) gives ``action="not_overflow"``.
 
         Args:
@@ -623,6 +636,10 @@ class SessionRuntime:
             has_reducible_tool_results=oversized and not session.truncate_tool_results,
         )
         if decision.action == "not_overflow":
+            if _is_timeout(error):
+                timeout = await self._timeout_compaction(session)
+                if timeout is not None:
+                    return timeout
             if isinstance(error, BaseException):
                 raise error
             return RecoveryOutcome(action="not_overflow", reason=decision.reason)
@@ -666,6 +683,33 @@ class SessionRuntime:
                 compaction=compaction,
             )
         raise decision.error(attempts=session.recovery.compactions)
+
+    async def _timeout_compaction(self, session: RuntimeSession) -> RecoveryOutcome | None:
+        """OpenClaw §5.7: a timed-out call whose prompt used > 65 % of the window compacts (2 per turn)."""
+        decision = decide_timeout_compaction(
+            prompt_tokens=session.last_prompt_tokens or 0,
+            context_window=self.context_window,
+            settings=self.settings.compaction,
+            timeout_compactions=session.timeout_compactions,
+            recovery=self.settings.recovery,
+        )
+        if not decision.compact:
+            return None
+        session.timeout_compactions += 1
+        tokens = decision.context_tokens
+        flush_outcome = await self._maybe_flush(
+            session, context_tokens=tokens, pending_compaction=True, trigger="timeout"
+        )
+        compaction = await self._auto_compact(session, trigger="timeout", tokens_before=tokens)
+        if not compaction.compacted:
+            return None
+        return RecoveryOutcome(
+            action="compacted",
+            reason=decision.reason,
+            attempt=session.timeout_compactions,
+            memory_flush=flush_outcome,
+            compaction=compaction,
+        )
 
     # ------------------------------------------------------------------ manual compaction
 
@@ -763,13 +807,15 @@ class SessionRuntime:
             clock=self.clock,
         )
         reason: Literal["manual", "threshold", "overflow"] = (
-            "threshold" if trigger == "preflight" else trigger
+            "threshold" if trigger == "preflight" else "overflow" if trigger == "timeout" else trigger
         )
         result = await compactor.compact(
             session.transcript,
             reason=reason,
             keep_recent_tokens=keep_recent_tokens,
             custom_instructions=instructions,
+            session_key=session.session_key,
+            will_retry=trigger in ("overflow", "timeout"),
         )
         threshold = self.compaction_threshold
         after = self.context_tokens(session) if result.compacted else tokens_before
@@ -796,7 +842,7 @@ class SessionRuntime:
         session: RuntimeSession,
         *,
         context_tokens: int,
-        trigger: Literal["pre_turn", "threshold", "preflight", "overflow"],
+        trigger: Literal["pre_turn", "threshold", "preflight", "overflow", "timeout"],
         pending_compaction: bool = False,
         is_heartbeat: bool = False,
     ) -> MemoryFlushOutcome | None:
@@ -825,7 +871,7 @@ class SessionRuntime:
         session: RuntimeSession,
         decision: MemoryFlushDecision,
         *,
-        trigger: Literal["pre_turn", "threshold", "preflight", "overflow"],
+        trigger: Literal["pre_turn", "threshold", "preflight", "overflow", "timeout"],
         pending_compaction: bool,
     ) -> MemoryFlushOutcome:
         assert self._flush_runner is not None
