@@ -24,6 +24,7 @@ about as much as splitting it into lines. Rules, as pi 0.73.1 reads files, with 
 
 from __future__ import annotations
 
+import operator
 import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -150,9 +151,10 @@ class TranscriptIndex:
         self.by_id: dict[str, int] = {}
         self._cache: dict[int, TranscriptEntry] = {}
         self.leaf_id: str | None = None
-        self.labels: dict[str, str] = {}
-        self.label_timestamps: dict[str, str] = {}
-        self.session_name: str | None = None
+        self._labels: dict[str, str] = {}
+        self._label_timestamps: dict[str, str] = {}
+        self._session_name: str | None = None
+        self._replayed = True  # set to False by the loader: replayed on first use
 
     # -- construction ------------------------------------------------------------------------------
 
@@ -184,6 +186,7 @@ class TranscriptIndex:
         kind = entry_kind(entry)
         if self._scan is not None and not self._scan.appended_from:
             self._scan.appended_from = len(self.kinds)
+        self._replay()
         pos = self._push(kind, entry.id, entry.parent_id, 0)
         self.lines.append(line)
         self._cache[pos] = entry
@@ -382,6 +385,24 @@ class TranscriptIndex:
             cycles=cyclic,
         )
 
+    @property
+    def labels(self) -> dict[str, str]:
+        """Resolved labels, target entry id -> label (replayed in file order on first use, spec §8)."""
+        self._replay()
+        return self._labels
+
+    @property
+    def label_timestamps(self) -> dict[str, str]:
+        """Target entry id -> ISO timestamp of the label entry that set its label."""
+        self._replay()
+        return self._label_timestamps
+
+    @property
+    def session_name(self) -> str | None:
+        """The latest ``session_info`` name (trimmed); ``None`` when unset or cleared (spec §5.9)."""
+        self._replay()
+        return self._session_name
+
     def _apply_label_or_name(self, entry: TranscriptEntry) -> None:
         if isinstance(entry, LabelEntry) or (isinstance(entry, UnknownEntry) and entry.type == "label"):
             if isinstance(entry, LabelEntry):
@@ -392,18 +413,21 @@ class TranscriptIndex:
             if not isinstance(target, str):
                 return
             if isinstance(label, str) and label:
-                self.labels[target] = label
-                self.label_timestamps[target] = entry.timestamp
+                self._labels[target] = label
+                self._label_timestamps[target] = entry.timestamp
             else:
-                self.labels.pop(target, None)
-                self.label_timestamps.pop(target, None)
+                self._labels.pop(target, None)
+                self._label_timestamps.pop(target, None)
         elif isinstance(entry, SessionInfoEntry) or (
             isinstance(entry, UnknownEntry) and entry.type == "session_info"
         ):
             name: Any = entry.name if isinstance(entry, SessionInfoEntry) else entry.raw.get("name")
-            self.session_name = (js_trim(name) if isinstance(name, str) else "") or None
+            self._session_name = (js_trim(name) if isinstance(name, str) else "") or None
 
     def _replay(self) -> None:
+        if self._replayed:
+            return
+        self._replayed = True
         for pos, kind in enumerate(self.kinds):
             if kind in ("label", "session_info"):
                 self._apply_label_or_name(self.entry_at(pos))
@@ -501,6 +525,9 @@ class _FastHead(msgspec.Struct):
 
 
 _FAST_DECODER: Final = msgspec.json.Decoder(_FastHead)
+_TYPE_OF: Final = operator.attrgetter("type")
+_ID_OF: Final = operator.attrgetter("id")
+_PARENT_OF: Final = operator.attrgetter("parentId")
 
 
 class _Scan:
@@ -593,7 +620,7 @@ def _scan_fast(lines: list[bytes], missing_newline: bool, path: Path | None) -> 
     first = heads[0]
     if first.type != "session" or first.id is None:
         return None
-    kinds = [h.type for h in heads]
+    kinds = list(map(_TYPE_OF, heads))
     if "session" in kinds[1:]:
         return None
     scan = _Scan()
@@ -605,14 +632,18 @@ def _scan_fast(lines: list[bytes], missing_newline: bool, path: Path | None) -> 
     scan.version = _header_version(index.header_raw)
     scan.missing_newline = missing_newline
     del lines[0], kinds[0], heads[0]
-    ids = [h.id for h in heads]
+    ids = list(map(_ID_OF, heads))
     index.lines = lines
     index.kinds = kinds
     index.ids = ids
-    index.parents = [h.parentId for h in heads]
+    index.parents = list(map(_PARENT_OF, heads))
     index.line_numbers = range(2, len(lines) + 2)
-    index.by_id = {entry_id: pos for pos, entry_id in enumerate(ids) if entry_id is not None}
-    index.leaf_id = next((entry_id for entry_id in reversed(ids) if entry_id is not None), None)
+    by_id = dict(zip(ids, range(len(ids)), strict=True))
+    by_id.pop(None, None)
+    index.by_id = by_id
+    index.leaf_id = (
+        ids[-1] if ids and ids[-1] is not None else next((i for i in reversed(ids) if i is not None), None)
+    )
     if scan.version >= 2 and len(index.by_id) != len(ids):
         scan.without_id = [pos + 2 for pos, entry_id in enumerate(ids) if entry_id is None]
     scan.order = [None, *range(len(ids))]
@@ -730,7 +761,7 @@ def _index_lines(
     if scan.version < CURRENT_SESSION_VERSION:
         _migrate(index, scan.order, scan.version)
         scan.without_id = []
-    index._replay()
+    index._replayed = False
     index._scan = scan
     return index
 
