@@ -516,7 +516,7 @@ def _migrate(index: TranscriptIndex, order: list[int | None], version: int) -> N
     index.migrated = True
 
 
-class _FastHead(msgspec.Struct):
+class _FastHead(msgspec.Struct, gc=False):
     """Strict head for the fast path: any surprise sends the file to the line-by-line scan."""
 
     type: str
