@@ -99,9 +99,15 @@ class TranscriptDiagnostics:
 
     @property
     def needs_repair(self) -> bool:
-        """``True`` when the next write rewrites or cuts the file (torn tail, bad lines, legacy version)."""
+        """
+        ``True`` when a repair would change the file: a torn tail or missing final newline, skipped or
+        unreadable lines, or a legacy version. The next append itself only cuts a torn tail (after a
+        backup), adds a missing newline and rewrites a legacy file; the rest is left to an explicit
+        repair (``doctor --fix``).
+        """
         return bool(
             self.torn_tail
+            or self.missing_final_newline
             or self.legacy_version
             or self.bad_utf8_lines
             or self.lone_surrogate_lines
