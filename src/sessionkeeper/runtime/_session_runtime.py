@@ -105,6 +105,18 @@ class RuntimeSession:
         session_key: The session key.
         transcript: The session's transcript.
         resolution: How :meth:`SessionRuntime.open` resolved the key (``is_new``, ``reason``).
+        recovery: The turn's :class:`OverflowRecoveryState` (reset by a new prompt).
+        ineffective_compactions: Automatic compactions in a row that left the context over the
+            threshold (B11); reset by an effective compaction or a context back under the threshold.
+        compacted_this_turn: A compaction ran in this turn (no TTL marker then).
+        in_flush_turn: The memory flush turn is running (no nested flush, B13).
+        truncate_tool_results: Oversized tool results are cut from the context (overflow second resort),
+            until a compaction succeeds.
+        timeout_compactions: Timeout compactions in this turn (at most 2).
+        last_prompt_tokens: The context estimate of the last prepared call, in tokens.
+        turn_usage: The turn's summed usage, camelCase keys, in tokens.
+
+    The state attributes are the runtime's; hosts read them, the runtime writes them.
     """
 
     def __init__(
