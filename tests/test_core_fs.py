@@ -50,3 +50,13 @@ def test_backup_is_0600_and_never_overwrites(tmp_path: Path) -> None:
     for path in (first, second):
         assert path.read_bytes() == b"data"
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_ensure_dir_makes_every_missing_parent_0700(tmp_path: Path) -> None:
+    from sessionkeeper._fs import ensure_dir
+
+    target = tmp_path / "a" / "b" / "c"
+    ensure_dir(target)
+    for folder in (tmp_path / "a", tmp_path / "a" / "b", target):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    ensure_dir(target)  # idempotent

@@ -82,8 +82,22 @@ def check_safe_name(value: str, *, what: str = "name") -> str:
 
 
 def ensure_dir(path: Path) -> None:
-    """Create ``path`` and missing parents with mode 0700 (existing directories are left as they are)."""
-    path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    """
+    Create ``path`` and every missing parent with mode 0700; existing directories are left as they are.
+
+    (``Path.mkdir(parents=True, mode=...)`` applies ``mode`` to the last directory only: the parents would
+    get the umask's default mode.)
+    """
+    missing: list[Path] = []
+    current = path
+    while not current.is_dir():
+        missing.append(current)
+        if current.parent == current:
+            break
+        current = current.parent
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=DIR_MODE)
 
 
 def fsync_dir(path: Path) -> None:

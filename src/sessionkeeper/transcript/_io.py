@@ -21,7 +21,6 @@ import attrs
 import msgspec
 
 from sessionkeeper._fs import (
-    DIR_MODE,
     FILE_MODE,
     atomic_write_bytes,
     backup_file,
@@ -32,7 +31,7 @@ from sessionkeeper._fs import (
 from sessionkeeper.transcript._codec import decode_json_line
 
 
-__all__ = ("TailRepair", "append_lines", "create_exclusive", "ensure_private_dir", "rewrite_lines")
+__all__ = ("TailRepair", "append_lines", "create_exclusive", "rewrite_lines")
 
 _CHUNK = 64 * 1024
 
@@ -56,22 +55,6 @@ class TailRepair:
     backup_path: Path | None = None
 
 
-def ensure_private_dir(directory: Path) -> None:
-    """Create ``directory`` and every missing parent with mode 0700 (``mkdir(parents=True)`` would give
-    the parents the umask's default mode)."""
-    missing: list[Path] = []
-    current = directory
-    while not current.exists():
-        missing.append(current)
-        if current.parent == current:
-            break
-        current = current.parent
-    for folder in reversed(missing):
-        with contextlib.suppress(FileExistsError):
-            folder.mkdir(mode=DIR_MODE)
-    ensure_dir(directory)
-
-
 def _payload(lines: Sequence[bytes]) -> bytes:
     return b"".join(line + b"\n" for line in lines)
 
@@ -90,7 +73,7 @@ def create_exclusive(path: Path, lines: Sequence[bytes], *, fsync: bool) -> None
     The content is written to a temp file first and hard-linked into place, so the file is never seen
     empty or half-written.
     """
-    ensure_private_dir(path.parent)
+    ensure_dir(path.parent)
     tmp = temp_name(path)
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     try:
