@@ -71,3 +71,23 @@ def test_package_is_typed_and_declares_python() -> None:
     assert meta["project"]["requires-python"] == ">=3.11"
     for dep in ("attrs", "cattrs", "msgspec", "anyio", "tiktoken"):
         assert any(d.startswith(dep) for d in meta["project"]["dependencies"]), dep
+
+
+def test_top_level_import_is_light_and_names_load_lazily() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, sessionkeeper\n"
+        "heavy = [m for m in ('sessionkeeper.runtime', 'sessionkeeper.compaction', 'sessionkeeper.store',"
+        " 'tiktoken', 'click') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+        "assert sessionkeeper.SessionRuntime.__name__ == 'SessionRuntime'\n"
+        "assert 'sessionkeeper.runtime' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_unknown_top_level_name_raises_attribute_error() -> None:
+    with pytest.raises(AttributeError):
+        _ = sessionkeeper.NoSuchThing  # type: ignore[attr-defined]
