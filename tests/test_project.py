@@ -91,3 +91,13 @@ def test_top_level_import_is_light_and_names_load_lazily() -> None:
 def test_unknown_top_level_name_raises_attribute_error() -> None:
     with pytest.raises(AttributeError):
         _ = sessionkeeper.NoSuchThing  # type: ignore[attr-defined]
+
+
+def test_readme_quickstart_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    (code,) = re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "README.md", "exec"), {"__name__": "readme"})  # noqa: S102 - our own README
+    assert (tmp_path / "sessions" / "sessions.json").exists()
+    transcripts = list((tmp_path / "sessions").glob("*.jsonl"))
+    assert len(transcripts) == 1
