@@ -418,3 +418,17 @@ async def test_reopened_file_loads_in_index(tmp_path: Path) -> None:
     for i in range(5):
         await m.append_message(_user(f"m{i}"))
     assert load_transcript(path).diagnostics.clean
+
+
+async def test_strict_checkpoint_compaction_keeps_nothing_before_it(tmp_path: Path) -> None:
+    manager = await TranscriptManager.create(tmp_path / "s.jsonl", cwd="/w", clock=FakeClock())
+    await manager.append_message(_user("old question"))
+    await manager.append_message(_assistant("old answer"))
+    entry = await manager.append_compaction(summary="S", first_kept_entry_id=None, tokens_before=10)
+    assert entry.first_kept_entry_id == entry.id
+    await manager.append_message(_user("new question"))
+    context = manager.build_session_context()
+    assert isinstance(context.messages[0], CompactionSummaryMessage)
+    assert _texts(context) == ["S", "new question"]
+    reopened = await TranscriptManager.open(tmp_path / "s.jsonl")
+    assert _texts(reopened.build_session_context()) == ["S", "new question"]

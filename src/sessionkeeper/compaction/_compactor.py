@@ -482,16 +482,10 @@ async def _append_checkpoint(
     Write a strict checkpoint: ``firstKeptEntryId`` is the entry's own id, so nothing before it is kept
     (OpenClaw's hardened boundary, spec §5.8; pi's context rebuild then keeps nothing, spec §9 6b).
     """
-    entry: CompactionEntry = await transcript._append(  # the id must be known to build the entry
-        lambda entry_id, parent_id, timestamp: CompactionEntry(
-            id=entry_id,
-            parent_id=parent_id,
-            timestamp=timestamp,
-            summary=summary,
-            first_kept_entry_id=entry_id,
-            tokens_before=plan.tokens_before,
-            details=details,
-            from_hook=False,
-        )
+    return await transcript.append_compaction(
+        summary=summary,
+        first_kept_entry_id=None,
+        tokens_before=plan.tokens_before,
+        details=details,
+        from_hook=False,
     )
-    return entry

@@ -431,7 +431,7 @@ class TranscriptManager:
         self,
         *,
         summary: str,
-        first_kept_entry_id: str,
+        first_kept_entry_id: str | None,
         tokens_before: int,
         details: Any | UnsetType = UNSET,
         from_hook: bool | UnsetType = UNSET,
@@ -442,7 +442,9 @@ class TranscriptManager:
 
         Args:
             summary: The summary text.
-            first_kept_entry_id: First entry kept verbatim (on the path before this entry).
+            first_kept_entry_id: First entry kept verbatim (on the path before this entry). ``None`` writes
+                a strict checkpoint: the entry's own id, so the rebuilt context starts from the summary and
+                keeps nothing before it (OpenClaw's hardened boundary, spec openclaw.md §5.8; pi §9 6b).
             tokens_before: Context tokens before compaction.
             details: pi writes ``{"readFiles": [...], "modifiedFiles": [...]}``; omitted when ``UNSET``.
             from_hook: ``False`` for our own compactions, ``True`` when a hook supplied it.
@@ -453,7 +455,7 @@ class TranscriptManager:
                 parent_id=p,
                 timestamp=t,
                 summary=summary,
-                first_kept_entry_id=first_kept_entry_id,
+                first_kept_entry_id=i if first_kept_entry_id is None else first_kept_entry_id,
                 tokens_before=tokens_before,
                 details=details,
                 from_hook=from_hook,
