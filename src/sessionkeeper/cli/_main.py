@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import io
+import logging
 import sys
 from typing import Any, NoReturn
 
@@ -40,6 +42,11 @@ class _Group(click.Group):
     """Maps sessionkeeper errors to one stderr line and a documented exit code."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        # Session keys and stored strings may hold lone surrogates (JavaScript writes them): print them as
+        # ``\\udXXX`` escapes instead of dying on UnicodeEncodeError with a traceback.
+        for stream in (sys.stdout, sys.stderr):
+            if isinstance(stream, io.TextIOWrapper):
+                stream.reconfigure(errors="backslashreplace")
         try:
             return super().invoke(ctx)
         except _BAD_INPUT_ERRORS as err:
@@ -66,6 +73,32 @@ def _register() -> None:
 _register()
 
 
+class _WarningLine(logging.Handler):
+    """
+    Library warnings as one stderr line each (``sessionkeeper: warning: ...``), no traceback.
+
+    Error records are not printed: every error the library logs is also raised, and :func:`fail` reports
+    it as the command's one error line.
+    """
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno >= logging.ERROR:
+            return
+        try:
+            text = " ".join(record.getMessage().split("\n")).strip()
+        except Exception:  # a malformed log call must not break the command
+            return
+        click.echo(f"sessionkeeper: warning: {text}", err=True)
+
+
+def _configure_logging() -> None:
+    logger = logging.getLogger("sessionkeeper")
+    if not any(isinstance(h, _WarningLine) for h in logger.handlers):
+        logger.addHandler(_WarningLine(logging.WARNING))
+        logger.propagate = False
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``sessionkeeper`` script and ``python -m sessionkeeper``."""
+    _configure_logging()
     cli.main(args=argv, prog_name="sessionkeeper")

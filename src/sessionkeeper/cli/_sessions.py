@@ -61,7 +61,10 @@ def session_row(key: str, entry: SessionEntry) -> dict[str, Any]:
 def _when(ms: Any) -> str:
     if not isinstance(ms, int):
         return "-"
-    return _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.UTC).strftime("%Y-%m-%d %H:%M")
+    try:
+        return _dt.datetime.fromtimestamp(ms / 1000, tz=_dt.UTC).strftime("%Y-%m-%d %H:%M")
+    except (OverflowError, OSError, ValueError):  # a stored stamp beyond the datetime range
+        return str(ms)
 
 
 def _open(store: Path, backend: str | None) -> SessionStore:

@@ -173,6 +173,11 @@ class MaintenanceSettings:
                 DeprecationWarning,
                 stacklevel=3,
             )
+        if isinstance(section, dict) and None in section.values():
+            # OpenClaw reads every key with ``??`` / normalizeStringifiedOptionalString: a null is unset (the
+            # default, or ``pruneDays`` for ``pruneAfter``), never "disabled" (a null pruneAfter must not
+            # silently turn age pruning off).
+            section = {k: v for k, v in section.items() if v is not None}
         if isinstance(section, dict) and "pruneAfter" in section and "pruneDays" in section:
             section = {k: v for k, v in section.items() if k != "pruneDays"}
         return structure_settings(cls, section, prefix="session.maintenance")

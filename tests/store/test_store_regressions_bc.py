@@ -1,0 +1,84 @@
+"""Regressions found by attacking the store, its CLI and maintenance settings with hostile input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sessionkeeper.cli._main import cli
+from sessionkeeper.store import MaintenanceSettings
+
+
+DAY = 86_400_000
+
+
+def _store(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "sessions.json").write_text(text, encoding="utf-8")
+    return tmp_path
+
+
+@pytest.mark.parametrize("args", [["sessions", "list"], ["sessions", "cleanup", "--dry-run"]])
+def test_lone_surrogate_key_is_printed_escaped_not_a_traceback(tmp_path: Path, args: list[str]) -> None:
+    # JavaScript writes lone surrogates as \udXXX escapes; the store reads them, the CLI must print them
+    store = _store(tmp_path, '{\n  "k\\ud800": {\n    "sessionId": "abc",\n    "updatedAt": 1\n  }\n}')
+    result = CliRunner().invoke(cli, [*args, "--store", str(store)])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 0
+    assert "k\\ud800" in result.output
+
+
+def test_status_with_updated_at_beyond_datetime_range(tmp_path: Path) -> None:
+    store = _store(tmp_path, json.dumps({"k": {"sessionId": "abc", "updatedAt": 1e300}}))
+    result = CliRunner().invoke(cli, ["status", "k", "--store", str(store)])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 0
+    result = CliRunner().invoke(cli, ["sessions", "list", "--store", str(store)])
+    assert result.exit_code == 0, result.output
+
+
+def _run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sessionkeeper", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_corrupt_store_stderr_is_one_line(tmp_path: Path) -> None:
+    store = _store(tmp_path, "[]")
+    run = _run_cli("sessions", "list", "--store", str(store))
+    assert run.returncode == 1
+    assert run.stderr.count("\n") == 1, run.stderr
+    assert run.stderr.startswith("sessionkeeper: error: ")
+    assert "backup" in run.stderr
+
+
+def test_dropped_rows_warning_is_one_prefixed_line(tmp_path: Path) -> None:
+    store = _store(
+        tmp_path, json.dumps({"bad": {"sessionId": 5}, "ok": {"sessionId": "abc", "updatedAt": 1}})
+    )
+    run = _run_cli("sessions", "list", "--store", str(store), "--json")
+    assert run.returncode == 0, run.stderr
+    assert run.stderr.count("\n") == 1, run.stderr
+    assert run.stderr.startswith("sessionkeeper: warning: ")
+    assert json.loads(run.stdout)["droppedKeys"] == ["bad"]
+
+
+def test_null_prune_after_is_the_default_not_disabled() -> None:
+    # OpenClaw: `maintenance?.pruneAfter ?? maintenance?.pruneDays`, then the 30 d default
+    assert MaintenanceSettings.from_mapping({"pruneAfter": None}).prune_after_ms == 30 * DAY
+    with pytest.warns(DeprecationWarning, match="pruneDays"):
+        settings = MaintenanceSettings.from_mapping({"pruneAfter": None, "pruneDays": 3})
+    assert settings.prune_after_ms == 3 * DAY
+    settings = MaintenanceSettings.from_mapping(
+        {"resetArchiveRetention": None, "maxEntries": None, "mode": None, "maxDiskBytes": None}
+    )
+    assert settings.reset_archive_retention_ms == 30 * DAY
+    assert (settings.max_entries, settings.mode, settings.max_disk_bytes) == (500, "enforce", None)
