@@ -15,7 +15,6 @@ extensions = [
     "myst_parser",
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
-    "sphinx.ext.intersphinx",
     "sphinx.ext.doctest",
 ]
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
@@ -23,6 +22,6 @@ myst_enable_extensions = ["colon_fence"]
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 napoleon_google_docstring = True
-intersphinx_mapping = {"python": ("https://docs.python.org/3", None)}
+napoleon_use_ivar = True
 exclude_patterns = ["_build"]
 nitpicky = False

@@ -79,7 +79,7 @@ class JsonFileStoreBackend:
         lock_timeout_s: How long a writer waits for the cross-process lock before raising
             :class:`~sessionkeeper.exceptions.SessionBusyError` (default 10 s).
 
-    Raises (from the methods):
+    Raises:
         StoreCorruptError: The file is not a JSON object; a 0600 backup ``sessions.json.bak.<stamp>`` was
             written once per distinct corrupt content, and the file is left as it is.
         SessionBusyError: The lock was not acquired within ``lock_timeout_s``.
@@ -187,7 +187,7 @@ class JsonFileStoreBackend:
                 self._corrupt(sig, "the file is empty (a torn write?)", None)
             try:
                 parsed = msgspec.json.decode(data)
-            except msgspec.DecodeError as err:
+            except (msgspec.DecodeError, RecursionError) as err:  # RecursionError: nested ~1000 deep
                 parsed = _decode_lenient(data)  # lone surrogate escapes, which JavaScript writes
                 if parsed is None:
                     # a writer that does not replace the file atomically may be mid-write (OpenClaw
@@ -467,7 +467,7 @@ def _decode_lenient(data: bytes) -> Any:
         return None
     try:
         return json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):
         return None
 
 

@@ -78,7 +78,7 @@ class SqliteStoreBackend:
         busy_timeout_s: How long a writer waits for another connection's write transaction before
             raising :class:`~sessionkeeper.exceptions.SessionBusyError` (default 10 s).
 
-    Raises (from the methods):
+    Raises:
         StoreCorruptError: The file is not a SQLite database of this schema, or a row is not a JSON
             object (the file is left unchanged; a 0600 backup is written for an unreadable file).
         SessionBusyError: The database stayed locked past ``busy_timeout_s``.
@@ -173,10 +173,10 @@ class SqliteStoreBackend:
     def _decode(self, key: str, text: str) -> SessionEntry:
         try:
             raw = msgspec.json.decode(text)
-        except msgspec.DecodeError as err:
+        except (msgspec.DecodeError, RecursionError) as err:  # RecursionError: nested ~1000 deep
             try:
                 raw = json.loads(text)  # lone surrogate escapes (see _encode_row)
-            except ValueError:
+            except (ValueError, RecursionError):
                 raise StoreCorruptError(f"entry {key!r} is not valid JSON ({err})", path=self.path) from err
         if not isinstance(raw, dict):
             raise StoreCorruptError(f"entry {key!r} is not a JSON object", path=self.path)
