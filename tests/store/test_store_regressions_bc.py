@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 from click.testing import CliRunner
 
 from sessionkeeper.cli._main import cli
-from sessionkeeper.store import MaintenanceSettings
+from sessionkeeper.exceptions import StoreCorruptError
+from sessionkeeper.store import MaintenanceSettings, SessionStore
 
 
 DAY = 86_400_000
@@ -82,3 +85,46 @@ def test_null_prune_after_is_the_default_not_disabled() -> None:
     )
     assert settings.reset_archive_retention_ms == 30 * DAY
     assert (settings.max_entries, settings.mode, settings.max_disk_bytes) == (500, "enforce", None)
+
+
+_DEEP = "[" * 5000 + "]" * 5000  # past the JSON decoders' recursion limit
+
+
+def test_deeply_nested_sessions_json_is_corrupt_not_recursion_error(tmp_path: Path) -> None:
+    store = _store(tmp_path, '{"k": ' + _DEEP + "}")
+
+    async def read() -> None:
+        async with SessionStore.open(store, backend="json") as opened:
+            await opened.list()
+
+    with pytest.raises(StoreCorruptError):
+        anyio.run(read)
+    assert (store / "sessions.json").read_text() == '{"k": ' + _DEEP + "}"
+    backups = list(store.glob("sessions.json.bak.*"))
+    assert len(backups) == 1
+    assert backups[0].stat().st_mode & 0o777 == 0o600
+
+
+def test_deeply_nested_sqlite_row_is_corrupt_not_recursion_error(tmp_path: Path) -> None:
+    async def seed_and_read() -> None:
+        async with SessionStore.open(tmp_path, backend="sqlite") as opened:
+            await opened.patch("k", label="x")
+        with sqlite3.connect(tmp_path / "sessions.sqlite") as conn:
+            conn.execute("UPDATE session_entries SET entry = ? WHERE session_key = 'k'", (_DEEP,))
+        async with SessionStore.open(tmp_path, backend="sqlite") as opened:
+            await opened.get("k")
+
+    with pytest.raises(StoreCorruptError):
+        anyio.run(seed_and_read)
+
+
+def test_maintenance_reads_deeply_nested_lock_and_transcript(tmp_path: Path) -> None:
+    (tmp_path / "abc.jsonl").write_text(_DEEP + "\n")
+    (tmp_path / "abc.jsonl.lock").write_text(_DEEP)
+    store = _store(tmp_path, json.dumps({"k": {"sessionId": "abc", "updatedAt": 1}}))
+    for mode in ("--dry-run", "--enforce"):
+        result = CliRunner().invoke(
+            cli, ["sessions", "cleanup", mode, "--fix-missing", "--json", "--store", str(store)]
+        )
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+        assert result.exit_code == 0, result.output

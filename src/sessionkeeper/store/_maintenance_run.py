@@ -110,7 +110,7 @@ def _lock_held(lock_path: Path) -> bool:
         payload = json.loads(lock_path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return False
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return True
     pid = payload.get("pid") if isinstance(payload, dict) else None
     if isinstance(pid, bool) or not isinstance(pid, int):
@@ -177,7 +177,7 @@ def _has_messages(path: Path, size: int) -> bool:
     for line in lines:
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             return True
         if _is_message_record(record):
             return True

@@ -211,7 +211,7 @@ def parse_lock_payload(raw: bytes | str) -> LockOwner:
     """
     try:
         data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: nested ~1000 deep
         return LockOwner()
     if not isinstance(data, dict):
         return LockOwner()
