@@ -196,7 +196,7 @@ def read_header(handle: IO[bytes], size: int, *, max_bytes: int = _MAX_HEADER_BY
 class TailReader:
     """
     Reads the lines of ``[start, end)`` of an open file backwards, in chunks that double from
-    ``first_chunk`` up to 1 MiB. :meth:`previous_lines` returns the next batch in file order.
+    ``first_chunk`` up to 1 MiB (or ``first_chunk`` if larger). :meth:`previous_lines` returns the next batch in file order.
     """
 
     def __init__(self, handle: IO[bytes], *, start: int, end: int, first_chunk: int) -> None:
@@ -204,6 +204,7 @@ class TailReader:
         self._start = start
         self._pos = end
         self._chunk = max(first_chunk, 1)
+        self._max_chunk = max(first_chunk, _MAX_CHUNK)
         self._carry = b""
         self.bytes_read = 0
         self.exhausted = end <= start
@@ -215,7 +216,7 @@ class TailReader:
             return []
         size = min(self._chunk, self._pos - self._start)
         self._pos -= size
-        self._chunk = min(self._chunk * 2, _MAX_CHUNK)
+        self._chunk = min(self._chunk * 2, self._max_chunk)
         self._handle.seek(self._pos)
         data = self._handle.read(size)
         self.bytes_read += len(data)
@@ -342,7 +343,9 @@ class _ContextWalk:
         return self.compaction_seen and self.kept_seen and self.thinking_seen and self.model_seen
 
 
-def read_tail_context(path: Path | str, *, max_tail_bytes: int = DEFAULT_MAX_TAIL_BYTES) -> SessionContext:
+def read_tail_context(
+    path: Path | str, *, max_tail_bytes: int = DEFAULT_MAX_TAIL_BYTES, chunk_bytes: int = 1 << 20
+) -> SessionContext:
     """
     The context of the transcript's leaf (its last entry with an id), reading the file backwards only
     as far as the context depends on it.
@@ -358,6 +361,7 @@ def read_tail_context(path: Path | str, *, max_tail_bytes: int = DEFAULT_MAX_TAI
     Args:
         path: The transcript file.
         max_tail_bytes: Bytes read backwards before handing over to the full loader.
+        chunk_bytes: Size of the first backward read (later reads double, up to 1 MiB or this).
 
     Raises:
         TranscriptNotFoundError: The file does not exist.
@@ -367,7 +371,7 @@ def read_tail_context(path: Path | str, *, max_tail_bytes: int = DEFAULT_MAX_TAI
     file = Path(path)
     walk = _ContextWalk()
     with open_transcript_file(file) as handle:
-        outcome = _walk_tail(handle, max_bytes=max_tail_bytes, first_chunk=_MAX_CHUNK, visit=walk)
+        outcome = _walk_tail(handle, max_bytes=max_tail_bytes, first_chunk=chunk_bytes, visit=walk)
     if outcome == "full":
         return load_transcript(file).build_context()
     if outcome == "empty":
@@ -418,7 +422,11 @@ def last_messages_of_index(index: TranscriptIndex, n: int) -> tuple[AgentMessage
 
 
 def read_last_messages(
-    path: Path | str, n: int = 50, *, max_tail_bytes: int = DEFAULT_MAX_TAIL_BYTES
+    path: Path | str,
+    n: int = 50,
+    *,
+    max_tail_bytes: int = DEFAULT_MAX_TAIL_BYTES,
+    chunk_bytes: int = 64 << 10,
 ) -> tuple[AgentMessage, ...]:
     """
     The last ``n`` messages of the transcript's current branch, oldest first, with a bounded tail read.
@@ -434,6 +442,7 @@ def read_last_messages(
         path: The transcript file.
         n: How many messages at most (``n <= 0`` gives ``()``).
         max_tail_bytes: Bytes read backwards before handing over to the full loader.
+        chunk_bytes: Size of the first backward read (later reads double, up to 1 MiB or this).
 
     Raises:
         TranscriptNotFoundError: The file does not exist.
@@ -445,7 +454,7 @@ def read_last_messages(
     file = Path(path)
     walk = _MessageWalk(n)
     with open_transcript_file(file) as handle:
-        outcome = _walk_tail(handle, max_bytes=max_tail_bytes, first_chunk=64 << 10, visit=walk)
+        outcome = _walk_tail(handle, max_bytes=max_tail_bytes, first_chunk=chunk_bytes, visit=walk)
     if outcome == "full":
         return last_messages_of_index(load_transcript(file), n)
     return tuple(reversed(walk.messages))

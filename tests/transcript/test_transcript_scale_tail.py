@@ -1,0 +1,387 @@
+"""Bounded tail reads: read_tail_context / read_last_messages equal the full loader, always."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sessionkeeper.exceptions import TranscriptFormatError, TranscriptNotFoundError
+from sessionkeeper.transcript import MessageEntry, load_transcript, message_to_builtins
+from sessionkeeper.transcript._tail import read_last_messages, read_tail_context
+
+
+TS = "2026-01-01T00:00:00.000Z"
+HEADER = {
+    "type": "session",
+    "version": 3,
+    "id": "sess-1",
+    "timestamp": TS,
+    "cwd": "/w",
+}
+
+
+def _line(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _user(eid: str, parent: str | None, text: str) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "id": eid,
+        "parentId": parent,
+        "timestamp": "2026-01-01T00:00:01.000Z",
+        "message": {"role": "user", "content": text, "timestamp": 1},
+    }
+
+
+def _assistant(eid: str, parent: str | None, model: str) -> dict[str, Any]:
+    usage = {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2}
+    usage["cost"] = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}
+    return {
+        "type": "message",
+        "id": eid,
+        "parentId": parent,
+        "timestamp": "2026-01-01T00:00:02.000Z",
+        "message": {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "ok"}],
+            "api": "anthropic-messages",
+            "provider": "anthropic",
+            "model": model,
+            "usage": usage,
+            "stopReason": "stop",
+            "timestamp": 2,
+        },
+    }
+
+
+def _write(tmp: Path, objs: list[Any], *, raw_tail: bytes = b"") -> Path:
+    path = tmp / "t.jsonl"
+    path.write_bytes(
+        b"".join(o if isinstance(o, bytes) else _line(o) + b"\n" for o in [HEADER, *objs]) + raw_tail
+    )
+    return path
+
+
+def _roles(messages: Any) -> list[str]:
+    return [message_to_builtins(m)["role"] for m in messages]
+
+
+def _no_full_load(*_: Any) -> Any:
+    raise AssertionError("the full loader was used")
+
+
+def _full_messages(path: Path, n: int) -> tuple[Any, ...]:
+    index = load_transcript(path)
+    found = [e.message for e in index.branch(index.leaf_id) if isinstance(e, MessageEntry)]
+    return tuple(found[-n:]) if n > 0 else ()
+
+
+# -- behaviour -----------------------------------------------------------------------------------
+
+
+def test_context_after_a_recent_compaction_reads_only_the_tail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    objs: list[Any] = [
+        {
+            "type": "thinking_level_change",
+            "id": "t0",
+            "parentId": None,
+            "timestamp": TS,
+            "thinkingLevel": "low",
+        }
+    ]
+    parent = "t0"
+    for i in range(3000):
+        objs.append(_user(f"u{i}", parent, "x" * 300))
+        parent = f"u{i}"
+    objs.append(
+        {
+            "type": "compaction",
+            "id": "c1",
+            "parentId": parent,
+            "timestamp": "2026-01-01T00:00:03.000Z",
+            "summary": "S",
+            "firstKeptEntryId": "u2998",
+            "tokensBefore": 10,
+        }
+    )
+    objs.append(
+        {
+            "type": "thinking_level_change",
+            "id": "t1",
+            "parentId": "c1",
+            "timestamp": TS,
+            "thinkingLevel": "high",
+        }
+    )
+    objs.append(_assistant("a1", "t1", "m-2"))
+    path = _write(tmp_path, objs)
+    expected = load_transcript(path).build_context()
+    # a budget far below the file size: the answer comes from the tail alone, not from the fallback
+    monkeypatch.setattr("sessionkeeper.transcript._tail.load_transcript", _no_full_load)
+    context = read_tail_context(path, max_tail_bytes=64 << 10, chunk_bytes=16 << 10)
+    assert context == expected
+    assert context.thinking_level == "high"
+    assert _roles(context.messages) == ["compactionSummary", "user", "user", "assistant"]
+    assert path.stat().st_size > 900_000
+
+
+def test_thinking_level_at_the_start_is_found_by_reading_further_back(tmp_path: Path) -> None:
+    objs: list[Any] = [
+        {
+            "type": "thinking_level_change",
+            "id": "t0",
+            "parentId": None,
+            "timestamp": TS,
+            "thinkingLevel": "medium",
+        }
+    ]
+    parent = "t0"
+    for i in range(200):
+        objs.append(_user(f"u{i}", parent, "y" * 200))
+        parent = f"u{i}"
+    objs.append(
+        {
+            "type": "compaction",
+            "id": "c1",
+            "parentId": parent,
+            "timestamp": TS,
+            "summary": "S",
+            "firstKeptEntryId": "u199",
+            "tokensBefore": 10,
+        }
+    )
+    path = _write(tmp_path, objs)
+    for budget in (1 << 10, 1 << 30):  # through the full-loader fallback, and by reading back
+        context = read_tail_context(path, max_tail_bytes=budget, chunk_bytes=512)
+        assert context.thinking_level == "medium"
+        assert context == load_transcript(path).build_context()
+
+
+def test_leaf_is_the_last_entry_with_an_id_and_later_duplicates_win(tmp_path: Path) -> None:
+    objs: list[Any] = [
+        _user("a", None, "first a"),
+        _user("b", "a", "b"),
+        _user("a", None, "second a"),  # duplicate id: the later one wins in the index
+        _user("c", "a", "c"),
+        {"type": "custom", "parentId": "c", "timestamp": TS, "customType": "no-id"},
+    ]
+    path = _write(tmp_path, objs, raw_tail=b'{"type":"message","id":"torn"')
+    context = read_tail_context(path, chunk_bytes=8)
+    assert [message_to_builtins(m)["content"] for m in context.messages] == ["second a", "c"]
+    assert context == load_transcript(path).build_context()
+
+
+def test_cycles_stop_the_walk_like_the_loader(tmp_path: Path) -> None:
+    objs: list[Any] = [_user("a", "c", "a"), _user("b", "a", "b"), _user("c", "b", "c")]
+    path = _write(tmp_path, objs)
+    assert read_tail_context(path) == load_transcript(path).build_context()
+    assert len(read_tail_context(path).messages) == 3
+
+
+def test_invalid_lines_bad_utf8_and_repeated_headers_are_read_like_the_loader(tmp_path: Path) -> None:
+    objs: list[Any] = [
+        _user("a", None, "a"),
+        b"not json\n",
+        b"\n",
+        b"[1,2]\n",
+        _line(HEADER) + b"\n",
+        b'{"type":"message","id":"b","parentId":"a","timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user","content":"caf\xe9","timestamp":1}}\n',
+        b'{"type":"message","id":"c","parentId":"b","timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user","content":"\\ud800","timestamp":1}}\n',
+    ]
+    path = _write(tmp_path, objs)
+    assert read_tail_context(path, chunk_bytes=16) == load_transcript(path).build_context()
+    assert read_last_messages(path, 2, chunk_bytes=16) == _full_messages(path, 2)
+
+
+def test_legacy_files_are_migrated_by_the_full_loader(pi_samples: Path) -> None:
+    path = pi_samples / "v1-legacy.jsonl"
+    assert read_tail_context(path) == load_transcript(path).build_context()
+    assert read_last_messages(path, 5) == _full_messages(path, 5)
+
+
+def test_errors_match_the_loader(tmp_path: Path) -> None:
+    with pytest.raises(TranscriptNotFoundError):
+        read_tail_context(tmp_path / "missing.jsonl")
+    with pytest.raises(TranscriptNotFoundError):
+        read_last_messages(tmp_path / "missing.jsonl")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b'{"type":"message","id":"a"}\n')
+    with pytest.raises(TranscriptFormatError):
+        read_tail_context(bad)
+    with pytest.raises(TranscriptFormatError):
+        read_last_messages(tmp_path)
+
+
+def test_header_only_and_id_less_files(tmp_path: Path) -> None:
+    path = _write(tmp_path, [])
+    assert read_tail_context(path) == load_transcript(path).build_context()
+    assert read_last_messages(path) == ()
+    path = _write(
+        tmp_path,
+        [
+            {
+                "type": "message",
+                "parentId": None,
+                "timestamp": TS,
+                "message": {"role": "user", "content": "no id", "timestamp": 1},
+            }
+        ],
+    )
+    assert read_tail_context(path) == load_transcript(path).build_context()
+
+
+def test_last_messages_follow_the_branch_and_skip_non_messages(tmp_path: Path) -> None:
+    objs: list[Any] = [
+        _user("a", None, "a"),
+        _user("dead", "a", "abandoned branch"),
+        {
+            "type": "model_change",
+            "id": "m",
+            "parentId": "a",
+            "timestamp": TS,
+            "provider": "p",
+            "modelId": "q",
+        },
+        _assistant("b", "m", "q"),
+        {
+            "type": "compaction",
+            "id": "c",
+            "parentId": "b",
+            "timestamp": TS,
+            "summary": "S",
+            "firstKeptEntryId": "b",
+            "tokensBefore": 1,
+        },
+        _user("d", "c", "d"),
+    ]
+    path = _write(tmp_path, objs)
+    got = read_last_messages(path, 10)
+    assert _roles(got) == ["user", "assistant", "user"]
+    assert read_last_messages(path, 2) == got[1:]
+    assert read_last_messages(path, 0) == ()
+
+
+def test_every_sample_matches_the_full_loader(pi_samples: Path, openclaw_samples: Path) -> None:
+    files = sorted(pi_samples.glob("*.jsonl")) + sorted(openclaw_samples.rglob("*.jsonl"))
+    checked = 0
+    for path in files:
+        try:
+            expected = load_transcript(path).build_context()
+        except TranscriptFormatError:
+            with pytest.raises(TranscriptFormatError):
+                read_tail_context(path)
+            continue
+        assert read_tail_context(path, chunk_bytes=4096) == expected, path
+        assert read_last_messages(path, 3, chunk_bytes=512) == _full_messages(path, 3), path
+        checked += 1
+    assert checked > 10
+
+
+# -- property: random trees ------------------------------------------------------------------------
+
+_KINDS = ("user", "assistant", "model", "thinking", "compaction", "custom", "branch", "noid", "junk", "label")
+
+
+@st.composite
+def transcripts(draw: st.DrawFn) -> list[Any]:
+    ops = draw(st.lists(st.tuples(st.sampled_from(_KINDS), st.integers(0, 10**6)), max_size=40))
+    ids: list[str] = []
+    leaf: str | None = None
+    out: list[Any] = []
+    for n, (kind, r) in enumerate(ops):
+        eid = f"e{n}" if r % 11 else (ids[r % len(ids)] if ids else f"e{n}")  # sometimes a duplicate id
+        parent = leaf
+        if kind == "branch":
+            parent = ids[r % len(ids)] if ids and r % 3 else None
+            kind = "user"
+        if r % 17 == 0:
+            parent = "missing"
+        if kind == "user":
+            obj: Any = _user(eid, parent, f"text {n}")
+        elif kind == "assistant":
+            obj = _assistant(eid, parent, f"m{r % 3}")
+        elif kind == "model":
+            obj = {
+                "type": "model_change",
+                "id": eid,
+                "parentId": parent,
+                "timestamp": TS,
+                "provider": "p",
+                "modelId": f"x{r % 4}",
+            }
+        elif kind == "thinking":
+            obj = {
+                "type": "thinking_level_change",
+                "id": eid,
+                "parentId": parent,
+                "timestamp": TS,
+                "thinkingLevel": ["low", "high", "off"][r % 3],
+            }
+        elif kind == "compaction":
+            kept = ids[r % len(ids)] if ids and r % 5 else "nowhere"
+            obj = {
+                "type": "compaction",
+                "id": eid,
+                "parentId": parent,
+                "timestamp": TS,
+                "summary": f"sum {n}",
+                "firstKeptEntryId": kept,
+                "tokensBefore": r,
+            }
+        elif kind == "custom":
+            obj = {
+                "type": "custom_message",
+                "id": eid,
+                "parentId": parent,
+                "timestamp": TS,
+                "customType": "c",
+                "content": "cm",
+                "display": True,
+            }
+        elif kind == "label":
+            obj = {
+                "type": "label",
+                "id": eid,
+                "parentId": parent,
+                "timestamp": TS,
+                "targetId": leaf or "e0",
+                "label": "L",
+            }
+        elif kind == "noid":
+            out.append({"type": "custom", "parentId": parent, "timestamp": TS, "customType": "noid"})
+            continue
+        else:
+            out.append(b"{broken\n" if r % 2 else b"   \n")
+            continue
+        out.append(obj)
+        ids.append(eid)
+        leaf = eid
+    return out
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    objs=transcripts(),
+    chunk=st.integers(1, 600),
+    budget=st.sampled_from([200, 2000, 1 << 30]),
+    n=st.integers(0, 8),
+)
+def test_tail_reads_equal_the_full_loader_on_random_trees(
+    objs: list[Any], chunk: int, budget: int, n: int
+) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = _write(Path(folder), objs)
+        expected = load_transcript(path).build_context()
+        assert read_tail_context(path, max_tail_bytes=budget, chunk_bytes=chunk) == expected
+        assert read_last_messages(path, n, max_tail_bytes=budget, chunk_bytes=chunk) == _full_messages(
+            path, n
+        )
