@@ -196,7 +196,8 @@ def read_header(handle: IO[bytes], size: int, *, max_bytes: int = _MAX_HEADER_BY
 class TailReader:
     """
     Reads the lines of ``[start, end)`` of an open file backwards, in chunks that double from
-    ``first_chunk`` up to 1 MiB (or ``first_chunk`` if larger). :meth:`previous_lines` returns the next batch in file order.
+    ``first_chunk`` up to 1 MiB (or ``first_chunk`` if larger). :meth:`previous_lines` returns the
+    next batch in file order.
     """
 
     def __init__(self, handle: IO[bytes], *, start: int, end: int, first_chunk: int) -> None:
