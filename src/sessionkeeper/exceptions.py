@@ -18,7 +18,8 @@ derives from it (a :class:`ConfigError` is a :class:`ValueError`, a :class:`Sess
     ├── StoreError
     │   ├── StoreCorruptError (ValueError)         unreadable sessions.json / sqlite; a 0600 backup was made
     │   ├── InvalidSessionEntryError (ValueError)  a SessionEntry value or patch that cannot be stored
-    │   └── SessionNotFoundError (KeyError)        no SessionEntry for a session key
+    │   ├── SessionNotFoundError (KeyError)        no SessionEntry for a session key
+    │   └── ParentTooLargeError (ValueError)       operator fork refused: parent over the 100 000-token cap
     ├── LockError
     │   ├── SessionBusyError (TimeoutError)        write lock not acquired in time; owner and wait attached
     │   │   └── StaleLockError                     live owner too old / over max hold: reported, not taken
@@ -54,6 +55,7 @@ __all__ = (
     "LockError",
     "LockNotHeldError",
     "ModelClientError",
+    "ParentTooLargeError",
     "ProviderError",
     "SessionBusyError",
     "SessionKeeperError",
@@ -184,6 +186,24 @@ class SessionNotFoundError(StoreError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class ParentTooLargeError(StoreError, ValueError):
+    """
+    An operator fork was refused: the parent session is over the fork cap (OpenClaw spec §4.3,
+    ``sessions.create {fork:true}``: "parent session is too large to fork").
+
+    Attributes:
+        parent_session_key: The parent's session key.
+        parent_tokens: The parent's token count, in tokens.
+        max_tokens: The cap, in tokens (100 000).
+    """
+
+    def __init__(self, parent_session_key: str, *, parent_tokens: int, max_tokens: int) -> None:
+        self.parent_session_key = parent_session_key
+        self.parent_tokens = parent_tokens
+        self.max_tokens = max_tokens
+        super().__init__(f"parent session is too large to fork ({parent_tokens}/{max_tokens} tokens)")
 
 
 class LockError(SessionKeeperError):
