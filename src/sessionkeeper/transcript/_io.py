@@ -28,6 +28,7 @@ from sessionkeeper._fs import (
     fsync_dir,
     temp_name,
 )
+from sessionkeeper.exceptions import TranscriptNotFoundError
 from sessionkeeper.transcript._codec import decode_json_line
 
 
@@ -130,12 +131,17 @@ def append_lines(path: Path, lines: Sequence[bytes], *, fsync: bool, now_ms: int
         The tail repair made, or ``None``.
 
     Raises:
-        FileNotFoundError: The transcript vanished.
+        TranscriptNotFoundError: The transcript vanished (e.g. archived by a reset or a cleanup).
         OSError: The write failed (nothing was cut unless the backup succeeded).
     """
     repair: TailRepair | None = None
     payload = _payload(lines)
-    fd = os.open(path, os.O_RDWR | os.O_APPEND)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND)
+    except FileNotFoundError as err:
+        raise TranscriptNotFoundError(
+            f"transcript not found: {path} (archived or removed since it was opened; nothing was written)"
+        ) from err
     try:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
