@@ -210,6 +210,11 @@ class TailReader:
         self.bytes_read = 0
         self.exhausted = end <= start
 
+    @property
+    def unread_end(self) -> int:
+        """End offset of the part not yet returned (``[start, unread_end)``, ending at a line end)."""
+        return self._pos + len(self._carry)
+
     def previous_lines(self) -> list[bytes]:
         """The next complete lines going backwards, in file order (possibly empty); sets
         :attr:`exhausted` once the start was reached."""

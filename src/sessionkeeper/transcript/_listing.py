@@ -1,0 +1,207 @@
+"""
+Session listing over a directory of transcripts, reading headers and tails only (pi-format spec §1
+"Listing" and §8 item 5; DESIGN "Targets": listing 1,000 transcripts reads headers and tails only).
+
+pi's ``SessionManager.list`` reads and parses every file whole. Here each file costs its header line and
+a tail window (64 KiB from the end, read further back only until a user or assistant message is found,
+at most 1 MiB); the fields that depend on the whole file are exact when the window covers the file and
+otherwise documented per field on :class:`TranscriptInfo`.
+"""
+
+from __future__ import annotations
+
+import math
+import mmap
+import os
+from pathlib import Path
+from typing import IO, Any, Final
+
+import anyio
+import attrs
+
+from sessionkeeper.transcript._index import decode_line, js_trim
+from sessionkeeper.transcript._tail import TailReader, TailRecord, parse_entry_line, read_header
+from sessionkeeper.transcript._time import parse_iso_ms
+
+
+__all__ = ("TranscriptInfo", "alist_transcripts", "list_transcripts", "read_transcript_info")
+
+_TAIL_BYTES: Final = 64 << 10
+_MAX_TAIL_BYTES: Final = 1 << 20
+_SESSION_INFO: Final = b'"session_info"'
+
+
+@attrs.frozen(kw_only=True)
+class TranscriptInfo:
+    """
+    What a session list shows about one transcript (pi's ``SessionInfo``, spec §8 item 5).
+
+    Attributes:
+        path: The transcript file.
+        id: The session id (header ``id``).
+        cwd: The header ``cwd``, ``""`` when absent.
+        created: The header ``timestamp`` as written (ISO-8601).
+        modified_ms: Last activity, ms since the epoch: the newest ``timestamp`` of a user or assistant
+            message (the entry's ISO timestamp when the message has none) among those read, which are
+            the file's last lines (messages are appended in time order, so this is pi's maximum over
+            the file unless clocks went backwards); else the header timestamp; else the file's mtime.
+        name: The latest ``session_info`` name, trimmed, ``None`` when unset or cleared. Exact: when
+            the tail has none, the rest of the file is searched backwards for ``"session_info"`` at
+            C speed (memory-mapped) and each hit is parsed.
+        message_count: Number of ``message`` entries in the file (all branches), or ``None`` when the
+            tail window did not cover the whole file (counting would mean reading it all).
+        parent_session: The header ``parentSession`` (path of the session this one was forked from).
+        size: File size in bytes.
+    """
+
+    path: Path
+    id: str
+    cwd: str
+    created: str
+    modified_ms: float
+    name: str | None
+    message_count: int | None
+    parent_session: str | None
+    size: int
+
+    def to_json(self) -> dict[str, Any]:
+        """pi's field names: ``path, id, cwd, name, parentSessionPath, created, modified, messageCount``
+        (``modified`` in ms since the epoch) plus ``size``; absent values are ``None``."""
+        return {
+            "path": str(self.path),
+            "id": self.id,
+            "cwd": self.cwd,
+            "name": self.name,
+            "parentSessionPath": self.parent_session,
+            "created": self.created,
+            "modified": self.modified_ms,
+            "messageCount": self.message_count,
+            "size": self.size,
+        }
+
+
+def _activity_ms(record: TailRecord) -> float | None:
+    """pi's ``getLastActivityTime`` contribution of one entry (user/assistant messages with content)."""
+    if record.kind != "message":
+        return None
+    raw = decode_line(record.line)
+    message = raw.get("message") if isinstance(raw, dict) else None
+    if not isinstance(message, dict) or not isinstance(message.get("role"), str) or "content" not in message:
+        return None
+    if message["role"] not in ("user", "assistant"):
+        return None
+    stamp = message.get("timestamp")
+    if isinstance(stamp, int | float) and not isinstance(stamp, bool):
+        return float(stamp)
+    entry_stamp = raw.get("timestamp")
+    if isinstance(entry_stamp, str):
+        value = float(parse_iso_ms(entry_stamp))
+        return None if math.isnan(value) else value
+    return None
+
+
+def _name_of(record: TailRecord) -> str | None:
+    raw = decode_line(record.line)
+    name = raw.get("name") if isinstance(raw, dict) else None
+    return (js_trim(name) if isinstance(name, str) else "") or None
+
+
+def _search_name(handle: IO[bytes], start: int, end: int) -> tuple[bool, str | None]:
+    """The latest ``session_info`` in ``[start, end)`` (a line-aligned region): ``(found, name)``."""
+    if end <= start:
+        return False, None
+    with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
+        stop = end
+        while (hit := view.rfind(_SESSION_INFO, start, stop)) >= 0:
+            line_start = view.rfind(b"\n", start, hit) + 1 or start
+            line_end = view.find(b"\n", hit, end)
+            record = parse_entry_line(view[line_start : line_end if line_end >= 0 else end])
+            if record is not None and record.kind == "session_info":
+                return True, _name_of(record)
+            stop = line_start
+    return False, None
+
+
+def read_transcript_info(path: Path | str) -> TranscriptInfo | None:
+    """
+    The :class:`TranscriptInfo` of one file, reading its header and tail only; ``None`` when it is
+    not a transcript (the first parseable line is not a session header with a string id, as the
+    loader requires; pi lists id-less headers too) or cannot be read.
+    """
+    file = Path(path)
+    try:
+        with file.open("rb") as handle:
+            return _info(file, handle)
+    except OSError:
+        return None
+
+
+def _info(file: Path, handle: IO[bytes]) -> TranscriptInfo | None:
+    st = os.fstat(handle.fileno())
+    found = read_header(handle, st.st_size)
+    if found is None:
+        return None
+    raw = found.raw
+    reader = TailReader(handle, start=found.entries_offset, end=st.st_size, first_chunk=_TAIL_BYTES)
+    name: str | None = None
+    name_found = False
+    activity: float | None = None
+    messages = 0
+    while True:
+        for line in reversed(reader.previous_lines()):
+            record = parse_entry_line(line)
+            if record is None:
+                continue
+            if record.kind == "message":
+                messages += 1
+                value = _activity_ms(record)
+                if value is not None:
+                    activity = value if activity is None else max(activity, value)
+            elif record.kind == "session_info" and not name_found:
+                name_found, name = True, _name_of(record)
+        if reader.exhausted or activity is not None or reader.bytes_read >= _MAX_TAIL_BYTES:
+            break
+    if not name_found and not reader.exhausted:
+        name_found, name = _search_name(handle, found.entries_offset, reader.unread_end)
+    if activity is not None and activity > 0:
+        modified = activity
+    else:
+        created_ms = float(parse_iso_ms(found.header.timestamp))
+        modified = created_ms if not math.isnan(created_ms) else st.st_mtime_ns / 1e6
+    cwd = raw.get("cwd")
+    parent = raw.get("parentSession")
+    return TranscriptInfo(
+        path=file,
+        id=found.header.id,
+        cwd=cwd if isinstance(cwd, str) else "",
+        created=found.header.timestamp,
+        modified_ms=modified,
+        name=name,
+        message_count=messages if reader.exhausted else None,
+        parent_session=parent if isinstance(parent, str) else None,
+        size=st.st_size,
+    )
+
+
+def list_transcripts(directory: Path | str) -> list[TranscriptInfo]:
+    """
+    Every transcript (``*.jsonl``, not recursive) in ``directory``, newest activity first (pi's
+    ``SessionManager.list`` order: ``modified`` descending; ties by file name).
+
+    Reads each file's header and tail only (see :class:`TranscriptInfo` for what that means per field).
+    Files that are not transcripts or cannot be read are left out; a missing directory gives ``[]``
+    (as pi). Synchronous; async callers use :func:`alist_transcripts`.
+    """
+    folder = Path(directory)
+    try:
+        names = sorted(entry.name for entry in os.scandir(folder) if entry.name.endswith(".jsonl"))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    infos = [info for name in names if (info := read_transcript_info(folder / name)) is not None]
+    infos.sort(key=lambda info: -info.modified_ms)
+    return infos
+
+
+async def alist_transcripts(directory: Path | str) -> list[TranscriptInfo]:
+    """:func:`list_transcripts` in a worker thread (asyncio and trio)."""
+    return await anyio.to_thread.run_sync(list_transcripts, directory)
