@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from sessionkeeper.cli._main import cli
-from sessionkeeper.exceptions import StoreCorruptError
+from sessionkeeper.exceptions import InvalidSessionEntryError, StoreCorruptError
 from sessionkeeper.store import MaintenanceSettings, SessionStore
 
 
@@ -128,3 +128,24 @@ def test_maintenance_reads_deeply_nested_lock_and_transcript(tmp_path: Path) -> 
         )
         assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
         assert result.exit_code == 0, result.output
+
+
+@pytest.mark.parametrize("backend", ["json", "sqlite", "memory"])
+@pytest.mark.parametrize("session_id", ["../../evil", "a/b", "x\x00y", "", "..", "A" * 256])
+def test_unsafe_session_id_is_refused_at_write_not_dropped_at_next_load(
+    tmp_path: Path, backend: str, session_id: str
+) -> None:
+    async def run() -> None:
+        store = (
+            SessionStore.in_memory() if backend == "memory" else SessionStore.open(tmp_path, backend=backend)  # type: ignore[arg-type]
+        )
+        async with store:
+            await store.patch("keep", label="kept")
+            with pytest.raises(InvalidSessionEntryError, match="sessionId"):
+                await store.patch("k", session_id=session_id, label="lost on reload")
+            assert await store.get("k") is None
+        if backend != "memory":
+            async with SessionStore.open(tmp_path, backend=backend) as reopened:  # type: ignore[arg-type]
+                assert [key for key, _ in await reopened.list()] == ["keep"]
+
+    anyio.run(run)

@@ -20,8 +20,10 @@ from collections.abc import Callable, Mapping
 from typing import Protocol, TypeVar, runtime_checkable
 
 import attrs
+from msgspec import UNSET
 
-from sessionkeeper.store._entry import SessionEntry
+from sessionkeeper.exceptions import InvalidSessionEntryError
+from sessionkeeper.store._entry import SessionEntry, is_safe_store_session_id
 
 
 __all__ = ("EntryUpdater", "LoadReport", "StoreBackend", "StoreTransaction", "diff_entries")
@@ -134,8 +136,22 @@ def diff_entries(
 
 
 def check_entry(session_key: object, entry: object) -> None:
-    """Raise ``TypeError`` unless ``session_key`` is a ``str`` and ``entry`` a :class:`SessionEntry`."""
+    """
+    Check an entry before it is written.
+
+    Raises:
+        TypeError: ``session_key`` is not a ``str`` or ``entry`` not a :class:`SessionEntry`.
+        InvalidSessionEntryError: Its ``sessionId`` fails OpenClaw's load-time check
+            (:func:`is_safe_store_session_id`): the next load (ours or OpenClaw's) would drop the whole
+            entry, and the save after it erase the row.
+    """
     if not isinstance(session_key, str):
         raise TypeError(f"session keys are strings, got {type(session_key).__name__}")
     if not isinstance(entry, SessionEntry):
         raise TypeError(f"expected a SessionEntry for {session_key!r}, got {type(entry).__name__}")
+    session_id = entry.session_id
+    if session_id is not UNSET and not is_safe_store_session_id(session_id):
+        raise InvalidSessionEntryError(
+            f"unsafe sessionId {session_id!r} for {session_key!r}: the store would drop the entry on load "
+            "(1-255 characters matching [A-Za-z0-9][A-Za-z0-9._:@-]*)"
+        )
