@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests import _pi_oracle
 from tests._pi_oracle import PiOracle
 
 from sessionkeeper.transcript._listing import alist_transcripts, list_transcripts, read_transcript_info
 
 
+pi_oracle = _pi_oracle.pi_oracle  # the session-scoped fixture, made visible to this module
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 TS = "2026-01-01T00:00:00.000Z"
 
