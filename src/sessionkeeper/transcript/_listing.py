@@ -18,6 +18,7 @@ from typing import IO, Any, Final
 
 import anyio
 import attrs
+import msgspec
 
 from sessionkeeper.transcript._index import decode_line, js_trim
 from sessionkeeper.transcript._tail import TailReader, TailRecord, parse_entry_line, read_header
@@ -29,6 +30,7 @@ __all__ = ("TranscriptInfo", "alist_transcripts", "list_transcripts", "read_tran
 _TAIL_BYTES: Final = 64 << 10
 _MAX_TAIL_BYTES: Final = 1 << 20
 _SESSION_INFO: Final = b'"session_info"'
+_ABSENT: Final = msgspec.Raw(b"")
 
 
 @attrs.frozen(kw_only=True)
@@ -80,22 +82,37 @@ class TranscriptInfo:
         }
 
 
+class _MessageProbe(msgspec.Struct, gc=False):
+    role: Any = None
+    timestamp: Any = None
+    content: msgspec.Raw = _ABSENT
+
+
+class _EntryProbe(msgspec.Struct, gc=False):
+    timestamp: Any = None
+    message: _MessageProbe | None = None
+
+
+_PROBE: Final = msgspec.json.Decoder(_EntryProbe)
+
+
 def _activity_ms(record: TailRecord) -> float | None:
-    """pi's ``getLastActivityTime`` contribution of one entry (user/assistant messages with content)."""
+    """pi's ``getLastActivityTime`` contribution of one entry (user/assistant messages with content),
+    decoding only ``role``, ``timestamp`` and whether ``content`` is there."""
     if record.kind != "message":
         return None
-    raw = decode_line(record.line)
-    message = raw.get("message") if isinstance(raw, dict) else None
-    if not isinstance(message, dict) or not isinstance(message.get("role"), str) or "content" not in message:
+    try:
+        probe = _PROBE.decode(record.line)
+    except msgspec.DecodeError:  # incl. a message that is not an object: not counted (pi's check)
         return None
-    if message["role"] not in ("user", "assistant"):
+    message = probe.message
+    if message is None or message.content is _ABSENT or message.role not in ("user", "assistant"):
         return None
-    stamp = message.get("timestamp")
+    stamp = message.timestamp
     if isinstance(stamp, int | float) and not isinstance(stamp, bool):
         return float(stamp)
-    entry_stamp = raw.get("timestamp")
-    if isinstance(entry_stamp, str):
-        value = float(parse_iso_ms(entry_stamp))
+    if isinstance(probe.timestamp, str):
+        value = float(parse_iso_ms(probe.timestamp))
         return None if math.isnan(value) else value
     return None
 

@@ -158,18 +158,34 @@ class TailHeader(msgspec.Struct, frozen=True):
 def read_header(handle: IO[bytes], size: int, *, max_bytes: int = _MAX_HEADER_BYTES) -> TailHeader | None:
     """
     Find the header as the loader does (the first parseable line, spec §2-3) in the first
-    ``max_bytes``. ``None`` when it is not a valid session header with a string id there, or the
-    header line does not end within ``max_bytes`` (the caller decides with the full loader).
+    ``max_bytes`` (read 4 KiB first, doubling while needed). ``None`` when it is not a valid session
+    header with a string id there, or the header line does not end within ``max_bytes`` (the caller
+    decides with the full loader).
     """
-    handle.seek(0)
-    data = handle.read(min(size, max_bytes))
+    want = min(4096, max_bytes)
+    while True:
+        handle.seek(0)
+        data = handle.read(min(size, want))
+        found = _header_in(data, size)
+        if found is not _MORE:
+            return found  # type: ignore[return-value]
+        if want >= max_bytes or len(data) >= size:
+            return None
+        want = min(want * 2, max_bytes)
+
+
+_MORE: Final = object()
+
+
+def _header_in(data: bytes, size: int) -> TailHeader | object | None:
+    """The header in a prefix of the file, ``None`` if there is none, ``_MORE`` to read further."""
     pos = 3 if data.startswith(_BOM) else 0
     whole = len(data) >= size
     while pos < len(data):
         end = data.find(b"\n", pos)
         if end < 0:
             if not whole:
-                return None
+                return _MORE
             end = len(data)
         line = data[pos:end]
         pos = end + 1
@@ -190,7 +206,7 @@ def read_header(handle: IO[bytes], size: int, *, max_bytes: int = _MAX_HEADER_BY
         except msgspec.ValidationError:
             return None
         return TailHeader(header=header, raw=value, entries_offset=min(pos, size))
-    return None
+    return None if whole else _MORE
 
 
 class TailReader:
