@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import gzip
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -55,7 +56,9 @@ def _oracle_cases() -> list[Any]:
 def test_freshness_matches_openclaw(case, expected):
     """951 cases from OpenClaw's own reset code: DST days in 6 zones, every policy rule (reset.mjs)."""
     config = case.get("config") or {}
-    policy = ResetPolicy.from_mapping({**config, "timeZone": case["tz"]})
+    with warnings.catch_warnings():  # the legacy session.idleMinutes cases warn: legacy-key test elsewhere
+        warnings.simplefilter("ignore", DeprecationWarning)
+        policy = ResetPolicy.from_mapping({**config, "timeZone": case["tz"]})
     context = case.get("context") or {}
     resolution = resolve_session(
         case["entry"],
@@ -134,7 +137,8 @@ def test_policy_resolution_rules():
     assert ResetPolicy().resolve("direct") == EffectiveResetPolicy(
         mode="daily", at_hour=4, idle_minutes=None, configured=False
     )
-    legacy = ResetPolicy.from_mapping({"idleMinutes": 30})
+    with pytest.warns(DeprecationWarning, match="use session.reset.idleMinutes"):
+        legacy = ResetPolicy.from_mapping({"idleMinutes": 30})
     assert legacy.resolve("direct") == EffectiveResetPolicy(
         mode="idle", at_hour=4, idle_minutes=30, configured=True
     )

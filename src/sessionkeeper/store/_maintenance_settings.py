@@ -11,13 +11,13 @@ model-run probe retention is a fixed 24 h. ``rotateBytes`` is ignored (OpenClaw 
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Any, Final, Literal, Self
 
 import attrs
 
 from sessionkeeper._config import Config, parse_byte_size, parse_duration_ms, setting, structure_settings
 from sessionkeeper.exceptions import ConfigError
+from sessionkeeper.store._legacy_config import warn_legacy_key
 
 
 __all__ = (
@@ -167,12 +167,7 @@ class MaintenanceSettings:
     def from_mapping(cls, section: Any) -> Self:
         """Build settings from the ``session.maintenance`` block itself (camelCase keys)."""
         if isinstance(section, dict) and "rotateBytes" in section:
-            warnings.warn(
-                "config key 'session.maintenance.rotateBytes' is deprecated and ignored "
-                "(sessions.json is no longer rotated)",
-                DeprecationWarning,
-                stacklevel=3,
-            )
+            warn_legacy_key("session.maintenance.rotateBytes", stacklevel=4)
         if isinstance(section, dict) and None in section.values():
             # OpenClaw reads every key with ``??`` / normalizeStringifiedOptionalString: a null is unset (the
             # default, or ``pruneDays`` for ``pruneAfter``), never "disabled" (a null pruneAfter must not

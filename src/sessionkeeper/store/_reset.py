@@ -28,6 +28,7 @@ from sessionkeeper._config import Config
 from sessionkeeper.exceptions import ConfigError
 from sessionkeeper.store._entry import SessionEntry, session_entry_from_dict, session_entry_to_dict
 from sessionkeeper.store._keys import parse_thread_suffix
+from sessionkeeper.store._legacy_config import warn_legacy_key
 
 
 __all__ = (
@@ -189,7 +190,8 @@ class ResetPolicy:
 
     Attributes:
         reset: ``session.reset`` (default: none, which means daily at 04:00).
-        reset_by_type: ``session.resetByType``: ``direct`` (alias ``dm``), ``group``, ``thread``.
+        reset_by_type: ``session.resetByType``: ``direct`` (alias ``dm``), ``group``, ``thread``; ``None``
+            when absent (an empty block still counts as an explicit reset config, as in OpenClaw).
         reset_by_channel: ``session.resetByChannel.<channel>``; replaces ``reset`` and ``reset_by_type``
             wholesale for that channel.
         idle_minutes: Legacy top-level ``session.idleMinutes``.
@@ -199,7 +201,7 @@ class ResetPolicy:
     """
 
     reset: ResetRule | None = None
-    reset_by_type: Mapping[str, ResetRule] = attrs.field(factory=dict)
+    reset_by_type: Mapping[str, ResetRule] | None = None
     reset_by_channel: Mapping[str, ResetRule] = attrs.field(factory=dict)
     idle_minutes: float | None = None
     time_zone: _dt.tzinfo | None = None
@@ -212,12 +214,21 @@ class ResetPolicy:
 
     @classmethod
     def from_mapping(cls, session: Mapping[str, Any]) -> Self:
-        """Build the policy from a ``session`` block (camelCase keys)."""
-        by_type: dict[str, ResetRule] = {}
+        """
+        Build the policy from a ``session`` block (camelCase keys).
+
+        The legacy top-level ``idleMinutes`` is honoured as OpenClaw does, with a :class:`DeprecationWarning`
+        (use ``session.reset.idleMinutes``); the removed ``parentForkMaxTokens`` is ignored with one.
+
+        Raises:
+            ConfigError: A value cannot be parsed (the dotted key is named).
+        """
+        by_type: dict[str, ResetRule] | None = None
         raw_types = session.get("resetByType")
         if raw_types is not None:
             if not isinstance(raw_types, Mapping):
                 raise ConfigError("expected an object", key="session.resetByType")
+            by_type = {}
             for name, block in raw_types.items():
                 if block is not None:
                     by_type[str(name)] = ResetRule.from_mapping(block, key=f"session.resetByType.{name}")
@@ -233,6 +244,10 @@ class ResetPolicy:
         legacy = session.get("idleMinutes")
         if legacy is not None and _number(legacy) is None:
             raise ConfigError(f"expected a number of minutes, got {legacy!r}", key="session.idleMinutes")
+        if legacy is not None:
+            warn_legacy_key("session.idleMinutes")
+        if "parentForkMaxTokens" in session:
+            warn_legacy_key("session.parentForkMaxTokens")
         triggers = session.get("resetTriggers", DEFAULT_RESET_TRIGGERS)
         if not isinstance(triggers, Sequence) or isinstance(triggers, str):
             raise ConfigError("expected a list of strings", key="session.resetTriggers")
@@ -263,10 +278,11 @@ class ResetPolicy:
         base = override if override is not None else self.reset
         typed: ResetRule | None = None
         if override is None:
-            typed = self.reset_by_type.get(reset_type)
+            by_type = self.reset_by_type or {}
+            typed = by_type.get(reset_type)
             if typed is None and reset_type == "direct":
-                typed = self.reset_by_type.get("dm")
-        has_explicit = base is not None or bool(self.reset_by_type)
+                typed = by_type.get("dm")
+        has_explicit = base is not None or self.reset_by_type is not None  # JS: a {} block is truthy
         legacy = None if override is not None else self.idle_minutes
         configured = base is not None or typed is not None or legacy is not None
         mode: ResetMode = (
