@@ -78,6 +78,12 @@ from sessionkeeper.store._keys import (
     transcript_file_name,
     validate_session_id,
 )
+from sessionkeeper.store._legacy_config import (
+    LEGACY_CONFIG_KEYS,
+    LegacyConfigKey,
+    find_legacy_keys,
+    migrate_legacy_config,
+)
 from sessionkeeper.store._maintenance import (
     DiskBudgetReport,
     EntryRemoval,
@@ -125,6 +131,7 @@ __all__ = (
     "DEFAULT_AGENT_ID",
     "DEFAULT_MAIN_KEY",
     "GLOBAL_SESSION_KEY",
+    "LEGACY_CONFIG_KEYS",
     "PARENT_FORK_MAX_TOKENS",
     "RESET_CLEARED_FIELDS",
     "SQLITE_FILE_NAME",
@@ -143,6 +150,7 @@ __all__ = (
     "Freshness",
     "InMemoryStoreBackend",
     "JsonFileStoreBackend",
+    "LegacyConfigKey",
     "LoadReport",
     "MaintenanceMode",
     "MaintenancePlan",
@@ -188,6 +196,7 @@ __all__ = (
     "encode_thread_id",
     "entry_high_water",
     "evaluate_freshness",
+    "find_legacy_keys",
     "find_unreferenced_transcripts",
     "has_provider_owned_session",
     "is_acp_session_key",
@@ -204,6 +213,7 @@ __all__ = (
     "is_valid_transcript_session_id",
     "match_reset_trigger",
     "merge_session_entry",
+    "migrate_legacy_config",
     "normalize_agent_id",
     "normalize_main_key",
     "normalize_persisted_entry",
