@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import filecmp
 import os
 import shutil
 import uuid
+from glob import escape as glob_escape
 from pathlib import Path
 
 from sessionkeeper.exceptions import UnsafePathError
@@ -160,7 +162,27 @@ def backup_name(target: Path, now_ms: int | None = None) -> Path:
     return target.with_name(f"{target.name}.bak.{iso_stamp(now_ms)}")
 
 
-def backup_file(target: Path, *, now_ms: int | None = None) -> Path:
+def _identical_backup(target: Path) -> Path | None:
+    """An existing ``<name>.bak.*`` file with exactly ``target``'s bytes, if any."""
+    try:
+        size = target.stat().st_size
+        candidates = sorted(target.parent.glob(f"{glob_escape(target.name)}.bak.*"))
+    except OSError:
+        return None
+    for candidate in candidates:
+        try:
+            if (
+                candidate.is_file()
+                and candidate.stat().st_size == size
+                and filecmp.cmp(target, candidate, False)
+            ):
+                return candidate
+        except OSError:
+            continue
+    return None
+
+
+def backup_file(target: Path, *, now_ms: int | None = None, reuse_identical: bool = False) -> Path:
     """
     Copy ``target`` to a new 0600 backup file before it is repaired or rewritten.
 
@@ -169,6 +191,8 @@ def backup_file(target: Path, *, now_ms: int | None = None) -> Path:
     Args:
         target: The file to back up.
         now_ms: Time for the stamp in ms since the epoch; ``None`` means now.
+        reuse_identical: Return an existing backup holding exactly the same bytes instead of writing
+            another (for a file reported as corrupt and left unchanged, which every reader backs up).
 
     Returns:
         The backup path.
@@ -176,6 +200,10 @@ def backup_file(target: Path, *, now_ms: int | None = None) -> Path:
     Raises:
         OSError: The copy failed (the caller must then not modify ``target``).
     """
+    if reuse_identical:
+        existing = _identical_backup(target)
+        if existing is not None:
+            return existing
     dest = backup_name(target, now_ms)
     counter = 1
     while True:

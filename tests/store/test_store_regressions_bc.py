@@ -149,3 +149,27 @@ def test_unsafe_session_id_is_refused_at_write_not_dropped_at_next_load(
                 assert [key for key, _ in await reopened.list()] == ["keep"]
 
     anyio.run(run)
+
+
+@pytest.mark.parametrize("backend", ["json", "sqlite"])
+def test_each_reader_of_an_unchanged_corrupt_store_does_not_add_a_backup(
+    tmp_path: Path, backend: str
+) -> None:
+    name = "sessions.json" if backend == "json" else "sessions.sqlite"
+    target = tmp_path / name
+    target.write_bytes(b"[not a store" * 1000)
+
+    async def read() -> None:
+        async with SessionStore.open(tmp_path, backend=backend) as opened:  # type: ignore[arg-type]
+            await opened.get("k")
+
+    for _ in range(3):  # three processes (cron runs of `sessions list`) each open the store once
+        with pytest.raises(StoreCorruptError) as caught:
+            anyio.run(read)
+    backups = sorted(tmp_path.glob(f"{name}.bak.*"))
+    assert len(backups) == 1 and caught.value.backup_path == backups[0]
+    assert backups[0].read_bytes() == target.read_bytes()
+    target.write_bytes(b"[other corrupt content")
+    with pytest.raises(StoreCorruptError):
+        anyio.run(read)
+    assert len(sorted(tmp_path.glob(f"{name}.bak.*"))) == 2

@@ -204,7 +204,7 @@ class JsonFileStoreBackend:
     def _corrupt(self, sig: _Signature, message: str, cause: Exception | None) -> NoReturn:
         backup = None
         if self._corrupt_backed_up != sig:
-            backup = backup_file(self.path)
+            backup = backup_file(self.path, reuse_identical=True)  # other processes read it too
             self._corrupt_backed_up = sig
             _log.error("session store %s is corrupt (%s); backup written to %s", self.path, message, backup)
         err = StoreCorruptError(

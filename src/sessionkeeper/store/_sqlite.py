@@ -156,7 +156,7 @@ class SqliteStoreBackend:
     def _corrupt(self, message: str, cause: Exception) -> StoreCorruptError:
         backup = None
         if self.path.exists() and self.path.stat().st_size > 0:
-            backup = backup_file(self.path)
+            backup = backup_file(self.path, reuse_identical=True)  # other processes read it too
         return StoreCorruptError(
             f"{message}; the file was left unchanged" + (f", backup: {backup}" if backup else ""),
             path=self.path,
