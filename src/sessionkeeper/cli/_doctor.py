@@ -17,15 +17,19 @@ complete line that parses as a JSON object is kept (the backup keeps the rest). 
 (duplicate ids, missing parents, cycles, orphan tool results) are reported, never "fixed" by deleting
 data.
 
+A single file recognised as a config (an OpenClaw config or a pi ``settings.json``, by content) gets the
+config checks instead (legacy keys, invalid values; ``--fix`` drops the legacy keys after a backup; see
+``cli/_doctor_config.py``).
+
 Exit codes: 0 healthy (or everything found was fixed), 1 problems remain, 2 bad input (PATH missing,
-or a single file that is not a transcript).
+or a single file that is neither a transcript nor a config).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import attrs
@@ -36,6 +40,8 @@ from rich.table import Table
 
 from sessionkeeper._fs import atomic_write_bytes, backup_file
 from sessionkeeper.cli._doctor_checks import (
+    ConfigCheck,
+    ConfigTarget,
     DirectoryCheck,
     DoctorCheck,
     DoctorRegistry,
@@ -48,6 +54,7 @@ from sessionkeeper.cli._doctor_checks import (
     inspect_lock,
     repair_transcript_bytes,
 )
+from sessionkeeper.cli._doctor_config import read_config_file, run_config_checks
 from sessionkeeper.cli._main import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_OK, fail
 from sessionkeeper.exceptions import SessionBusyError
 from sessionkeeper.transcript import SessionWriteLock, TranscriptDiagnostics
@@ -56,6 +63,8 @@ from sessionkeeper.transcript._lock_inspect import LockInspection
 
 __all__ = (
     "COMMANDS",
+    "ConfigCheck",
+    "ConfigTarget",
     "DirectoryCheck",
     "DoctorCheck",
     "DoctorRegistry",
@@ -78,23 +87,27 @@ _LOCK_TIMEOUT_MS = 5000.0
 @attrs.frozen(kw_only=True)
 class FileReport:
     """
-    The doctor's result for one transcript.
+    The doctor's result for one transcript (or one config file).
 
     Attributes:
         path: The file.
+        kind: ``"transcript"`` or ``"config"``.
         findings: What remains wrong (after ``--fix``, what could not be fixed).
         fixed: What ``--fix`` repaired.
         backup_path: The 0600 backup made before the repair, if any.
         diagnostics: The diagnostics of the (final) file, ``None`` if it is not a transcript.
         busy: ``--fix`` could not take the write lock (nothing was changed).
+        changes: For a config, the rewrite's changes (one sentence each).
     """
 
     path: Path
+    kind: Literal["transcript", "config"] = "transcript"
     findings: tuple[Finding, ...] = ()
     fixed: tuple[Finding, ...] = ()
     backup_path: Path | None = None
     diagnostics: TranscriptDiagnostics | None = None
     busy: bool = False
+    changes: tuple[str, ...] = ()
 
     @property
     def healthy(self) -> bool:
@@ -116,11 +129,13 @@ class FileReport:
         """Stable ``doctor --json`` form."""
         return {
             "path": str(self.path),
+            "kind": self.kind,
             "status": self.status,
             "findings": [f.to_json() for f in self.findings],
             "fixed": [f.to_json() for f in self.fixed],
             "backupPath": str(self.backup_path) if self.backup_path else None,
             "diagnostics": self.diagnostics.to_json() if self.diagnostics else None,
+            "changes": list(self.changes),
         }
 
 
@@ -236,6 +251,9 @@ async def run_doctor(
     """
     registry = registry if registry is not None else default_registry()
     is_dir, files = await anyio.to_thread.run_sync(_targets, path)
+    config = None if is_dir else await anyio.to_thread.run_sync(read_config_file, path)
+    if config is not None:
+        return DoctorRun(path=path, files=(await _config_report(config, registry, fix=fix),), fix=fix)
     reports: list[FileReport] = []
     for file in files:
         if fix:
@@ -250,7 +268,23 @@ async def run_doctor(
     return DoctorRun(path=path, files=tuple(reports), directory_findings=tuple(directory_findings), fix=fix)
 
 
+async def _config_report(target: ConfigTarget, registry: DoctorRegistry, *, fix: bool) -> FileReport:
+    found = await anyio.to_thread.run_sync(lambda: run_config_checks(target, registry, fix=fix))
+    return FileReport(
+        path=target.path,
+        kind="config",
+        findings=found.findings,
+        fixed=found.fixed,
+        backup_path=found.backup_path,
+        changes=found.changes,
+    )
+
+
 _STYLE = {"healthy": "green", "fixed": "cyan", "problems": "red", "not-a-transcript": "red", "busy": "yellow"}
+
+
+def _is_config(run: DoctorRun) -> bool:
+    return bool(run.files) and run.files[0].kind == "config"
 
 
 def _render(run: DoctorRun, console: Console) -> None:
@@ -272,7 +306,8 @@ def _render(run: DoctorRun, console: Console) -> None:
         console.print(f"{finding.severity}: {finding.check}: {escape(finding.message)}")
     data = run.to_json()["summary"]
     console.print(
-        f"{data['files']} transcript(s): {data['healthy']} healthy, {data['fixed']} fixed, "
+        f"{data['files']} {'config file' if _is_config(run) else 'transcript(s)'}: "
+        f"{data['healthy']} healthy, {data['fixed']} fixed, "
         f"{data['problems']} with problems"
     )
 
@@ -282,7 +317,7 @@ def _render(run: DoctorRun, console: Console) -> None:
 @click.option("--fix", is_flag=True, help="Back up (0600) and repair what can be repaired without data loss.")
 @click.option("--json", "as_json", is_flag=True, help="Print the stable JSON report.")
 def doctor_command(path: Path, fix: bool, as_json: bool) -> None:
-    """Check a transcript or a sessions directory; with --fix, repair after a backup.
+    """Check a transcript, a sessions directory or a config file; with --fix, repair after a backup.
 
     Exit codes: 0 healthy or fixed, 1 problems remain, 2 bad input.
     """

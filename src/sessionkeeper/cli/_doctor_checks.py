@@ -2,7 +2,8 @@
 The checks of ``sessionkeeper doctor`` and the repair of a transcript's bytes (see ``cli/_doctor.py``).
 
 A :class:`TranscriptCheck` looks at one loaded transcript (:class:`TranscriptTarget`), a
-:class:`DirectoryCheck` at a sessions directory; :class:`DoctorRegistry` holds them and
+:class:`DirectoryCheck` at a sessions directory, a :class:`ConfigCheck` at a config file
+(:class:`ConfigTarget`, checks in ``cli/_doctor_config.py``); :class:`DoctorRegistry` holds them and
 :func:`default_registry` returns the built-in ones. :func:`repair_transcript_bytes` computes the repaired
 content ``--fix`` writes: every complete line that parses as a JSON object is kept.
 """
@@ -30,6 +31,8 @@ from sessionkeeper.transcript._lock_inspect import LockInspection, inspect_lock_
 
 
 __all__ = (
+    "ConfigCheck",
+    "ConfigTarget",
     "DirectoryCheck",
     "DoctorCheck",
     "DoctorRegistry",
@@ -148,8 +151,43 @@ class DirectoryCheck(Protocol):
         ...
 
 
-DoctorCheck: TypeAlias = TranscriptCheck | DirectoryCheck
-"""Either kind of check, as :meth:`DoctorRegistry.add` takes it."""
+@attrs.frozen(kw_only=True)
+class ConfigTarget:
+    """
+    A config file as the config checks see it (``doctor CONFIG.json``).
+
+    Attributes:
+        path: The file.
+        tree: Its JSON object as written (key order kept).
+        kind: ``"openclaw"`` (``openclaw.json`` layout) or ``"pi"`` (pi ``settings.json``).
+    """
+
+    path: Path
+    tree: dict[str, Any] = attrs.field(eq=False)
+    kind: Literal["openclaw", "pi"]
+
+
+@runtime_checkable
+class ConfigCheck(Protocol):
+    """**Protocol:** a check of a config file (OpenClaw config or pi settings)."""
+
+    @property
+    def id(self) -> str:
+        """A short kebab-case name, unique in a registry."""
+        ...
+
+    @property
+    def description(self) -> str:
+        """One line saying what the check looks for."""
+        ...
+
+    def check_config(self, target: ConfigTarget) -> Iterable[Finding]:
+        """Return what is wrong with ``target`` (nothing when healthy)."""
+        ...
+
+
+DoctorCheck: TypeAlias = TranscriptCheck | DirectoryCheck | ConfigCheck
+"""Any kind of check, as :meth:`DoctorRegistry.add` takes it."""
 
 
 @attrs.frozen(kw_only=True)
@@ -277,33 +315,42 @@ class DoctorRegistry:
     Attributes:
         transcript_checks: Run on every transcript.
         directory_checks: Run once per sessions directory (``doctor DIR``).
+        config_checks: Run on a config file (``doctor CONFIG.json``).
     """
 
     transcript_checks: list[TranscriptCheck] = attrs.field(factory=list)
     directory_checks: list[DirectoryCheck] = attrs.field(factory=list)
+    config_checks: list[ConfigCheck] = attrs.field(factory=list)
 
     def add(self, check: DoctorCheck) -> None:
         """
-        Register a check (a :class:`TranscriptCheck` or a :class:`DirectoryCheck`).
+        Register a check (a :class:`TranscriptCheck`, :class:`DirectoryCheck` or :class:`ConfigCheck`).
 
         Raises:
             ValueError: A check with the same id is already registered.
-            TypeError: ``check`` implements neither protocol.
+            TypeError: ``check`` implements none of the protocols.
         """
-        if not isinstance(check, DirectoryCheck | TranscriptCheck):
-            raise TypeError(f"{check!r} is neither a TranscriptCheck nor a DirectoryCheck")
+        if not isinstance(check, DirectoryCheck | TranscriptCheck | ConfigCheck):
+            raise TypeError(f"{check!r} is not a TranscriptCheck, DirectoryCheck or ConfigCheck")
         taken = {c.id for c in self.transcript_checks} | {c.id for c in self.directory_checks}
+        taken |= {c.id for c in self.config_checks}
         if check.id in taken:
             raise ValueError(f"a doctor check with id {check.id!r} is already registered")
-        if isinstance(check, DirectoryCheck):
+        if isinstance(check, ConfigCheck):
+            self.config_checks.append(check)
+        elif isinstance(check, DirectoryCheck):
             self.directory_checks.append(check)
         else:
             self.transcript_checks.append(check)
 
 
 def default_registry() -> DoctorRegistry:
-    """A new registry holding the built-in transcript checks (see the module docstring)."""
-    return DoctorRegistry(transcript_checks=[*_builtin_checks(), _LockCheck()])
+    """A new registry holding the built-in transcript and config checks (see the module docstring)."""
+    from sessionkeeper.cli._doctor_config import builtin_config_checks  # noqa: PLC0415 - it imports this module
+
+    return DoctorRegistry(
+        transcript_checks=[*_builtin_checks(), _LockCheck()], config_checks=builtin_config_checks()
+    )
 
 
 def inspect_lock(path: Path, *, held_by_this_process: bool = False) -> LockInspection | None:
