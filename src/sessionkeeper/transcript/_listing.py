@@ -3,7 +3,7 @@ Session listing over a directory of transcripts, reading headers and tails only 
 "Listing" and §8 item 5; DESIGN "Targets": listing 1,000 transcripts reads headers and tails only).
 
 pi's ``SessionManager.list`` reads and parses every file whole. Here each file costs its header line and
-a tail window (64 KiB from the end, read further back only until a user or assistant message is found,
+a tail window (32 KiB from the end, read further back only until a user or assistant message is found,
 at most 1 MiB); the fields that depend on the whole file are exact when the window covers the file and
 otherwise documented per field on :class:`TranscriptInfo`.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import mmap
+import operator
 import os
 from pathlib import Path
 from typing import IO, Any, Final
@@ -27,7 +28,7 @@ from sessionkeeper.transcript._time import parse_iso_ms
 
 __all__ = ("TranscriptInfo", "alist_transcripts", "list_transcripts", "read_transcript_info")
 
-_TAIL_BYTES: Final = 64 << 10
+_TAIL_BYTES: Final = 32 << 10
 _MAX_TAIL_BYTES: Final = 1 << 20
 _SESSION_INFO: Final = b'"session_info"'
 _ABSENT: Final = msgspec.Raw(b"")
@@ -43,10 +44,10 @@ class TranscriptInfo:
         id: The session id (header ``id``).
         cwd: The header ``cwd``, ``""`` when absent.
         created: The header ``timestamp`` as written (ISO-8601).
-        modified_ms: Last activity, ms since the epoch: the newest ``timestamp`` of a user or assistant
-            message (the entry's ISO timestamp when the message has none) among those read, which are
-            the file's last lines (messages are appended in time order, so this is pi's maximum over
-            the file unless clocks went backwards); else the header timestamp; else the file's mtime.
+        modified_ms: Last activity, ms since the epoch: the ``timestamp`` of the last user or assistant
+            message in file order (the entry's ISO timestamp when the message has none; messages are
+            appended in time order, so this is pi's maximum over the file unless clocks went
+            backwards); else the header timestamp; else the file's mtime.
         name: The latest ``session_info`` name, trimmed, ``None`` when unset or cleared. Exact: when
             the tail has none, the rest of the file is searched backwards for ``"session_info"`` at
             C speed (memory-mapped) and each hit is parsed.
@@ -96,15 +97,16 @@ class _EntryProbe(msgspec.Struct, gc=False):
 _PROBE: Final = msgspec.json.Decoder(_EntryProbe)
 
 
-def _activity_ms(record: TailRecord) -> float | None:
-    """pi's ``getLastActivityTime`` contribution of one entry (user/assistant messages with content),
-    decoding only ``role``, ``timestamp`` and whether ``content`` is there."""
-    if record.kind != "message":
-        return None
+def _activity_ms(line: bytes) -> float | None:
+    """pi's ``getLastActivityTime`` contribution of one ``message`` entry line (user/assistant messages
+    with content), decoding only ``role``, ``timestamp`` and whether ``content`` is there."""
     try:
-        probe = _PROBE.decode(record.line)
+        probe = _PROBE.decode(line)
     except msgspec.DecodeError:  # incl. a message that is not an object: not counted (pi's check)
-        return None
+        record = parse_entry_line(line)  # invalid UTF-8 or lone surrogates read as U+FFFD, as pi
+        if record is None or record.line is line:
+            return None
+        return _activity_ms(record.line)
     message = probe.message
     if message is None or message.content is _ABSENT or message.role not in ("user", "assistant"):
         return None
@@ -123,19 +125,99 @@ def _name_of(record: TailRecord) -> str | None:
     return (js_trim(name) if isinstance(name, str) else "") or None
 
 
+class _Kind(msgspec.Struct, gc=False):
+    type: Any = None
+
+
+_KIND: Final = msgspec.json.Decoder(_Kind)
+_TYPE_OF: Final = operator.attrgetter("type")
+
+
+@attrs.frozen
+class _Batch:
+    messages: int = 0
+    activity: float | None = None
+    name_found: bool = False
+    name: str | None = None
+
+
+def _records(lines: list[bytes]) -> tuple[list[Any], list[bytes]]:
+    """Each line's ``type`` (C-speed for well-formed lines; the loader's careful rules otherwise)
+    and the bytes to decode it from."""
+    try:
+        return list(map(_TYPE_OF, map(_KIND.decode, lines))), lines
+    except msgspec.DecodeError:
+        pass
+    kinds: list[Any] = []
+    kept: list[bytes] = []
+    for line in lines:
+        record = parse_entry_line(line)
+        if record is not None:
+            kinds.append(record.kind)
+            kept.append(record.line)
+    return kinds, kept
+
+
+def _scan_batch(lines: list[bytes], *, count: bool) -> _Batch:
+    """Newest activity, latest name and (with ``count``) the message count in a batch of lines
+    (file order). Without ``count`` only the lines needed are decoded, from the end."""
+    if lines and not lines[-1]:
+        lines.pop()  # the empty piece after the final newline
+    if not lines:
+        return _Batch()
+    messages = 0
+    activity: float | None = None
+    if count:
+        kinds, lines = _records(lines)
+        messages = kinds.count("message")
+        for i in range(len(kinds) - 1, -1, -1):  # the last user/assistant message in file order
+            if kinds[i] == "message" and (activity := _activity_ms(lines[i])) is not None:
+                break
+    else:
+        for line in reversed(lines):
+            kind, data = _kind_of(line)
+            if kind == "message" and (activity := _activity_ms(data)) is not None:
+                break
+    for line in reversed(lines):
+        if _SESSION_INFO in line:
+            record = parse_entry_line(line)
+            if record is not None and record.kind == "session_info":
+                return _Batch(messages=messages, activity=activity, name_found=True, name=_name_of(record))
+    return _Batch(messages=messages, activity=activity)
+
+
+def _kind_of(line: bytes) -> tuple[Any, bytes]:
+    try:
+        return _KIND.decode(line).type, line
+    except msgspec.DecodeError:
+        record = parse_entry_line(line)
+        return (None, line) if record is None else (record.kind, record.line)
+
+
+_MMAP_FROM: Final = 1 << 20
+
+
 def _search_name(handle: IO[bytes], start: int, end: int) -> tuple[bool, str | None]:
-    """The latest ``session_info`` in ``[start, end)`` (a line-aligned region): ``(found, name)``."""
+    """The latest ``session_info`` in ``[start, end)`` (a line-aligned region): ``(found, name)``.
+    Regions over 1 MiB are memory-mapped rather than read."""
     if end <= start:
         return False, None
+    if end - start <= _MMAP_FROM:
+        handle.seek(start)
+        return _search_in(handle.read(end - start), 0, end - start)
     with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
-        stop = end
-        while (hit := view.rfind(_SESSION_INFO, start, stop)) >= 0:
-            line_start = view.rfind(b"\n", start, hit) + 1 or start
-            line_end = view.find(b"\n", hit, end)
-            record = parse_entry_line(view[line_start : line_end if line_end >= 0 else end])
-            if record is not None and record.kind == "session_info":
-                return True, _name_of(record)
-            stop = line_start
+        return _search_in(view, start, end)
+
+
+def _search_in(view: bytes | mmap.mmap, start: int, end: int) -> tuple[bool, str | None]:
+    stop = end
+    while (hit := view.rfind(_SESSION_INFO, start, stop)) >= 0:
+        line_start = view.rfind(b"\n", start, hit) + 1 or start
+        line_end = view.find(b"\n", hit, end)
+        record = parse_entry_line(view[line_start : line_end if line_end >= 0 else end])
+        if record is not None and record.kind == "session_info":
+            return True, _name_of(record)
+        stop = line_start
     return False, None
 
 
@@ -165,17 +247,13 @@ def _info(file: Path, handle: IO[bytes]) -> TranscriptInfo | None:
     activity: float | None = None
     messages = 0
     while True:
-        for line in reversed(reader.previous_lines()):
-            record = parse_entry_line(line)
-            if record is None:
-                continue
-            if record.kind == "message":
-                messages += 1
-                value = _activity_ms(record)
-                if value is not None:
-                    activity = value if activity is None else max(activity, value)
-            elif record.kind == "session_info" and not name_found:
-                name_found, name = True, _name_of(record)
+        lines = reader.previous_lines()
+        batch = _scan_batch(lines, count=reader.exhausted)
+        messages += batch.messages
+        if activity is None:
+            activity = batch.activity
+        if not name_found and batch.name_found:
+            name_found, name = True, batch.name
         if reader.exhausted or activity is not None or reader.bytes_read >= _MAX_TAIL_BYTES:
             break
     if not name_found and not reader.exhausted:
