@@ -355,10 +355,14 @@ def load_config(source: Path | str | Mapping[str, Any] | None = None) -> Config:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
         raise ConfigError(f"cannot read config file {path}: {err.strerror or err}") from err
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from err
     try:
         tree = json.loads(text)
     except json.JSONDecodeError as err:
         raise ConfigError(f"{path}:{err.lineno}: not valid JSON: {err.msg}") from err
+    except RecursionError as err:
+        raise ConfigError(f"{path}: not usable JSON: nested too deeply") from err
     if not isinstance(tree, dict):
         raise ConfigError(f"{path}: the config must be a JSON object")
     return Config(tree=_merge_pi_settings(tree), source=path)

@@ -12,8 +12,9 @@ import anyio
 import pytest
 from click.testing import CliRunner
 
+from sessionkeeper._config import load_config
 from sessionkeeper.cli._main import cli
-from sessionkeeper.exceptions import InvalidSessionEntryError, StoreCorruptError
+from sessionkeeper.exceptions import ConfigError, InvalidSessionEntryError, StoreCorruptError
 from sessionkeeper.store import MaintenanceSettings, SessionStore
 
 
@@ -173,3 +174,20 @@ def test_each_reader_of_an_unchanged_corrupt_store_does_not_add_a_backup(
     with pytest.raises(StoreCorruptError):
         anyio.run(read)
     assert len(sorted(tmp_path.glob(f"{name}.bak.*"))) == 2
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [(b'{"session": "\xff\xfe"}', "not UTF-8"), (b'{"session": ' + _DEEP.encode() + b"}", "nested")],
+)
+def test_cleanup_config_file_undecodable_is_bad_input(tmp_path: Path, content: bytes, message: str) -> None:
+    config = tmp_path / "openclaw.json"
+    config.write_bytes(content)
+    with pytest.raises(ConfigError, match=message):
+        load_config(config)
+    store = _store(tmp_path, "{}")
+    result = CliRunner().invoke(
+        cli, ["sessions", "cleanup", "--dry-run", "--store", str(store), "--config", str(config)]
+    )
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 2
