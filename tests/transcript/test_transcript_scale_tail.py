@@ -13,7 +13,12 @@ from hypothesis import strategies as st
 
 from sessionkeeper.exceptions import TranscriptFormatError, TranscriptNotFoundError
 from sessionkeeper.transcript import MessageEntry, load_transcript, message_to_builtins
-from sessionkeeper.transcript._tail import read_last_messages, read_tail_context
+from sessionkeeper.transcript._tail import (
+    aread_last_messages,
+    aread_tail_context,
+    read_last_messages,
+    read_tail_context,
+)
 
 
 TS = "2026-01-01T00:00:00.000Z"
@@ -385,3 +390,10 @@ def test_tail_reads_equal_the_full_loader_on_random_trees(
         assert read_last_messages(path, n, max_tail_bytes=budget, chunk_bytes=chunk) == _full_messages(
             path, n
         )
+
+
+@pytest.mark.anyio
+async def test_async_variants_match(tmp_path: Path) -> None:
+    path = _write(tmp_path, [_user("a", None, "a"), _assistant("b", "a", "m")])
+    assert await aread_tail_context(path) == load_transcript(path).build_context()
+    assert await aread_last_messages(path, 1) == _full_messages(path, 1)

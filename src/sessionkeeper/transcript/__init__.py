@@ -53,7 +53,18 @@ from sessionkeeper.transcript._estimate import (
     estimate_tokens,
     utf16_len,
 )
+from sessionkeeper.transcript._index_cache import (
+    IndexCacheStats,
+    TranscriptIndexCache,
+    shared_index_cache,
+)
 from sessionkeeper.transcript._io import TailRepair
+from sessionkeeper.transcript._listing import (
+    TranscriptInfo,
+    alist_transcripts,
+    list_transcripts,
+    read_transcript_info,
+)
 from sessionkeeper.transcript._load import (
     TranscriptIndex,
     find_orphan_tool_results,
@@ -92,6 +103,12 @@ from sessionkeeper.transcript._messages import (
     UserContent,
     UserMessage,
 )
+from sessionkeeper.transcript._tail import (
+    aread_last_messages,
+    aread_tail_context,
+    read_last_messages,
+    read_tail_context,
+)
 from sessionkeeper.transcript._tree import TreeNode, build_tree
 
 
@@ -117,6 +134,7 @@ __all__ = (
     "CustomMessageEntry",
     "Durability",
     "ImageContent",
+    "IndexCacheStats",
     "LabelEntry",
     "LockAcquisition",
     "LockInspection",
@@ -141,6 +159,8 @@ __all__ = (
     "TranscriptDiagnostics",
     "TranscriptEntry",
     "TranscriptIndex",
+    "TranscriptIndexCache",
+    "TranscriptInfo",
     "TranscriptManager",
     "TreeNode",
     "UnknownEntry",
@@ -149,6 +169,9 @@ __all__ = (
     "UserContent",
     "UserMessage",
     "WriteLockSettings",
+    "alist_transcripts",
+    "aread_last_messages",
+    "aread_tail_context",
     "bash_execution_to_text",
     "build_context_from_path",
     "build_session_context",
@@ -164,14 +187,19 @@ __all__ = (
     "estimate_tokens",
     "find_orphan_tool_results",
     "is_locked",
+    "list_transcripts",
     "load_transcript",
     "load_transcript_bytes",
     "lock_path_for",
     "message_from_json",
     "message_to_builtins",
+    "read_last_messages",
     "read_lock_owner",
+    "read_tail_context",
+    "read_transcript_info",
     "run_locked",
     "scan_transcript",
+    "shared_index_cache",
     "utf16_len",
     "walk_path",
 )

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Final
 
+import anyio
 import msgspec
 
 from sessionkeeper.exceptions import TranscriptFormatError, TranscriptNotFoundError
@@ -55,6 +56,8 @@ __all__ = (
     "TailHeader",
     "TailReader",
     "TailRecord",
+    "aread_last_messages",
+    "aread_tail_context",
     "last_messages_of_index",
     "open_transcript_file",
     "parse_entry_line",
@@ -480,3 +483,17 @@ def read_last_messages(
     if outcome == "full":
         return last_messages_of_index(load_transcript(file), n)
     return tuple(reversed(walk.messages))
+
+
+async def aread_tail_context(
+    path: Path | str, *, max_tail_bytes: int = DEFAULT_MAX_TAIL_BYTES
+) -> SessionContext:
+    """:func:`read_tail_context` in a worker thread (asyncio and trio); same result and errors."""
+    return await anyio.to_thread.run_sync(lambda: read_tail_context(path, max_tail_bytes=max_tail_bytes))
+
+
+async def aread_last_messages(
+    path: Path | str, n: int = 50, *, max_tail_bytes: int = DEFAULT_MAX_TAIL_BYTES
+) -> tuple[AgentMessage, ...]:
+    """:func:`read_last_messages` in a worker thread (asyncio and trio); same result and errors."""
+    return await anyio.to_thread.run_sync(lambda: read_last_messages(path, n, max_tail_bytes=max_tail_bytes))
