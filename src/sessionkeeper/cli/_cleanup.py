@@ -7,32 +7,105 @@ Flags combine as in ``openclaw sessions cleanup``: ``--dry-run`` previews withou
 ``enforce``), so ``--dry-run --enforce`` previews an enforce run and no flag applies the configured mode. The
 ``--json`` output has the fields of ``openclaw sessions cleanup --json`` plus ``actions`` (session key ->
 ``keep`` or the removal reason), ``files``, ``bytesBefore``/``bytesAfter`` and ``warnings``.
+
+On a large store (a sessions directory of at least :data:`LARGE_STORE_FILES` files) a rich progress bar
+(transient: it disappears when done) shows the planning, then the file actions, but only when stdout is a
+terminal and never with ``--json``, whose output stays pure JSON.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Final, cast
 
 import anyio
 import click
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from sessionkeeper._config import load_config
 from sessionkeeper.cli._sessions import sessions_group
 from sessionkeeper.store import (
+    BackendName,
     MaintenanceMode,
     MaintenanceReport,
     MaintenanceSettings,
     SessionStore,
+    resolve_store_location,
     run_maintenance,
 )
 
 
-__all__ = ("COMMANDS", "cleanup_command", "parse_now")
+__all__ = ("COMMANDS", "LARGE_STORE_FILES", "cleanup_command", "parse_now", "progress_wanted")
+
+LARGE_STORE_FILES: Final = 1000
+"""A sessions directory with at least this many files is large enough for a progress bar."""
+
+
+def progress_wanted(*, as_json: bool, is_terminal: bool, store_files: int) -> bool:
+    """
+    Whether ``sessions cleanup`` shows its progress bar: stdout is a terminal, no ``--json``, and the
+    sessions directory holds at least :data:`LARGE_STORE_FILES` files.
+    """
+    return is_terminal and not as_json and store_files >= LARGE_STORE_FILES
+
+
+def _count_files(directory: Path, *, limit: int) -> int:
+    """Entries of ``directory``, counting no further than ``limit`` (0 when it cannot be read)."""
+    count = 0
+    try:
+        with os.scandir(directory) as found:
+            for _ in found:
+                count += 1
+                if count >= limit:
+                    break
+    except OSError:
+        return 0
+    return count
+
+
+def _stdout_is_terminal(console: Console) -> bool:
+    return console.is_terminal
+
+
+class _CleanupProgress:
+    """A transient rich progress bar fed by :func:`run_maintenance`'s ``progress`` callback."""
+
+    def __init__(self, console: Console) -> None:
+        self._bar = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+        self._task = self._bar.add_task("planning maintenance", total=None)
+
+    def __enter__(self) -> _CleanupProgress:
+        self._bar.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._bar.stop()
+
+    def __call__(self, done: int, total: int) -> None:
+        self._bar.update(self._task, description="archiving and deleting files", completed=done, total=total)
 
 
 def parse_now(value: str) -> int:
@@ -136,6 +209,15 @@ def cleanup_command(
     now_ms = parse_now(now) if now is not None else None
     mode: MaintenanceMode | None = "enforce" if enforce else None
 
+    console = Console()
+    store_file, _ = resolve_store_location(store_path, cast("BackendName | None", backend))
+    show_progress = progress_wanted(
+        as_json=as_json,
+        is_terminal=_stdout_is_terminal(console),
+        store_files=_count_files(store_file.parent, limit=LARGE_STORE_FILES),
+    )
+    bar = _CleanupProgress(console) if show_progress else None
+
     async def run() -> tuple[MaintenanceReport, Path]:
         async with SessionStore.open(store_path, backend=backend) as store:  # type: ignore[arg-type]
             assert store.sessions_dir is not None
@@ -147,16 +229,21 @@ def cleanup_command(
                 now_ms=now_ms,
                 active_keys=active_keys,
                 fix_missing=fix_missing,
+                progress=bar,
             )
             return report, store.sessions_dir
 
-    report, sessions_dir = anyio.run(run)
+    if bar is not None:
+        with bar:
+            report, sessions_dir = anyio.run(run)
+    else:
+        report, sessions_dir = anyio.run(run)
     if as_json:
         payload: dict[str, Any] = {"agentId": _agent_id(sessions_dir), "storePath": str(store_path)}
         payload.update(report.to_json())
         click.echo(json.dumps(payload, indent=2))
         return
-    _print_human(Console(), report, store_path)
+    _print_human(console, report, store_path)
 
 
 COMMANDS: tuple[click.Command, ...] = ()

@@ -10,9 +10,10 @@ what the enforce run then does (DESIGN D6).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -265,10 +266,16 @@ def _plan(
     )
 
 
-def _execute_files(sessions_dir: Path, actions: tuple[FileAction, ...]) -> tuple[list[FileAction], list[str]]:
+def _execute_files(
+    sessions_dir: Path,
+    actions: tuple[FileAction, ...],
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[list[FileAction], list[str]]:
     done: list[FileAction] = []
     warnings: list[str] = []
-    for action in actions:
+    for number, action in enumerate(actions):
+        if progress is not None:
+            progress(number, len(actions))
         source = sessions_dir / action.name
         lock = sessions_dir / f"{action.name}.lock"
         if action.name.endswith(".jsonl") and _lock_held(lock):
@@ -291,6 +298,8 @@ def _execute_files(sessions_dir: Path, actions: tuple[FileAction, ...]) -> tuple
             warnings.append(f"could not {action.action} {action.name}: {err.strerror or err}")
             continue
         done.append(action)
+    if progress is not None:
+        progress(len(actions), len(actions))
     return done, warnings
 
 
@@ -305,6 +314,7 @@ async def run_maintenance(
     on_save: bool = False,
     fix_missing: bool = False,
     clock: Clock = SYSTEM_CLOCK,
+    progress: Callable[[int, int], None] | None = None,
 ) -> MaintenanceReport:
     """
     Run store maintenance on a sessions directory (OpenClaw spec §2, DESIGN D6).
@@ -330,6 +340,10 @@ async def run_maintenance(
         fix_missing: First remove entries whose transcript is missing or holds no message record
             (``sessions cleanup --fix-missing``; preserved keys are kept).
         clock: The clock for ``now_ms``.
+        progress: Called as ``progress(done, total)`` while the planned file actions are carried out
+            (``total`` = their number; ``(0, total)`` first, ``(total, total)`` last; never for a dry run
+            or warn mode). It runs in a worker thread: keep it quick and thread-safe (a rich ``Progress``
+            is).
 
     Returns:
         The report: every removal and file action with its reason, bytes before/after, the disk budget
@@ -389,8 +403,9 @@ async def run_maintenance(
             return plan
 
         plan = await backend.transaction(transact)
+        execute = _execute_files if progress is None else functools.partial(_execute_files, progress=progress)
         done, warnings = await anyio.to_thread.run_sync(
-            _execute_files, target.sessions_dir, plan.report.file_actions
+            execute, target.sessions_dir, plan.report.file_actions
         )
         report = plan.report
         if len(done) != len(report.file_actions):
