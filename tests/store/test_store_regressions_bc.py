@@ -191,3 +191,20 @@ def test_cleanup_config_file_undecodable_is_bad_input(tmp_path: Path, content: b
     )
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert result.exit_code == 2
+
+
+def test_open_expands_the_home_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # docs/runtime.md opens "~/.openclaw/agents/main/sessions": it must not create a "./~" directory
+    home = tmp_path / "home"
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(cwd)
+
+    async def run() -> None:
+        async with SessionStore.open("~/.openclaw/agents/main/sessions") as store:
+            await store.patch("agent:main:main", label="x")
+
+    anyio.run(run)
+    assert (home / ".openclaw/agents/main/sessions/sessions.json").is_file()
+    assert list(cwd.iterdir()) == []

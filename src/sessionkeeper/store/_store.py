@@ -85,7 +85,7 @@ def resolve_store_location(path: Path | str, backend: BackendName | None = None)
     Raises:
         ConfigError: Both files exist and no backend was named, or the file name contradicts ``backend``.
     """
-    target = Path(path)
+    target = Path(path).expanduser()  # "~/.openclaw/agents/main/sessions", never a "./~" directory
     if target.name in (STORE_FILE_NAME, SQLITE_FILE_NAME) and not target.is_dir():
         found: BackendName = "json" if target.name == STORE_FILE_NAME else "sqlite"
         if backend is not None and backend != found:
