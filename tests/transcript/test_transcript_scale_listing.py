@@ -6,13 +6,17 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from tests import _pi_oracle
 from tests._pi_oracle import PiOracle
 
+from sessionkeeper.transcript import load_transcript
 from sessionkeeper.transcript._listing import alist_transcripts, list_transcripts, read_transcript_info
 
 
@@ -166,3 +170,68 @@ def test_listing_matches_pi_on_the_samples(
             assert mine["messageCount"] == pi["messageCount"], mine["path"]
     # pi's order: modified descending (ties may differ)
     assert [m["modified"] for m in ours] == sorted((s["modified"] for s in theirs.values()), reverse=True)
+
+
+def _reference(path: Path) -> tuple[str | None, int, float | None]:
+    """Name, message count and last activity from the full loader (spec §8 item 5)."""
+    index = load_transcript(path)
+    activity = None
+    for pos in range(len(index)):
+        if index.kinds[pos] != "message":
+            continue
+        raw = json.loads(index.line_bytes(pos))
+        message = raw.get("message")
+        if (
+            isinstance(message, dict)
+            and message.get("role") in ("user", "assistant")
+            and "content" in message
+        ):
+            stamp = message.get("timestamp")
+            activity = float(stamp) if isinstance(stamp, int) else activity
+    return index.session_name, index.kinds.count("message"), activity
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    plan=st.lists(
+        st.tuples(
+            st.sampled_from(["user", "assistant", "tool", "name", "decoy", "junk"]), st.integers(0, 40_000)
+        ),
+        max_size=25,
+    )
+)
+def test_listing_equals_a_full_read_on_random_files(plan: list[tuple[str, int]]) -> None:
+    parts = [_header()]
+    for n, (kind, size) in enumerate(plan):
+        if kind in ("user", "assistant"):
+            parts.append(_message(f"e{n}", kind, n + 1, text="p" * size))
+        elif kind == "tool":
+            parts.append(_message(f"e{n}", "toolResult", n + 1, text="q" * size))
+        elif kind == "name":
+            parts.append(_info(f"e{n}", f" name {n} " if size % 3 else ""))
+        elif kind == "decoy":
+            parts.append(
+                _line(
+                    {
+                        "type": "custom",
+                        "id": f"e{n}",
+                        "parentId": None,
+                        "timestamp": TS,
+                        "customType": "session_info",
+                        "data": "r" * size,
+                    }
+                )
+            )
+        else:
+            parts.append(b"{junk " + b"z" * size + b"\n")
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "t.jsonl"
+        path.write_bytes(b"".join(parts))
+        info = read_transcript_info(path)
+        assert info is not None
+        name, count, activity = _reference(path)
+        assert info.name == name
+        assert info.message_count in (None, count)
+        if path.stat().st_size < 32 << 10:
+            assert info.message_count == count
+        assert info.modified_ms == (activity if activity else 1767225600000)

@@ -135,7 +135,6 @@ _TYPE_OF: Final = operator.attrgetter("type")
 
 @attrs.frozen
 class _Batch:
-    messages: int = 0
     activity: float | None = None
     name_found: bool = False
     name: str | None = None
@@ -158,32 +157,22 @@ def _records(lines: list[bytes]) -> tuple[list[Any], list[bytes]]:
     return kinds, kept
 
 
-def _scan_batch(lines: list[bytes], *, count: bool) -> _Batch:
-    """Newest activity, latest name and (with ``count``) the message count in a batch of lines
-    (file order). Without ``count`` only the lines needed are decoded, from the end."""
+def _scan_batch(lines: list[bytes]) -> _Batch:
+    """Newest activity and latest name in a batch of lines (file order), decoding only the lines
+    needed, from the end."""
     if lines and not lines[-1]:
         lines.pop()  # the empty piece after the final newline
-    if not lines:
-        return _Batch()
-    messages = 0
     activity: float | None = None
-    if count:
-        kinds, lines = _records(lines)
-        messages = kinds.count("message")
-        for i in range(len(kinds) - 1, -1, -1):  # the last user/assistant message in file order
-            if kinds[i] == "message" and (activity := _activity_ms(lines[i])) is not None:
-                break
-    else:
-        for line in reversed(lines):
-            kind, data = _kind_of(line)
-            if kind == "message" and (activity := _activity_ms(data)) is not None:
-                break
+    for line in reversed(lines):
+        kind, data = _kind_of(line)
+        if kind == "message" and (activity := _activity_ms(data)) is not None:
+            break
     for line in reversed(lines):
         if _SESSION_INFO in line:
             record = parse_entry_line(line)
             if record is not None and record.kind == "session_info":
-                return _Batch(messages=messages, activity=activity, name_found=True, name=_name_of(record))
-    return _Batch(messages=messages, activity=activity)
+                return _Batch(activity=activity, name_found=True, name=_name_of(record))
+    return _Batch(activity=activity)
 
 
 def _kind_of(line: bytes) -> tuple[Any, bytes]:
@@ -245,17 +234,20 @@ def _info(file: Path, handle: IO[bytes]) -> TranscriptInfo | None:
     name: str | None = None
     name_found = False
     activity: float | None = None
-    messages = 0
+    batches: list[list[bytes]] = []
     while True:
         lines = reader.previous_lines()
-        batch = _scan_batch(lines, count=reader.exhausted)
-        messages += batch.messages
+        batches.append(lines)
+        batch = _scan_batch(lines)
         if activity is None:
             activity = batch.activity
         if not name_found and batch.name_found:
             name_found, name = True, batch.name
         if reader.exhausted or activity is not None or reader.bytes_read >= _MAX_TAIL_BYTES:
             break
+    messages: int | None = None
+    if reader.exhausted:  # the whole file was read: count its message entries
+        messages = sum(_records([line for line in lines if line])[0].count("message") for lines in batches)
     if not name_found and not reader.exhausted:
         name_found, name = _search_name(handle, found.entries_offset, reader.unread_end)
     if activity is not None and activity > 0:
@@ -272,7 +264,7 @@ def _info(file: Path, handle: IO[bytes]) -> TranscriptInfo | None:
         created=found.header.timestamp,
         modified_ms=modified,
         name=name,
-        message_count=messages if reader.exhausted else None,
+        message_count=messages,
         parent_session=parent if isinstance(parent, str) else None,
         size=st.st_size,
     )
