@@ -403,3 +403,64 @@ async def test_operator_fork_over_the_cap_is_an_error(store: SessionStore, tmp_p
     assert (info.value.parent_tokens, info.value.max_tokens) == (100_001, 100_000)
     child = await store.require(CHILD)
     assert child.forked_from_parent is not True and child.session_id == CHILD_ID
+
+
+# ------------------------------------------------------------------------------------- oracle
+
+ORACLE = Path(__file__).resolve().parents[1] / "data" / "oracle"
+_ORACLE_CASES = json.loads((ORACLE / "fork-cases.json").read_text())
+_ORACLE_RESULTS = {r["name"]: r for r in json.loads((ORACLE / "fork-results.json").read_text())}
+
+
+def _reduce(lines: list[str]) -> list[dict[str, Any]]:
+    """The oracle's view of a fork's entries: lines, and labels without their random ids."""
+    out: list[dict[str, Any]] = []
+    last = None
+    for line in lines:
+        entry = json.loads(line)
+        if entry["type"] == "label":
+            out.append(
+                {
+                    "type": "label",
+                    "parentIsLast": entry["parentId"] == last,
+                    "targetId": entry["targetId"],
+                    "label": entry["label"],
+                }
+            )
+        else:
+            out.append({"line": line})
+        last = entry["id"]
+    return out
+
+
+@pytest.mark.parametrize("case", _ORACLE_CASES, ids=[c["name"] for c in _ORACLE_CASES])
+async def test_fork_matches_openclaw(case: dict[str, Any], tmp_path: Path, clock: FakeClock) -> None:
+    """18 cases run through OpenClaw's own fork sizing and transcript fork (regen_fork_fixtures.py)."""
+    expected = _ORACLE_RESULTS[case["name"]]
+    sessions = tmp_path / "agents" / "main" / "sessions"
+    parent_file = sessions / f"{case['entry']['sessionId']}.jsonl"
+    store = SessionStore.open(sessions, backend="json", clock=clock)
+    if case["transcript"] is not None:
+        sessions.mkdir(parents=True)
+        parent_file.write_text(case["transcript"])
+    await store.patch(PARENT, case["entry"])
+    await store.patch(CHILD, {"sessionId": CHILD_ID, "parentSessionKey": PARENT})
+    result = await apply_parent_fork(store, CHILD)
+    assert result.decision is not None
+    assert result.decision.parent_tokens == expected["tokens"]
+    assert result.decision.action == expected["decision"]["status"]
+    if expected["decision"]["status"] == "skip":
+        assert result.status == "skipped"
+        return
+    if expected["fork"] is None:
+        assert result.status == "missing-parent"
+        return
+    assert result.status == "forked" and result.transcript_path is not None
+    lines = result.transcript_path.read_text().splitlines()
+    header = json.loads(lines[0])
+    assert list(header) == expected["fork"]["headerKeys"]
+    assert header["cwd"] == expected["fork"]["cwd"]
+    assert (header["parentSession"] == str(parent_file)) == expected["fork"]["parentSessionIsSource"]
+    assert _reduce(lines[1:]) == expected["fork"]["entries"]
+    forked = await TranscriptManager.open(result.transcript_path)
+    assert forked.diagnostics.missing_parents == ()

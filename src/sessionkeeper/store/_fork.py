@@ -10,7 +10,9 @@ by :func:`read_transcript_usage`, and :func:`apply_parent_fork` puts it together
 
 from __future__ import annotations
 
+import datetime as _dt
 import math
+import os
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,7 +23,7 @@ import attrs
 import msgspec
 from msgspec import UNSET
 
-from sessionkeeper._fs import iso_stamp
+from sessionkeeper._fs import FILE_MODE, check_safe_name, fsync_dir, iso_stamp
 from sessionkeeper.exceptions import (
     ParentTooLargeError,
     SessionBusyError,
@@ -31,7 +33,7 @@ from sessionkeeper.exceptions import (
 )
 from sessionkeeper.store._entry import SessionEntry
 from sessionkeeper.store._store import SessionStore
-from sessionkeeper.transcript import TranscriptManager, is_locked, read_lock_owner
+from sessionkeeper.transcript import CURRENT_SESSION_VERSION, TranscriptManager, is_locked, read_lock_owner
 
 
 __all__ = (
@@ -41,6 +43,7 @@ __all__ = (
     "TranscriptUsage",
     "apply_parent_fork",
     "decide_parent_fork",
+    "fork_transcript_lines",
     "parent_fork_tokens",
     "read_transcript_usage",
     "usage_of_record",
@@ -53,6 +56,7 @@ legacy ``session.parentForkMaxTokens`` was removed)."""
 _BYTES_PER_TOKEN: Final = 4
 _TAIL_MAX_BYTES: Final = 1024 * 1024
 _TAIL_MAX_LINES: Final = 1000
+_MAX_USAGE_LINE_BYTES: Final = 256 * 1024  # OpenClaw skips larger lines (MAX_TRANSCRIPT_PARSE_LINE_BYTES)
 
 
 @attrs.frozen(kw_only=True)
@@ -296,7 +300,8 @@ def read_transcript_usage(transcript: TranscriptManager) -> TranscriptUsage | No
     branch entries after it (OpenClaw ``extractLatestUsageFromTranscriptLines``).
 
     Like OpenClaw, only the recent part is looked at: the last 1000 branch entries within 1 MiB of lines
-    from the leaf; an older usage is not found (the caller then falls back to byte estimates).
+    from the leaf; an older usage is not found (the caller then falls back to byte estimates). A line over
+    256 KiB is never parsed for usage (it counts as trailing bytes), as in OpenClaw.
 
     Returns:
         The usage (see :func:`usage_of_record`) with ``trailing_bytes`` set, or ``None``.
@@ -308,7 +313,7 @@ def read_transcript_usage(transcript: TranscriptManager) -> TranscriptUsage | No
         line = index.line_bytes(pos)
         if trailing + len(line) + 1 > _TAIL_MAX_BYTES:
             break
-        if index.kinds[pos] == "message":
+        if index.kinds[pos] == "message" and len(line) <= _MAX_USAGE_LINE_BYTES:
             try:
                 usage = usage_of_record(msgspec.json.decode(line))
             except msgspec.DecodeError:
@@ -319,19 +324,100 @@ def read_transcript_usage(transcript: TranscriptManager) -> TranscriptUsage | No
     return None
 
 
-def _branch_has_assistant(transcript: TranscriptManager) -> bool:
+def _decode(line: bytes) -> Any:
+    try:
+        return msgspec.json.decode(line)
+    except msgspec.DecodeError:
+        return None
+
+
+def _iso(now_ms: int) -> str:
+    when = _dt.datetime.fromtimestamp(now_ms / 1000, tz=_dt.UTC)
+    return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now_ms % 1000:03d}Z"
+
+
+def fork_transcript_lines(
+    transcript: TranscriptManager, *, session_id: str, now_ms: int, parent_session: str
+) -> list[bytes]:
+    """
+    The lines of the transcript a parent fork writes (OpenClaw ``forkSessionFromParentTranscript``,
+    ``buildForkedBranchEntries``).
+
+    A header ``{type, version: 3, id, timestamp, cwd, parentSession}`` (``cwd`` from the parent's header,
+    else the process's), then, when the active branch (root -> leaf) holds an assistant reply, every branch
+    entry byte for byte (``label`` entries on the branch stay where they are, so no entry loses its
+    parent), then one new ``label`` entry, chained after the last, for each label entry off the branch
+    whose target is on it (file order, its own timestamp). Without an assistant reply: the header alone.
+
+    Unlike pi's ``createBranchedSession`` (:meth:`TranscriptManager.create_branched_session`), which drops
+    the branch's label entries and so leaves the entry after a label without its parent, this is what
+    OpenClaw writes.
+
+    Args:
+        transcript: The loaded parent transcript.
+        session_id: The new session id.
+        now_ms: The header's time, ms since the epoch.
+        parent_session: The header's ``parentSession`` (the parent's file).
+    """
     index = transcript.index
-    for pos in index.path_positions(transcript.leaf_id):
-        if index.kinds[pos] != "message":
+    cwd = transcript.header.cwd if isinstance(transcript.header.cwd, str) else str(Path.cwd())
+    header = {
+        "type": "session",
+        "version": CURRENT_SESSION_VERSION,
+        "id": session_id,
+        "timestamp": _iso(now_ms),
+        "cwd": cwd,
+        "parentSession": parent_session,
+    }
+    lines = [msgspec.json.encode(header)]
+    positions = index.path_positions(transcript.leaf_id)
+    records = [_decode(index.line_bytes(pos)) for pos in positions]
+    has_reply = any(
+        isinstance(r, dict) and r.get("type") == "message" and isinstance(r.get("message"), dict)
+        and r["message"].get("role") == "assistant"
+        for r in records
+    )  # fmt: skip
+    if not has_reply:
+        return lines
+    lines.extend(index.line_bytes(pos) for pos in positions)
+    path_ids = {r["id"] for r in records if isinstance(r, dict) and isinstance(r.get("id"), str)}
+    taken = set(path_ids)
+    parent = records[-1].get("id") if isinstance(records[-1], dict) else None
+    on_path = set(positions)
+    for pos in range(len(index)):
+        if index.kinds[pos] != "label" or pos in on_path:
             continue
-        try:
-            record = msgspec.json.decode(index.line_bytes(pos))
-        except msgspec.DecodeError:
+        record = _decode(index.line_bytes(pos))
+        if not isinstance(record, dict) or record.get("id") in path_ids:
             continue
-        message = record.get("message") if isinstance(record, dict) else None
-        if isinstance(message, dict) and message.get("role") == "assistant":
-            return True
-    return False
+        target, label, stamp = record.get("targetId"), record.get("label"), record.get("timestamp")
+        if not (
+            isinstance(target, str)
+            and target in path_ids
+            and isinstance(label, str)
+            and isinstance(stamp, str)
+        ):
+            continue
+        label_id = uuid.uuid4().hex[:8]
+        while label_id in taken:
+            label_id = uuid.uuid4().hex[:8]
+        taken.add(label_id)
+        entry = {"type": "label", "id": label_id, "parentId": parent, "timestamp": stamp}
+        entry.update(targetId=target, label=label)
+        lines.append(msgspec.json.encode(entry))
+        parent = label_id
+    return lines
+
+
+def _write_new(path: Path, lines: list[bytes]) -> None:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    try:
+        os.write(fd, b"".join(line + b"\n" for line in lines))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    fsync_dir(path.parent)
 
 
 async def _open_parent(path: Path | None, store: SessionStore) -> tuple[TranscriptManager | None, int | None]:
@@ -365,10 +451,10 @@ async def apply_parent_fork(
 
     - over the cap: no fork; the child is marked ``forkedFromParent: true`` and keeps its isolated
       context (status ``"skipped"``);
-    - otherwise the parent's active branch (root -> leaf, labels re-attached, pi's
-      ``createBranchedSession``) is copied into ``<sessions dir>/<ISO stamp>_<new id>.jsonl`` (0600,
-      header ``parentSession`` = the parent's file). A parent branch without an assistant reply gives a
-      header-only transcript, as in OpenClaw. The child gets the new ``sessionId``/``sessionFile``,
+    - otherwise the parent's active branch is copied into ``<sessions dir>/<ISO stamp>_<new id>.jsonl``
+      (0600; :func:`fork_transcript_lines`: header ``parentSession`` = the parent's file, branch entries
+      byte for byte, off-branch labels re-attached; header only when the branch has no assistant reply,
+      as in OpenClaw). The child gets the new ``sessionId``/``sessionFile``,
       ``forkedFromParent: true``, ``totalTokens`` removed and ``totalTokensFresh: false`` (``"forked"``).
 
     An absent child entry is created (with ``parentSessionKey``) when the fork or skip is recorded.
@@ -438,13 +524,11 @@ async def apply_parent_fork(
     new_id = session_id if session_id is not None else str(uuid.uuid4())
     directory = store.sessions_dir if store.sessions_dir is not None else parent_path.parent
     target = directory / f"{iso_stamp(store.clock.now_ms())}_{new_id}.jsonl"
-    leaf = transcript.leaf_id
-    if leaf is not None and _branch_has_assistant(transcript):
-        await transcript.create_branched_session(leaf, path=target, session_id=new_id)
-    else:
-        await TranscriptManager.create(
-            target, cwd=transcript.cwd, session_id=new_id, parent_session=str(parent_path), clock=store.clock
-        )
+    check_safe_name(new_id, what="session id")
+    lines = fork_transcript_lines(
+        transcript, session_id=new_id, now_ms=store.clock.now_ms(), parent_session=str(parent_path)
+    )
+    await anyio.to_thread.run_sync(_write_new, target, lines)
     entry = await store.patch(
         session_key,
         {
