@@ -1,9 +1,10 @@
 """
 Regenerate the parent-fork fixtures in tests/data/oracle (fork-cases.json, fork-results.json).
 
-Runs ``tests/store/fork_oracle.mjs`` (OpenClaw 2026.7.35's own ``resolveParentForkTokenCountRuntime``,
-``resolveParentForkDecision`` and ``forkSessionFromParentTranscript``, loaded from the installed oracle) on the
-crafted cases of :func:`cases`. Usage::
+Runs ``tests/store/fork_oracle.mjs`` (OpenClaw 2026.7.35's own
+``resolveParentForkTokenCountRuntime``, ``resolveParentForkDecision`` and
+``forkSessionFromParentTranscript``, loaded from the installed oracle) on the crafted cases of
+:func:`cases`. Usage::
 
     python tests/store/regen_fork_fixtures.py [--oracle /tmp/openclaw-oracle]
 """
