@@ -208,3 +208,24 @@ def test_open_expands_the_home_directory(tmp_path: Path, monkeypatch: pytest.Mon
     anyio.run(run)
     assert (home / ".openclaw/agents/main/sessions/sessions.json").is_file()
     assert list(cwd.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sessions", "list"],
+        ["status", "k[/bold]x"],
+        ["sessions", "cleanup", "--dry-run", "--now", "1799992000000"],
+    ],
+)
+def test_stored_text_is_not_rich_markup_nor_terminal_escapes(tmp_path: Path, args: list[str]) -> None:
+    raw = {
+        "k[/bold]x": {"sessionId": "abc", "updatedAt": 1789990000000, "label": "[/]close"},
+        "esc\x1b[31mred": {"sessionId": "def", "updatedAt": 1789990000000},
+    }
+    store = _store(tmp_path, json.dumps(raw))
+    result = CliRunner().invoke(cli, [*args, "--store", str(store)])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert result.exit_code == 0
+    assert "k[/bold]x" in result.output
+    assert "\x1b" not in result.output

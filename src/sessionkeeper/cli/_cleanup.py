@@ -34,9 +34,10 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from sessionkeeper._config import load_config
-from sessionkeeper.cli._sessions import sessions_group
+from sessionkeeper.cli._sessions import plain, sessions_group
 from sessionkeeper.store import (
     BackendName,
     MaintenanceMode,
@@ -135,7 +136,7 @@ def _print_human(console: Console, report: MaintenanceReport, store_path: Path) 
     state = (
         "dry run" if report.dry_run else ("applied" if report.applied else f"{report.mode} mode: not applied")
     )
-    console.print(f"[bold]sessions cleanup[/bold] {store_path} ({report.mode}, {state})")
+    console.print(Text("sessions cleanup", style="bold") + plain(f" {store_path} ({report.mode}, {state})"))
     console.print(
         f"entries {report.before_count} -> {report.after_count}; "
         f"files: {len(report.file_actions)} actions; bytes {report.bytes_before} -> {report.bytes_after}"
@@ -144,7 +145,7 @@ def _print_human(console: Console, report: MaintenanceReport, store_path: Path) 
     if changed:
         table = Table("session key", "action")
         for key, reason in changed.items():
-            table.add_row(key, reason)
+            table.add_row(plain(key), reason)
         console.print(table)
     if report.file_actions:
         files = Table("file", "action", "reason", "bytes")
@@ -152,7 +153,7 @@ def _print_human(console: Console, report: MaintenanceReport, store_path: Path) 
             label = (
                 f"archive -> {file_action.archive_name}" if file_action.archive_name else file_action.action
             )
-            files.add_row(file_action.name, label, file_action.reason, str(file_action.size))
+            files.add_row(plain(file_action.name), plain(label), file_action.reason, str(file_action.size))
         console.print(files)
     budget = report.disk_budget
     if budget is not None:
@@ -161,7 +162,7 @@ def _print_human(console: Console, report: MaintenanceReport, store_path: Path) 
             f"(max {budget.max_bytes}, high water {budget.high_water_bytes})"
         )
     for warning in report.warnings:
-        console.print(f"[yellow]warning:[/yellow] {warning}")
+        console.print(Text("warning:", style="yellow") + plain(f" {warning}"))
 
 
 @sessions_group.command("cleanup")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,6 +19,7 @@ import click
 from msgspec import UNSET
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from sessionkeeper.store import SessionEntry, SessionStore, session_entry_to_dict
 from sessionkeeper.store._json import JsonFileStoreBackend
@@ -56,6 +58,18 @@ def session_row(key: str, entry: SessionEntry) -> dict[str, Any]:
     row["archived"] = entry.is_archived
     row["pinned"] = entry.is_pinned
     return row
+
+
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def plain(value: str) -> Text:
+    """
+    Stored text (a session key, label, file name) for a rich table or line: never read as markup (a
+    ``[/bold]`` in a key crashed the command), control characters shown as ``\\xNN`` (no terminal
+    escape sequences from the store).
+    """
+    return Text(_CONTROL_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", value))
 
 
 def _when(ms: Any) -> str:
@@ -128,18 +142,18 @@ def list_command(
         click.echo(json.dumps(payload, indent=2, ensure_ascii=False))
         return
     table = Table(
-        title=f"{len(rows)} {'archived ' if archived and not show_all else ''}sessions in {location}"
+        title=plain(f"{len(rows)} {'archived ' if archived and not show_all else ''}sessions in {location}")
     )
     for column in ("key", "session id", "updated (UTC)", "label", "model", "tokens", "flags"):
         table.add_column(column, overflow="fold")
     for key, entry in rows:
         flags = ("pinned " if entry.is_pinned else "") + ("archived" if entry.is_archived else "")
         table.add_row(
-            key,
-            entry.session_id if isinstance(entry.session_id, str) else "-",
+            plain(key),
+            plain(entry.session_id) if isinstance(entry.session_id, str) else "-",
             _when(entry.updated_at),
-            entry.label if isinstance(entry.label, str) else "",
-            entry.model if isinstance(entry.model, str) else "",
+            plain(entry.label) if isinstance(entry.label, str) else "",
+            plain(entry.model) if isinstance(entry.model, str) else "",
             str(entry.total_tokens) if isinstance(entry.total_tokens, int) else "",
             flags.strip(),
         )
@@ -147,7 +161,8 @@ def list_command(
     console.print(table)
     if dropped:
         console.print(
-            f"[yellow]{len(dropped)} invalid entries ignored (as OpenClaw does): {', '.join(dropped)}"
+            Text(f"{len(dropped)} invalid entries ignored (as OpenClaw does): ", style="yellow")
+            + plain(", ".join(dropped))
         )
 
 
@@ -200,7 +215,7 @@ def status_command(*, store_path: Path, backend: str | None, as_json: bool, key:
         }
         click.echo(json.dumps(payload, indent=2, ensure_ascii=False))
         return
-    table = Table(title=key, show_header=False)
+    table = Table(title=plain(key), show_header=False)
     table.add_column("field")
     table.add_column("value", overflow="fold")
     for field, value in session_entry_to_dict(entry).items():
@@ -211,10 +226,10 @@ def status_command(*, store_path: Path, backend: str | None, as_json: bool, key:
         )
         if field.endswith("At") and isinstance(value, int):
             shown = f"{shown} ({value})"
-        table.add_row(field, shown)
+        table.add_row(plain(field), plain(shown))
     if transcript is not None:
         size = f"{transcript['bytes']} bytes" if transcript["exists"] else "missing"
-        table.add_row("transcript", f"{transcript['path']} ({size})")
+        table.add_row("transcript", plain(f"{transcript['path']} ({size})"))
     Console().print(table)
 
 
