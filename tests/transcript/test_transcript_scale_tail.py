@@ -139,7 +139,9 @@ def test_context_after_a_recent_compaction_reads_only_the_tail(
     assert path.stat().st_size > 900_000
 
 
-def test_thinking_level_at_the_start_is_found_by_reading_further_back(tmp_path: Path) -> None:
+def test_thinking_level_at_the_start_is_found_by_reading_further_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     objs: list[Any] = [
         {
             "type": "thinking_level_change",
@@ -164,11 +166,35 @@ def test_thinking_level_at_the_start_is_found_by_reading_further_back(tmp_path: 
             "tokensBefore": 10,
         }
     )
+    objs.append(_assistant("a1", "c1", "m"))
     path = _write(tmp_path, objs)
-    for budget in (1 << 10, 1 << 30):  # through the full-loader fallback, and by reading back
+    expected = load_transcript(path).build_context()
+    monkeypatch.setattr("sessionkeeper.transcript._tail.load_transcript", _no_full_load)
+    # past the 1 KiB budget only the thinking level is missing: the walk goes on without keeping lines
+    for budget in (1 << 10, 1 << 30):
         context = read_tail_context(path, max_tail_bytes=budget, chunk_bytes=512)
         assert context.thinking_level == "medium"
-        assert context == load_transcript(path).build_context()
+        assert context == expected
+
+
+def test_a_parent_seen_later_in_the_file_sends_the_lean_walk_to_the_full_loader(tmp_path: Path) -> None:
+    thinking = {"type": "thinking_level_change", "id": "t0", "parentId": None, "timestamp": TS}
+    objs: list[Any] = [{**thinking, "thinkingLevel": "low"}]
+    parent = "t0"
+    for i in range(100):
+        objs.append(_user(f"u{i}", parent, "y" * 200))
+        parent = f"u{i}"
+    objs.append({**thinking, "id": "u5", "parentId": "u4", "thinkingLevel": "high"})  # duplicate id, later
+    for i in range(100, 140):
+        objs.append(_user(f"u{i}", parent, "y" * 200))
+        parent = f"u{i}"
+    objs.append({"type": "compaction", "id": "c1", "parentId": parent, "timestamp": TS, "summary": "S",
+                 "firstKeptEntryId": "u139", "tokensBefore": 10})  # fmt: skip
+    objs.append(_assistant("a1", "c1", "m"))
+    path = _write(tmp_path, objs)
+    context = read_tail_context(path, max_tail_bytes=1 << 10, chunk_bytes=256)
+    assert context == load_transcript(path).build_context()
+    assert context.thinking_level == "high"  # u6's parent u5 is the later duplicate (a thinking change)
 
 
 def test_leaf_is_the_last_entry_with_an_id_and_later_duplicates_win(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ first 1 MiB, a file whose entries carry no id, or a walk that would read more th
 
 from __future__ import annotations
 
+import operator
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -329,7 +330,75 @@ def _walk_tail(handle: IO[bytes], *, max_bytes: int, first_chunk: int, visit: _V
                 return "full" if any_entry else "empty"
             return "root"  # the parent is not in the file
         if reader.bytes_read > max_bytes:
+            go_lean = getattr(visit, "go_lean", None)
+            if current is None or go_lean is None or not go_lean():
+                return "full"
+            return _walk_lean(reader, set(latest), current.parent_id, visit)
+
+
+class _StrictHead(msgspec.Struct, gc=False):
+    type: str
+    id: str | None = None
+    parentId: str | None = None  # noqa: N815 - the on-disk key
+
+
+_STRICT_DECODER: Final = msgspec.json.Decoder(_StrictHead)
+_TYPE_OF: Final = operator.attrgetter("type")
+_ID_OF: Final = operator.attrgetter("id")
+_PARENT_OF: Final = operator.attrgetter("parentId")
+
+
+def _chunk_heads(lines: list[bytes]) -> tuple[list[str], list[str | None], list[str | None], list[bytes]]:
+    """Types, ids, parent ids and bytes of the entry lines of a batch (C-speed for well-formed lines,
+    the loader's careful rules otherwise)."""
+    lines = [line for line in lines if line]
+    try:
+        heads = list(map(_STRICT_DECODER.decode, lines))
+        kinds: list[str] = list(map(_TYPE_OF, heads))
+        if "session" not in kinds:
+            return kinds, list(map(_ID_OF, heads)), list(map(_PARENT_OF, heads)), lines
+    except msgspec.DecodeError:
+        pass
+    records = [r for r in map(parse_entry_line, lines) if r is not None]
+    return (
+        [r.kind for r in records],
+        [r.entry_id for r in records],
+        [r.parent_id for r in records],
+        [r.line for r in records],
+    )
+
+
+def _walk_lean(reader: TailReader, later_ids: set[str | None], want: str | None, visit: _Visit) -> str:
+    """
+    Continue a walk whose visitor only still needs ``thinking_level_change`` entries: batches are
+    decoded at C speed and only the ids seen are kept (no line bytes), so memory stays bounded by the
+    number of entries rather than the bytes. A parent that occurs again later in the file (a forward
+    reference or a duplicated id) sends the file to the full loader.
+    """
+    while want:
+        if want in later_ids:
             return "full"
+        if reader.exhausted:
+            return "root"  # the parent is not in the file
+        kinds, ids, parents, data = _chunk_heads(reader.previous_lines())
+        where = dict(zip(ids, range(len(ids)), strict=True))  # the last occurrence in the batch wins
+        visited: set[int] = set()
+        while want in where:
+            if want in later_ids:
+                return "full"
+            at = where[want]
+            if at in visited:
+                return "root"  # a cycle: the walk stops before repeating an entry
+            visited.add(at)
+            kind = kinds[at]
+            record = TailRecord(kind, want, parents[at], data[at] if kind == "thinking_level_change" else b"")
+            if visit(record):
+                return "stopped"
+            want = parents[at]
+            if not want:
+                return "root"
+        later_ids.update(ids)
+    return "root"
 
 
 def _first_kept_of(entry: TranscriptEntry) -> Any:
@@ -351,10 +420,19 @@ class _ContextWalk:
         self.thinking_seen = False
         self.model_seen = False
         self.first_kept: Any = None
+        self.lean = False
+
+    def go_lean(self) -> bool:
+        """Past the byte budget: continue without keeping lines when only the thinking level is
+        still unknown (the entries still to be met cannot add messages, a compaction or a model)."""
+        self.lean = self.compaction_seen and self.kept_seen and self.model_seen
+        return self.lean
 
     def __call__(self, record: TailRecord) -> bool:
-        self.path.append(record)
         kind = record.kind
+        if self.lean and kind != "thinking_level_change":
+            return False
+        self.path.append(record)
         if not self.compaction_seen and kind == "compaction":
             self.compaction_seen = True
             self.first_kept = _first_kept_of(record.entry)
