@@ -6,6 +6,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+from datetime import UTC
 from pathlib import Path
 
 import anyio
@@ -16,6 +17,7 @@ from sessionkeeper._config import load_config
 from sessionkeeper.cli._main import cli
 from sessionkeeper.exceptions import ConfigError, InvalidSessionEntryError, StoreCorruptError
 from sessionkeeper.store import MaintenanceSettings, SessionStore
+from sessionkeeper.store._reset import ResetPolicy, evaluate_freshness
 
 
 DAY = 86_400_000
@@ -229,3 +231,20 @@ def test_stored_text_is_not_rich_markup_nor_terminal_escapes(tmp_path: Path, arg
     assert result.exit_code == 0
     assert "k[/bold]x" in result.output
     assert "\x1b" not in result.output
+
+
+@pytest.mark.parametrize("idle_minutes", [1e308, 1e303])
+def test_absurd_idle_minutes_never_expires_instead_of_overflow(idle_minutes: float) -> None:
+    # JavaScript: lastInteractionAt + 1e308 * 60000 is Infinity, so the session never goes idle-stale
+    policy = ResetPolicy.from_mapping({"reset": {"mode": "idle", "idleMinutes": idle_minutes}}).resolve(
+        "direct"
+    )
+    verdict = evaluate_freshness(
+        updated_at=1,
+        session_started_at=1,
+        last_interaction_at=1,
+        now_ms=1_789_990_000_000,
+        policy=policy,
+        zone=UTC,
+    )
+    assert verdict.fresh and verdict.stale_reason is None

@@ -383,11 +383,11 @@ def evaluate_freshness(
     interacted = _timestamp(last_interaction_at, now_ms)
     interacted = started if interacted is None else interacted
     daily_at = daily_reset_at_ms(now_ms, policy.at_hour, zone=zone) if policy.mode == "daily" else None
-    idle_at = (
-        round(interacted + policy.idle_minutes * 60_000)
-        if policy.idle_minutes is not None and policy.idle_minutes > 0
-        else None
-    )
+    idle_at: int | None = None
+    if policy.idle_minutes is not None and policy.idle_minutes > 0:
+        expires = interacted + float(policy.idle_minutes) * 60_000
+        # an absurd idleMinutes (1e308) expires at Infinity in JavaScript: never stale, no OverflowError
+        idle_at = round(expires) if math.isfinite(expires) else None
     stale_daily = daily_at is not None and started < daily_at
     stale_idle = idle_at is not None and now_ms > idle_at
     reason: Literal["daily", "idle"] | None = None
