@@ -11,7 +11,9 @@ still depends on earlier lines.
 
 Whenever the tail cannot prove the answer, the full loader decides instead (so the result is always that
 of :func:`load_transcript`): a legacy v1/v2 file (migrated in memory), a header that is not found in the
-first 1 MiB, a file whose entries carry no id, or a walk that would read more than ``max_tail_bytes``.
+first 1 MiB, a file whose entries carry no id, or a walk that would read more than ``max_tail_bytes``
+(except for the context when only the thinking level is still unknown: that walk goes on keeping ids
+only, see :func:`_walk_lean`).
 """
 
 from __future__ import annotations
@@ -458,8 +460,9 @@ def read_tail_context(
     the leaf's path, that compaction's ``firstKeptEntryId``, the last ``thinking_level_change`` and the
     last model (``model_change`` or assistant message); so with a recent compaction and the settings
     recorded after it, the cost follows the live context, not the file size. When the path must be
-    followed further than ``max_tail_bytes`` (default 32 MiB; e.g. the only thinking level change is
-    at the start of a huge file), or for a legacy v1/v2 file, the full loader decides.
+    followed further than ``max_tail_bytes`` (default 32 MiB) and only the thinking level is still
+    unknown (its only change is at the start of a huge file), the walk goes on at C speed keeping ids,
+    not lines; in any other such case, and for a legacy v1/v2 file, the full loader decides.
 
     Args:
         path: The transcript file.
