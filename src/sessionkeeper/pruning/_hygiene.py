@@ -150,7 +150,8 @@ def check_tool_pairing(messages: Sequence[AgentMessage]) -> tuple[HygieneFinding
     findings: list[HygieneFinding] = []
     open_calls: dict[str, int] = {}
     answered: set[str] = set()
-    last_assistant = -1
+    other_since_assistant = False  # a message other than a tool result since the latest assistant
+    valid_names: dict[str, bool] = {}
     for index, message in enumerate(messages):
         if isinstance(message, AssistantMessage):
             for call_id, at in open_calls.items():
@@ -162,12 +163,16 @@ def check_tool_pairing(messages: Sequence[AgentMessage]) -> tuple[HygieneFinding
                         detail=f"tool call {call_id!r} has no result before the next assistant turn",
                     )
                 )
-            open_calls = {}
-            last_assistant = index
+            if open_calls:
+                open_calls = {}
+            other_since_assistant = False
             for block in message.content:
                 if not isinstance(block, ToolCall):
                     continue
-                if not block.id or not is_allowed_tool_call_name(block.name):
+                allowed = valid_names.get(block.name)
+                if allowed is None:
+                    allowed = valid_names[block.name] = is_allowed_tool_call_name(block.name)
+                if not block.id or not allowed:
                     findings.append(
                         HygieneFinding(
                             kind="invalid-tool-call",
@@ -181,7 +186,7 @@ def check_tool_pairing(messages: Sequence[AgentMessage]) -> tuple[HygieneFinding
         elif isinstance(message, ToolResultMessage):
             call_id = message.tool_call_id
             if call_id in open_calls:
-                if any(not isinstance(m, ToolResultMessage) for m in messages[last_assistant + 1 : index]):
+                if other_since_assistant:
                     findings.append(
                         HygieneFinding(
                             kind="displaced-tool-result",
@@ -210,6 +215,8 @@ def check_tool_pairing(messages: Sequence[AgentMessage]) -> tuple[HygieneFinding
                         detail=f"result for {call_id!r} answers no earlier tool call",
                     )
                 )
+        else:
+            other_since_assistant = True
     for call_id, at in open_calls.items():
         findings.append(
             HygieneFinding(

@@ -12,6 +12,7 @@ OpenAI Responses replay fixes (OpenClaw spec §9 step 7, ``embedded-agent-helper
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -154,6 +155,12 @@ def _needs_normalizing(tool_call_id: str) -> bool:
     return item_id is not None and not _ITEM_ID.match(item_id)
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _resolved(tool_call_id: str) -> str:
+    """The Responses-shaped id (cached: pure, and the same ids come back on every model call)."""
+    return _normalized(tool_call_id) if _needs_normalizing(tool_call_id) else tool_call_id
+
+
 def _normalized(tool_call_id: str) -> str:
     call_id, item_id = _split(tool_call_id)
     call = _normalize_part(call_id, "call_", _CALL_ID)
@@ -168,29 +175,23 @@ def normalize_openai_responses_ids(messages: Sequence[AgentMessage]) -> Sequence
     becomes ``call_<sanitised tail>_<sha256 prefix>`` (and ``fc_...`` for the item part), at most 64
     chars, the same for a call and its results.
     """
-    rewritten: dict[str, str] = {}
-
-    def resolve(tool_call_id: str) -> str:
-        if tool_call_id in rewritten:
-            return rewritten[tool_call_id]
-        if not _needs_normalizing(tool_call_id):
-            return tool_call_id
-        rewritten[tool_call_id] = _normalized(tool_call_id)
-        return rewritten[tool_call_id]
+    resolve = _resolved
 
     out: list[AgentMessage] = []
     changed = False
     for message in messages:
         if isinstance(message, AssistantMessage):
+            if all(not isinstance(b, ToolCall) or resolve(b.id) == b.id for b in message.content):
+                out.append(message)
+                continue
             content = [
                 msgspec.structs.replace(b, id=resolve(b.id))
                 if isinstance(b, ToolCall) and resolve(b.id) != b.id
                 else b
                 for b in message.content
             ]
-            if any(a is not b for a, b in zip(content, message.content, strict=True)):
-                message = msgspec.structs.replace(message, content=content)
-                changed = True
+            message = msgspec.structs.replace(message, content=content)
+            changed = True
         elif isinstance(message, ToolResultMessage):
             new_id = resolve(message.tool_call_id)
             if new_id != message.tool_call_id:

@@ -38,12 +38,20 @@ OMITTED_ASSISTANT_REASONING_TEXT: Final = "[assistant reasoning omitted]"
 _THINKING_TYPES: Final = frozenset(("thinking", "redacted_thinking"))
 
 
+_ROLE_BY_TYPE: dict[type, str | None] = {}
+
+
 def message_role(message: AgentMessage) -> str | None:
     """The ``role`` of a message record (``None`` for an unknown message without a string role)."""
+    cls = type(message)
+    if cls in _ROLE_BY_TYPE:  # a record type's role is its tag: looked up once per type
+        return _ROLE_BY_TYPE[cls]
     if isinstance(message, UnknownMessage):
         return message.role
     tag = message.__struct_config__.tag
-    return tag if isinstance(tag, str) else None
+    role = tag if isinstance(tag, str) else None
+    _ROLE_BY_TYPE[cls] = role
+    return role
 
 
 def _is_assistant_with_content(message: AgentMessage) -> bool:

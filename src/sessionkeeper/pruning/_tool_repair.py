@@ -16,6 +16,7 @@ nothing changed). Messages of unknown shape (:class:`UnknownMessage`) pass throu
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import re
 from collections.abc import Iterable, Sequence
@@ -61,6 +62,7 @@ _NATIVE_ANTHROPIC_ID = re.compile(r"^toolu_[A-Za-z0-9_]+$")
 _KIMI_ID = re.compile(r"^functions\.[A-Za-z0-9_-]+:\d+$")
 _NON_ALNUM = re.compile(r"[^a-zA-Z0-9]")
 _STRICT9 = 9
+_STRICT_MAX = 40  # the length cap of strict ids in _Resolver._unique
 
 ErroredAssistantPolicy = Literal["keep", "drop"]
 
@@ -149,13 +151,32 @@ def repair_tool_call_inputs(
     changed = False
     preserved: set[str] = set()
     prior: set[str] = set()
+    valid_names: dict[str, bool] = {}  # is_allowed_tool_call_name per distinct name
     for index, message in enumerate(messages):
-        if not isinstance(message, AssistantMessage) or not any(
-            isinstance(b, ToolCall) for b in message.content
-        ):
+        if not isinstance(message, AssistantMessage):
             out.append(message)
             continue
-        if provider_owned_thinking_replay and any(isinstance(b, ThinkingContent) for b in message.content):
+        has_call = has_thinking = False
+        clean = True  # every call has a non-blank id and an allowed, trimmed name
+        for b in message.content:
+            if isinstance(b, ToolCall):
+                has_call = True
+                name = b.name
+                allowed_name = valid_names.get(name)
+                if allowed_name is None:
+                    allowed_name = valid_names[name] = is_allowed_tool_call_name(name, allowed)
+                if not allowed_name or not b.id or b.id.isspace() or name != name.strip():
+                    clean = False
+            elif isinstance(b, ThinkingContent):
+                has_thinking = True
+        if not has_call:
+            out.append(message)
+            continue
+        if clean and not (provider_owned_thinking_replay and has_thinking):
+            prior.update([b.id for b in message.content if isinstance(b, ToolCall)])
+            out.append(message)
+            continue
+        if provider_owned_thinking_replay and has_thinking:
             calls = _replay_safe_thinking_calls(message, allowed)
             displaced = _results_displaced(messages, index)
             if calls is not None and all(
@@ -224,6 +245,14 @@ def _calls(message: AssistantMessage) -> list[ToolCall]:
     return [b for b in message.content if isinstance(b, ToolCall) and b.id]
 
 
+def _has_calls(message: AssistantMessage) -> bool:
+    """Whether :func:`_calls` is not empty (no list is built)."""
+    for b in message.content:  # noqa: SIM110 - no generator per message on the hot path
+        if isinstance(b, ToolCall) and b.id:
+            return True
+    return False
+
+
 def _result_id(message: ToolResultMessage) -> str:
     return message.tool_call_id.strip()
 
@@ -287,6 +316,46 @@ def _later_results(
     return found
 
 
+def _pairing_intact(messages: Sequence[AgentMessage]) -> bool:
+    """
+    Whether :func:`repair_tool_use_result_pairing` would return ``messages`` unchanged (a dry run).
+
+    True when every tool-calling assistant (none errored or aborted) has calls with distinct,
+    trimmed ids never used before, each answered right after it, in call order, by exactly one
+    result with that id and a trimmed, non-blank name, and no other result appears anywhere.
+    """
+    seen: set[str] = set()
+    total = len(messages)
+    index = 0
+    while index < total:
+        message = messages[index]
+        index += 1
+        if isinstance(message, ToolResultMessage):
+            return False  # an orphan (or a result displaced from its call)
+        if not isinstance(message, AssistantMessage):
+            continue
+        calls = _calls(message)
+        if not calls:
+            continue
+        if message.stop_reason in ("error", "aborted") or index + len(calls) > total:
+            return False
+        for call in calls:
+            result = messages[index]
+            index += 1
+            call_id = call.id
+            if (
+                not isinstance(result, ToolResultMessage)
+                or result.tool_call_id != call_id
+                or call_id in seen
+                or call_id != call_id.strip()
+                or not result.tool_name
+                or result.tool_name != result.tool_name.strip()
+            ):
+                return False
+            seen.add(call_id)
+    return True
+
+
 @attrs.frozen(kw_only=True)
 class PairingRepair:
     """
@@ -336,6 +405,8 @@ def repair_tool_use_result_pairing(
         The :class:`PairingRepair`. Afterwards every tool call of a kept assistant is followed by
         exactly one result with its id, and every result follows its call.
     """
+    if _pairing_intact(messages):
+        return PairingRepair(messages=tuple(messages))
     out: list[AgentMessage] = []
     added: list[str] = []
     seen: set[str] = set()
@@ -367,10 +438,7 @@ def repair_tool_use_result_pairing(
             positions[rid] = len(out)
         out.append(result)
 
-    result_positions: dict[str, list[int]] = {}
-    for at, candidate in enumerate(messages):
-        if isinstance(candidate, ToolResultMessage):
-            result_positions.setdefault(_result_id(candidate), []).append(at)
+    result_positions: dict[str, list[int]] | None = None  # built on first need: most turns are complete
     index = 0
     total = len(messages)
     while index < total:
@@ -380,11 +448,12 @@ def repair_tool_use_result_pairing(
             changed = True
             index += 1
             continue
-        if not isinstance(message, AssistantMessage) or not _calls(message):
+        calls = _calls(message) if isinstance(message, AssistantMessage) else None
+        if not calls:
             out.append(message)
             index += 1
             continue
-        calls = _calls(message)
+        assert isinstance(message, AssistantMessage)
         ids = {c.id for c in calls}
         names = {c.id: c.name for c in calls}
         span: dict[str, ToolResultMessage] = {}
@@ -394,7 +463,7 @@ def repair_tool_use_result_pairing(
         while j < total:
             nxt = messages[j]
             if isinstance(nxt, AssistantMessage):
-                if _calls(nxt):
+                if _has_calls(nxt):
                     break
                 remainder.append(nxt)
                 first_remainder = j if first_remainder < 0 else first_remainder
@@ -438,7 +507,14 @@ def repair_tool_use_result_pairing(
         out.append(message)
         if span and 0 <= first_remainder < last_result:
             changed = True  # a result is moved up past other messages
-        later = _later_results(messages, result_positions, j, calls, seen)
+        later: dict[str, ToolResultMessage] = {}
+        if any(call.id not in span for call in calls):
+            if result_positions is None:
+                result_positions = {}
+                for at, candidate in enumerate(messages):
+                    if isinstance(candidate, ToolResultMessage):
+                        result_positions.setdefault(_result_id(candidate), []).append(at)
+            later = _later_results(messages, result_positions, j, calls, seen)
         for call in calls:
             if call.id in span:
                 push(span[call.id])
@@ -499,6 +575,10 @@ def sanitize_tool_call_id(tool_call_id: str, mode: Literal["strict", "strict9"] 
     return alnum or "sanitizedtoolid"
 
 
+_sanitized_id = functools.lru_cache(maxsize=1 << 16)(sanitize_tool_call_id)
+"""Cached :func:`sanitize_tool_call_id` (pure; the same ids come back on every model call)."""
+
+
 class _Resolver:
     """OpenClaw ``createOccurrenceAwareResolver``: unique ids, calls and results paired by occurrence."""
 
@@ -521,7 +601,7 @@ class _Resolver:
                     return candidate
             raise RuntimeError("could not allocate a unique tool call id")  # pragma: no cover
         if self.mode == "strict9":
-            base = sanitize_tool_call_id(seed, "strict9")
+            base = _sanitized_id(seed, "strict9")
             if len(base) >= _STRICT9 and base[:_STRICT9] not in self.used:
                 return base[:_STRICT9]
             for i in range(1000):
@@ -529,7 +609,7 @@ class _Resolver:
                 if hashed not in self.used:
                     return hashed
             raise RuntimeError("could not allocate a unique strict9 tool call id")  # pragma: no cover
-        base = sanitize_tool_call_id(seed, "strict")[:40]
+        base = _sanitized_id(seed, "strict")[:40]
         if base not in self.used:
             return base
         digest = _short_hash(seed)
@@ -583,6 +663,56 @@ class _Resolver:
         return self._allocate(f"{raw}:tool_result:{occurrence}")
 
 
+def _keeps_id(raw: str, mode: Literal["strict", "strict9", "dedupe"]) -> bool:
+    """Whether a first-use id that no other id took is allocated as itself by :class:`_Resolver`."""
+    if mode == "dedupe":
+        return ":" not in raw
+    if mode == "strict9":
+        return len(raw) == _STRICT9 and raw.isascii() and raw.isalnum()
+    if len(raw) > _STRICT_MAX:
+        return False
+    return (raw.isascii() and raw.isalnum()) or bool(_KIMI_ID.match(raw))
+
+
+def _ids_unchanged(
+    messages: Sequence[AgentMessage],
+    mode: Literal["strict", "strict9", "dedupe"],
+    kept_turns: set[int],
+    reserved: set[str],
+    keep_native: bool,
+) -> bool:
+    """
+    Whether :func:`sanitize_tool_call_ids` would keep every id (a dry run of :class:`_Resolver`).
+
+    True when every call id is used once, not reserved, and already valid for ``mode``, and every
+    result answers a pending call (in ``dedupe`` mode an orphan keeps its id too).
+    """
+    used = set(reserved)
+    pending: dict[str, int] = {}
+    for index, message in enumerate(messages):
+        if isinstance(message, AssistantMessage):
+            kept = index in kept_turns
+            for block in message.content:
+                if not isinstance(block, ToolCall) or not block.id:
+                    continue
+                raw = block.id
+                if not kept:
+                    if raw in used or not (
+                        _keeps_id(raw, mode) or (keep_native and _NATIVE_ANTHROPIC_ID.match(raw))
+                    ):
+                        return False
+                    used.add(raw)
+                pending[raw] = pending.get(raw, 0) + 1
+        elif isinstance(message, ToolResultMessage) and message.tool_call_id:
+            raw = message.tool_call_id
+            count = pending.get(raw, 0)
+            if count:
+                pending[raw] = count - 1
+            elif mode != "dedupe":
+                return False
+    return True
+
+
 def sanitize_tool_call_ids(
     messages: Sequence[AgentMessage],
     *,
@@ -627,6 +757,8 @@ def sanitize_tool_call_ids(
             kept_turns.add(index)
             reserved.update(c.id for c in calls)
         resolver.used.update(reserved)
+    if _ids_unchanged(messages, mode, kept_turns, resolver.used, preserve_native_anthropic_ids):
+        return messages
     out: list[AgentMessage] = []
     changed = False
     for index, message in enumerate(messages):
@@ -638,16 +770,15 @@ def sanitize_tool_call_ids(
             out.append(message)
             continue
         if isinstance(message, AssistantMessage):
-            content = []
-            touched = False
-            for block in message.content:
+            content: list[TextContent | ThinkingContent | ToolCall] | None = None  # copied on first change
+            for position, block in enumerate(message.content):
                 if isinstance(block, ToolCall) and block.id:
                     new_id = resolver.call(block.id)
                     if new_id != block.id:
-                        block = msgspec.structs.replace(block, id=new_id)
-                        touched = True
-                content.append(block)
-            if touched:
+                        if content is None:
+                            content = list(message.content)
+                        content[position] = msgspec.structs.replace(block, id=new_id)
+            if content is not None:
                 message = msgspec.structs.replace(message, content=content)
                 changed = True
         elif isinstance(message, ToolResultMessage) and message.tool_call_id:

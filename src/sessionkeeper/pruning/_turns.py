@@ -195,6 +195,25 @@ def _non_blank(blocks: Sequence[Any]) -> list[Any]:
     return [b for b in blocks if not (isinstance(b, TextContent) and not b.text.strip())]
 
 
+def _has_blank(blocks: Sequence[Any]) -> bool:
+    """Whether :func:`_non_blank` would drop a block (no list is built)."""
+    for b in blocks:  # noqa: SIM110 - no generator per message on the hot path
+        if isinstance(b, TextContent) and (not b.text or b.text.isspace()):
+            return True
+    return False
+
+
+def _has_bad_thought_signature(blocks: Sequence[Any]) -> bool:
+    for b in blocks:
+        if (
+            isinstance(b, ToolCall)
+            and isinstance(b.thought_signature, str)
+            and not _is_base64_signature(b.thought_signature)
+        ):
+            return True
+    return False
+
+
 def sanitize_content_blocks(
     messages: Sequence[AgentMessage],
     *,
@@ -218,6 +237,9 @@ def sanitize_content_blocks(
         if isinstance(message, ToolResultMessage) or (
             isinstance(message, UserMessage) and not isinstance(message.content, str)
         ):
+            if not _has_blank(message.content):
+                out.append(message)
+                continue
             kept = _non_blank(message.content)
             if len(kept) != len(message.content):
                 touched = True
@@ -225,8 +247,16 @@ def sanitize_content_blocks(
                     message, content=kept or [TextContent(text=EMPTY_CONTENT_TEXT)]
                 )
         elif isinstance(message, AssistantMessage):
+            signatures = (
+                base64_thought_signatures and not preserve_signatures and message.stop_reason != "error"
+            )
+            if not (signatures and _has_bad_thought_signature(message.content)) and not _has_blank(
+                message.content
+            ):
+                out.append(message)  # fast path: nothing to drop or rewrite
+                continue
             content: list[Any] = list(message.content)
-            if base64_thought_signatures and not preserve_signatures and message.stop_reason != "error":
+            if signatures:
                 content = [
                     msgspec.structs.replace(b, thought_signature=msgspec.UNSET)
                     if isinstance(b, ToolCall)
@@ -319,6 +349,32 @@ def _droppable_trailing(message: AgentMessage) -> bool:
     )
 
 
+def _normalize_needed(messages: Sequence[AgentMessage]) -> bool:
+    """
+    Whether :func:`normalize_replay_content` could change anything (conservative, allocation-free).
+
+    A silent payload always contains the token, and ``NO_REPLY``'s ``_`` has no case variant, so a
+    text block without ``_`` is never silent.
+    """
+    for message in messages:
+        if isinstance(message, UserMessage):
+            content = message.content
+            if isinstance(content, str):
+                if not content or content.isspace():
+                    return True
+            elif not content or _has_blank(content):
+                return True
+        elif isinstance(message, AssistantMessage):
+            if message.provider == "openclaw" and message.model in _TRANSCRIPT_ONLY_MODELS:
+                return True
+            if not message.content or message.stop_reason == "length":
+                return True
+            for b in message.content:
+                if isinstance(b, TextContent) and "_" in b.text:
+                    return True
+    return bool(messages) and _droppable_trailing(messages[-1])
+
+
 def normalize_replay_content(messages: Sequence[AgentMessage]) -> Sequence[AgentMessage]:
     """
     Clean turns for replay (OpenClaw ``normalizeAssistantReplayContent``, spec §9 step 2).
@@ -337,6 +393,8 @@ def normalize_replay_content(messages: Sequence[AgentMessage]) -> Sequence[Agent
     Returns:
         A new list, or ``messages`` itself when nothing changed.
     """
+    if not _normalize_needed(messages):
+        return messages
     out: list[AgentMessage] = []
     touched = False
     for message in messages:
@@ -393,6 +451,11 @@ def _latest_assistant(messages: Sequence[AgentMessage]) -> int:
 
 
 def _strip_signatures(message: AssistantMessage) -> AssistantMessage:
+    for block in message.content:
+        if isinstance(block, ThinkingContent) and block.thinking_signature is not msgspec.UNSET:
+            break
+    else:
+        return message  # fast path: no signature to strip
     content: list[Any] = []
     changed = False
     for block in message.content:
@@ -442,6 +505,15 @@ def strip_stale_thinking_signatures(messages: Sequence[AgentMessage]) -> Sequenc
     return out if touched else messages
 
 
+def _has_invalid_signature(blocks: Sequence[Any]) -> bool:
+    for b in blocks:
+        if isinstance(b, ThinkingContent) and not (
+            isinstance(b.thinking_signature, str) and b.thinking_signature.strip()
+        ):
+            return True
+    return False
+
+
 def strip_invalid_thinking_signatures(
     messages: Sequence[AgentMessage], *, preserve_latest_assistant: bool = True
 ) -> Sequence[AgentMessage]:
@@ -455,7 +527,11 @@ def strip_invalid_thinking_signatures(
     out: list[AgentMessage] = []
     touched = False
     for index, message in enumerate(messages):
-        if isinstance(message, AssistantMessage) and index != latest:
+        if (
+            isinstance(message, AssistantMessage)
+            and index != latest
+            and _has_invalid_signature(message.content)
+        ):
             kept = [
                 b
                 for b in message.content
@@ -536,11 +612,43 @@ def validate_gemini_turns(messages: Sequence[AgentMessage]) -> Sequence[AgentMes
 def _strip_dangling_tool_calls(messages: Sequence[AgentMessage]) -> Sequence[AgentMessage]:
     out: list[AgentMessage] = []
     touched = False
+    total = len(messages)
     for index, message in enumerate(messages):
-        if not isinstance(message, AssistantMessage) or not any(
-            isinstance(b, ToolCall) and b.id for b in message.content
-        ):
+        if not isinstance(message, AssistantMessage):
             out.append(message)
+            continue
+        has_call = has_thinking = False
+        for b in message.content:
+            if isinstance(b, ToolCall):
+                has_call = has_call or bool(b.id)
+            elif isinstance(b, ThinkingContent):
+                has_thinking = True
+        if not has_call:
+            out.append(message)
+            continue
+        if not has_thinking:  # only the answered ids matter: a set, and no copy when all are answered
+            ids: set[str] = set()
+            for at in range(index + 1, total):
+                later = messages[at]
+                if isinstance(later, AssistantMessage) or (
+                    isinstance(later, UnknownMessage) and later.role == "assistant"
+                ):
+                    break
+                if isinstance(later, ToolResultMessage):
+                    rid = later.tool_call_id.strip()
+                    if rid:
+                        ids.add(rid)
+            if all(not isinstance(b, ToolCall) or b.id.strip() in ids for b in message.content):
+                out.append(message)
+                continue
+            kept = [b for b in message.content if not isinstance(b, ToolCall) or b.id.strip() in ids]
+            fallback_text: list[Any] = (
+                []
+                if message.stop_reason in ("error", "aborted")
+                else [TextContent(text=TOOL_CALLS_OMITTED_TEXT)]
+            )
+            out.append(msgspec.structs.replace(message, content=kept or fallback_text))
+            touched = True
             continue
         answered: dict[str, set[str]] = {}
         for at in range(index + 1, len(messages)):  # no slice copy: this runs once per tool-calling turn
