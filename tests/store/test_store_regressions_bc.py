@@ -248,3 +248,23 @@ def test_absurd_idle_minutes_never_expires_instead_of_overflow(idle_minutes: flo
         zone=UTC,
     )
     assert verdict.fresh and verdict.stale_reason is None
+
+
+def test_rewritten_entry_keeps_javascript_number_forms(tmp_path: Path) -> None:
+    # as OpenClaw writes them (JSON.stringify): msgspec would give 1.2345e-6, 1e21, 1e-7 -> 1e-7, 100.0
+    text = (
+        '{\n  "k": {\n    "sessionId": "abc",\n    "updatedAt": 1789990000000,\n    "x": {\n'
+        '      "cost": 0.0000012345,\n      "big": 1e+21,\n      "tiny": 1e-7,\n      "half": 1.5,\n'
+        '      "huge": 1.7976931348623157e+308\n    }\n  }\n}'
+    )
+    store = _store(tmp_path, text)
+
+    async def run() -> None:
+        async with SessionStore.open(store) as opened:
+            await opened.patch("k", {"total": 100.0, "negzero": -0.0}, label="x", preserve_activity=True)
+
+    anyio.run(run)
+    written = (store / "sessions.json").read_text()
+    expected_x = text[text.index('    "x"') : text.rindex("\n  }\n}")]
+    assert expected_x in written
+    assert '"total": 100,' in written and '"negzero": 0\n' in written

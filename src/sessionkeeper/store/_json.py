@@ -50,6 +50,7 @@ from sessionkeeper.store._entry import (
     session_entry_from_dict,
     session_entry_to_dict,
 )
+from sessionkeeper.transcript._estimate import _js_number  # JavaScript's Number#toString
 
 
 __all__ = ("STORE_FILE_NAME", "JsonFileStoreBackend")
@@ -327,7 +328,8 @@ class JsonFileStoreBackend:
 
     def _encode_chunk(self, key: str) -> bytes:
         try:
-            formatted = msgspec.json.format(msgspec.json.encode({key: self._raw[key]}), indent=2)
+            encoded = msgspec.json.encode({key: _js_numbers(self._raw[key])})
+            formatted = msgspec.json.format(encoded, indent=2)
         except UnicodeEncodeError:
             formatted = _encode_with_surrogates({key: self._raw[key]})
         return formatted[2:-2]
@@ -459,6 +461,20 @@ def _atomic_write_pieces(target: Path, pieces: list[bytes], *, fsync: bool) -> N
 
 
 _LONE_SURROGATE_RE: Final = re.compile(r"[\ud800-\udfff]")
+
+
+def _js_numbers(value: Any) -> Any:
+    """
+    ``value`` with every float as JavaScript's ``JSON.stringify`` writes it (``100`` not ``100.0``,
+    ``0.00001``, ``1e+21``, ``0`` for ``-0``), so a rewritten entry keeps OpenClaw's bytes.
+    """
+    if isinstance(value, float):
+        return msgspec.Raw(_js_number(value).encode("ascii"))
+    if isinstance(value, dict):
+        return {k: _js_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_js_numbers(v) for v in value]
+    return value
 
 
 def _decode_lenient(data: bytes) -> Any:
