@@ -167,6 +167,36 @@ async def test_append_message_refuses_summary_and_custom_roles() -> None:
     assert m.entries() == []
 
 
+async def test_append_messages_chains_in_one_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "s.jsonl"
+    m = await TranscriptManager.create(path, cwd="/", clock=FakeClock())
+    first = await m.append_message(_user("q"))
+    writes: list[int] = []
+    real = TranscriptManager._write_lines
+
+    async def counting(self: TranscriptManager, lines: list[bytes]) -> None:
+        writes.append(len(lines))
+        await real(self, lines)
+
+    monkeypatch.setattr(TranscriptManager, "_write_lines", counting)
+    entries = await m.append_messages([_assistant("a"), _user("b"), _assistant("c")])
+    assert writes == [3]
+    assert [e.parent_id for e in entries] == [first.id, entries[0].id, entries[1].id]
+    assert len({e.id for e in entries} | {first.id}) == 4
+    assert m.leaf_id == entries[-1].id
+    assert [line["id"] for line in _lines(path)[1:]] == [first.id, *(e.id for e in entries)]
+    reopened = await TranscriptManager.open(path)
+    assert reopened.entries() == m.entries()
+    assert _texts(reopened.build_session_context()) == ["q", "a", "b", "c"]
+    assert await m.append_messages([]) == []
+    with pytest.raises(TypeError):
+        await m.append_messages(
+            [_user("x"), CustomMessage(custom_type="x", content="c", display=True, timestamp=1)]
+        )
+    assert writes == [3]
+    assert len(m.entries()) == 4
+
+
 async def test_label_target_must_exist_and_clear() -> None:
     m = TranscriptManager.in_memory()
     with pytest.raises(EntryNotFoundError):

@@ -522,10 +522,10 @@ class SessionRuntime:
             OSError: A write failed.
         """
         transcript = session.transcript
-        appended: list[TranscriptEntry] = []
+        # one write and one fsync for the whole reply (the turn's durable unit)
+        appended: list[TranscriptEntry] = list(await transcript.append_messages(messages))
         last_reply: AssistantMessage | None = None
         for message in messages:
-            appended.append(await transcript.append_message(message))
             if isinstance(message, AssistantMessage):
                 last_reply = message
                 if message.stop_reason not in ("error", "aborted"):

@@ -409,6 +409,54 @@ class TranscriptManager:
         )
         return result
 
+    async def append_messages(self, messages: Sequence[AgentMessage]) -> list[MessageEntry]:
+        """
+        Append several ``message`` entries, each a child of the previous one, in one write.
+
+        What :meth:`append_message` does for each message, with one lock round, one thread hop and
+        one fsync for all of them: the durable unit of an agent turn (reply and tool results). A
+        crash during the write leaves a prefix of complete entries and at most a torn last line,
+        which the next append cuts (as for any append).
+
+        Raises:
+            TypeError: A message is stored as its own entry type (see :meth:`append_message`);
+                nothing was written.
+            OSError: The write failed; nothing was added.
+        """
+        for message in messages:
+            if isinstance(message, CompactionSummaryMessage | BranchSummaryMessage | CustomMessage):
+                raise TypeError(
+                    f"{type(message).__name__} is not stored as a message entry;"
+                    " use the dedicated append method"
+                )
+        if not messages:
+            return []
+        async with self._write_lock:
+            timestamp = iso_from_ms(self._clock.now_ms())
+            parent = self._leaf_id
+            drawn: set[str] = set()
+            entries: list[MessageEntry] = []
+            lines: list[bytes] = []
+            for message in messages:
+                entry_id = new_entry_id(self._index.by_id)
+                while entry_id in drawn:
+                    entry_id = new_entry_id(self._index.by_id)
+                drawn.add(entry_id)
+                entry = MessageEntry(id=entry_id, parent_id=parent, timestamp=timestamp, message=message)
+                line = encode_entry(entry)
+                if b"\xef\xbf\xbd" in line:  # lone surrogates were replaced: keep what the file holds
+                    decoded = entry_from_json(msgspec.json.decode(line))
+                    assert isinstance(decoded, MessageEntry)
+                    entry = decoded
+                entries.append(entry)
+                lines.append(line)
+                parent = entry_id
+            await self._write_lines(lines)
+            for entry, line in zip(entries, lines, strict=True):
+                self._index.add(entry, line)
+            self._leaf_id = parent
+            return entries
+
     async def append_thinking_level_change(self, thinking_level: str) -> ThinkingLevelChangeEntry:
         """Append a ``thinking_level_change`` (spec §5.2): ``off|minimal|low|medium|high|xhigh``."""
         result: ThinkingLevelChangeEntry = await self._append(
