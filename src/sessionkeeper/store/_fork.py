@@ -331,6 +331,26 @@ def _decode(line: bytes) -> Any:
         return None
 
 
+class _RoleOnly(msgspec.Struct):
+    role: Any = None
+
+
+class _MessageRole(msgspec.Struct):
+    message: _RoleOnly | None = None
+
+
+_ROLE_DECODER: Final = msgspec.json.Decoder(_MessageRole)
+
+
+def _is_reply(line: bytes) -> bool:
+    """Whether a ``message`` line holds an assistant message (decodes only ``message.role``)."""
+    try:
+        record = _ROLE_DECODER.decode(line)
+    except msgspec.DecodeError:
+        return False
+    return record.message is not None and record.message.role == "assistant"
+
+
 def _iso(now_ms: int) -> str:
     when = _dt.datetime.fromtimestamp(now_ms / 1000, tz=_dt.UTC)
     return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now_ms % 1000:03d}Z"
@@ -371,18 +391,12 @@ def fork_transcript_lines(
     }
     lines = [msgspec.json.encode(header)]
     positions = index.path_positions(transcript.leaf_id)
-    records = [_decode(index.line_bytes(pos)) for pos in positions]
-    has_reply = any(
-        isinstance(r, dict) and r.get("type") == "message" and isinstance(r.get("message"), dict)
-        and r["message"].get("role") == "assistant"
-        for r in records
-    )  # fmt: skip
-    if not has_reply:
+    if not any(_is_reply(index.line_bytes(pos)) for pos in positions if index.kinds[pos] == "message"):
         return lines
     lines.extend(index.line_bytes(pos) for pos in positions)
-    path_ids = {r["id"] for r in records if isinstance(r, dict) and isinstance(r.get("id"), str)}
+    path_ids = {entry_id for entry_id in (index.ids[pos] for pos in positions) if entry_id is not None}
     taken = set(path_ids)
-    parent = records[-1].get("id") if isinstance(records[-1], dict) else None
+    parent = index.ids[positions[-1]]
     on_path = set(positions)
     for pos in range(len(index)):
         if index.kinds[pos] != "label" or pos in on_path:
