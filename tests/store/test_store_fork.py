@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -34,8 +35,16 @@ from sessionkeeper.store import (
     read_transcript_usage,
     usage_of_record,
 )
+from sessionkeeper.store._fork import fork_transcript_lines
 from sessionkeeper.testing import FakeClock
-from sessionkeeper.transcript import TranscriptManager
+from sessionkeeper.transcript import (
+    AssistantMessage,
+    MessageEntry,
+    TextContent,
+    TranscriptManager,
+    UserMessage,
+    load_transcript_bytes,
+)
 
 
 pytestmark = pytest.mark.anyio
@@ -464,3 +473,52 @@ async def test_fork_matches_openclaw(case: dict[str, Any], tmp_path: Path, clock
     assert _reduce(lines[1:]) == expected["fork"]["entries"]
     forked = await TranscriptManager.open(result.transcript_path)
     assert forked.diagnostics.missing_parents == ()
+
+
+# ------------------------------------------------------------------------------------- property
+
+_op = st.one_of(
+    st.tuples(st.just("user"), st.integers(0, 3)),
+    st.tuples(st.just("assistant"), st.integers(0, 3)),
+    st.tuples(st.just("label"), st.integers(0, 50)),
+    st.tuples(st.just("branch"), st.integers(0, 50)),
+)
+
+
+@given(ops=st.lists(_op, min_size=1, max_size=30))
+def test_a_fork_never_loses_a_parent_and_keeps_the_context(ops: list[tuple[str, int]]) -> None:
+    """Random trees with labels anywhere: the fork loads without missing parents, with the same context."""
+
+    async def run() -> None:
+        parent = TranscriptManager.in_memory(cwd="/w")
+        ids: list[str] = []
+        for kind, n in ops:
+            if kind == "user":
+                entry = await parent.append_message(UserMessage(content=f"u{n}", timestamp=n))
+            elif kind == "assistant":
+                reply = AssistantMessage(
+                    content=[TextContent(text=f"a{n}")], api="x", provider="p", model="m"
+                )
+                entry = await parent.append_message(reply)
+            elif kind == "label" and ids:
+                entry = await parent.append_label(ids[n % len(ids)], f"L{n}")
+            elif kind == "branch" and ids:
+                parent.branch(ids[n % len(ids)])
+                continue
+            else:
+                continue
+            ids.append(entry.id)
+        lines = fork_transcript_lines(parent, session_id=FORK_ID, now_ms=T0, parent_session="/p.jsonl")
+        forked = load_transcript_bytes(b"".join(line + b"\n" for line in lines))
+        assert json.loads(lines[0])["parentSession"] == "/p.jsonl"
+        branch_has_reply = any(
+            isinstance(e, MessageEntry) and isinstance(e.message, AssistantMessage)
+            for e in parent.get_branch()
+        )
+        if not branch_has_reply:
+            assert len(lines) == 1
+            return
+        assert forked.diagnostics.missing_parents == ()
+        assert forked.build_context().messages == parent.build_session_context().messages
+
+    anyio.run(run)
