@@ -237,7 +237,9 @@ async def run_doctor(
 ) -> DoctorRun:
     """
     Check a transcript or every ``*.jsonl`` transcript of a directory (``*.trajectory.jsonl`` sidecars
-    skipped), and with ``fix`` repair them (see the module docstring).
+    skipped), and with ``fix`` repair them (see the module docstring). A single file recognised as a config
+    (:func:`~sessionkeeper.cli._doctor_config.read_config_file`) gets the registry's config checks instead;
+    its one :class:`FileReport` has ``kind="config"``.
 
     Args:
         path: A transcript file or a sessions directory.
