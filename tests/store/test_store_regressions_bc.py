@@ -268,3 +268,18 @@ def test_rewritten_entry_keeps_javascript_number_forms(tmp_path: Path) -> None:
     expected_x = text[text.index('    "x"') : text.rindex("\n  }\n}")]
     assert expected_x in written
     assert '"total": 100,' in written and '"negzero": 0\n' in written
+
+
+def test_cleanup_now_beyond_year_9999_is_bad_input(tmp_path: Path) -> None:
+    store = _store(tmp_path, json.dumps({"k": {"sessionId": "abc", "updatedAt": 1}}))
+    (tmp_path / "abc.jsonl").write_text("{}\n")
+    for now in ("99999999999999999", "253402300800000"):
+        result = CliRunner().invoke(
+            cli, ["sessions", "cleanup", "--dry-run", "--store", str(store), "--now", now]
+        )
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+        assert result.exit_code == 2
+    result = CliRunner().invoke(
+        cli, ["sessions", "cleanup", "--dry-run", "--store", str(store), "--now", "253402300799999"]
+    )
+    assert result.exit_code == 0, result.output

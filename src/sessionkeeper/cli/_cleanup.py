@@ -109,10 +109,16 @@ class _CleanupProgress:
         self._bar.update(self._task, description="archiving and deleting files", completed=done, total=total)
 
 
+_MAX_NOW_MS: Final = 253_402_300_799_999
+"""9999-12-31T23:59:59.999Z, the last instant Python's datetime (and so an archive stamp) can show."""
+
+
 def parse_now(value: str) -> int:
     """``--now``: epoch milliseconds, or an ISO-8601 time (``2026-09-21T12:00:00Z``; no zone means UTC)."""
     text = value.strip()
     if text.isdigit():
+        if int(text) > _MAX_NOW_MS:  # past 9999-12-31: archive stamps and dates cannot be formatted
+            raise click.BadParameter(f"{value!r} is after the year 9999", param_hint="--now")
         return int(text)
     try:
         when = _dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
