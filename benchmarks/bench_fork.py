@@ -33,9 +33,9 @@ from sessionkeeper.store import (
     SessionStore,
     apply_parent_fork,
     decide_parent_fork,
+    fork_transcript_lines,
     read_transcript_usage,
 )
-from sessionkeeper.store._fork import fork_transcript_lines
 from sessionkeeper.transcript import TranscriptManager
 
 

@@ -31,11 +31,11 @@ from sessionkeeper.store import (
     TranscriptUsage,
     apply_parent_fork,
     decide_parent_fork,
+    fork_transcript_lines,
     parent_fork_tokens,
     read_transcript_usage,
     usage_of_record,
 )
-from sessionkeeper.store._fork import fork_transcript_lines
 from sessionkeeper.testing import FakeClock
 from sessionkeeper.transcript import (
     AssistantMessage,

@@ -32,12 +32,11 @@ from sessionkeeper.store._entry import (
     session_entry_from_dict,
     session_entry_to_dict,
 )
-from sessionkeeper.store._fork import (
+from sessionkeeper.store._fork import ParentForkResult, apply_parent_fork, fork_transcript_lines
+from sessionkeeper.store._fork_size import (
     PARENT_FORK_MAX_TOKENS,
     ParentForkDecision,
-    ParentForkResult,
     TranscriptUsage,
-    apply_parent_fork,
     decide_parent_fork,
     parent_fork_tokens,
     read_transcript_usage,
@@ -198,6 +197,7 @@ __all__ = (
     "evaluate_freshness",
     "find_legacy_keys",
     "find_unreferenced_transcripts",
+    "fork_transcript_lines",
     "has_provider_owned_session",
     "is_acp_session_key",
     "is_cron_run_session_key",
