@@ -245,6 +245,13 @@ def _calls(message: AssistantMessage) -> list[ToolCall]:
     return [b for b in message.content if isinstance(b, ToolCall) and b.id]
 
 
+def _has_thinking(message: AssistantMessage) -> bool:
+    for b in message.content:  # noqa: SIM110 - no generator per message on the hot path
+        if isinstance(b, ThinkingContent):
+            return True
+    return False
+
+
 def _has_calls(message: AssistantMessage) -> bool:
     """Whether :func:`_calls` is not empty (no list is built)."""
     for b in message.content:  # noqa: SIM110 - no generator per message on the hot path
@@ -749,7 +756,7 @@ def sanitize_tool_call_ids(
         for index, message in enumerate(messages):
             if not isinstance(message, AssistantMessage):
                 continue
-            if not any(isinstance(b, ThinkingContent) for b in message.content):
+            if not _has_thinking(message):
                 continue
             calls = _replay_safe_thinking_calls(message, allowed)
             if calls is None or any(c.id in reserved for c in calls):

@@ -580,7 +580,22 @@ def _merge_users(previous: UserMessage, current: UserMessage) -> UserMessage:
     return msgspec.structs.replace(current, content=[*blocks(previous.content), *blocks(current.content)])
 
 
+def _has_consecutive(messages: Sequence[AgentMessage], role: str) -> bool:
+    """Whether two ``role`` turns follow each other (messages without a role in between ignored)."""
+    last_role: str | None = None
+    for message in messages:
+        current = message_role(message)
+        if current is None:
+            continue
+        if current == last_role == role:
+            return True
+        last_role = current
+    return False
+
+
 def _merge_consecutive(messages: Sequence[AgentMessage], role: str) -> Sequence[AgentMessage]:
+    if not _has_consecutive(messages, role):
+        return messages
     out: list[AgentMessage] = []
     last_role: str | None = None
     touched = False
@@ -638,8 +653,11 @@ def _strip_dangling_tool_calls(messages: Sequence[AgentMessage]) -> Sequence[Age
                     rid = later.tool_call_id.strip()
                     if rid:
                         ids.add(rid)
-            if all(not isinstance(b, ToolCall) or b.id.strip() in ids for b in message.content):
-                out.append(message)
+            for b in message.content:
+                if isinstance(b, ToolCall) and b.id.strip() not in ids:
+                    break
+            else:
+                out.append(message)  # every call is answered
                 continue
             kept = [b for b in message.content if not isinstance(b, ToolCall) or b.id.strip() in ids]
             fallback_text: list[Any] = (
