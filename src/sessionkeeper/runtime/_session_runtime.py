@@ -257,12 +257,11 @@ class SessionRuntime:
         """Bytes of transcript lines written after the latest compaction entry (the whole file without)."""
         index = session.transcript.index
         kinds = index.kinds
-        start = 0
-        for pos in range(len(kinds) - 1, -1, -1):
-            if kinds[pos] == "compaction":
-                start = pos + 1
-                break
-        return sum(len(index.line_bytes(pos)) + 1 for pos in range(start, len(kinds)))
+        try:  # C-speed searches: this runs before every new turn
+            start = len(kinds) - kinds[::-1].index("compaction")
+        except ValueError:
+            start = 0
+        return sum(map(len, index.lines[start : len(kinds)])) + len(kinds) - start
 
     def _last_cache_touch(self, transcript: TranscriptManager) -> int | None:
         """The newest ``openclaw.cache-ttl`` marker of this provider and model (decodes markers only)."""
