@@ -11,6 +11,9 @@ times, each fsynced before it returns:
 - ``held lock``: inside ``hold_write_lock()`` (a run holds the lock; each append checks it in memory);
 - ``lock per append``: the default outside a run: each append takes and releases the lock file;
 - ``no lock``: ``locking = False`` (what the append itself costs);
+- ``turn of 3: 3 appends`` / ``turn of 3: append_messages``: a 3-message turn (reply, tool result,
+  final reply: what ``SessionRuntime.after_turn`` records) as three appends or as one
+  :meth:`TranscriptManager.append_messages` (one write, one fsync), lock per write; time per turn;
 - ``floor: os.write+fsync``: a raw ``os.write`` of the same bytes plus ``os.fsync`` on an ``O_APPEND``
   fd, synchronously (the machine's floor), and ``floor via to_thread``: the same from the event loop
   through ``anyio.to_thread.run_sync`` (the floor for any async appender that keeps the loop free).
@@ -112,6 +115,22 @@ async def run_size(size: int, workdir: Path, appends: int) -> list[tuple[str, li
             times = await _timed(appends, step)
         results.append((mode, times))
         path.unlink()
+    for mode in ("turn of 3: 3 appends", "turn of 3: append_messages"):
+        path = workdir / f"{size}-turn-{len(results)}.jsonl"
+        write_history(path, size)
+        manager = await TranscriptManager.open(path)
+        await manager.append_message(_turn(-1))
+        batched = mode.endswith("append_messages")
+
+        async def turn(i: int, m: TranscriptManager = manager, batched: bool = batched) -> None:
+            if batched:
+                await m.append_messages([_turn(i), _turn(i), _turn(i)])
+            else:
+                for _ in range(3):
+                    await m.append_message(_turn(i))
+
+        results.append((mode, await _timed(appends, turn)))
+        path.unlink()
     line = msgspec.json.encode({"type": "message", "message": {"content": TURN_TEXT}}) + b"\n"
     floor_path = workdir / f"{size}-floor.jsonl"
     write_history(floor_path, size)
@@ -145,13 +164,13 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     print(f"durable append of a ~{len(TURN_TEXT) // 1024} KB turn, fsync per append, backend {args.backend}")
-    print(f"{'mode':24} {'entries':>8} {'n':>5} {'median ms':>10} {'p95 ms':>8}")
+    print(f"{'mode':26} {'entries':>8} {'n':>5} {'median ms':>10} {'p95 ms':>8}")
     with tempfile.TemporaryDirectory(prefix="bench-append-", dir=os.environ.get("BENCH_DIR")) as tmp:
         for size in sizes:
             for label, times in anyio.run(run_size, size, Path(tmp), args.appends, backend=args.backend):
                 ordered = sorted(times)
                 p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
-                print(f"{label:24} {size:>8} {len(times):>5} {statistics.median(ordered):>10.3f} {p95:>8.3f}")
+                print(f"{label:26} {size:>8} {len(times):>5} {statistics.median(ordered):>10.3f} {p95:>8.3f}")
 
 
 if __name__ == "__main__":
