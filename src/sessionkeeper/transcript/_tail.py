@@ -69,8 +69,9 @@ __all__ = (
     "read_tail_context",
 )
 
-DEFAULT_MAX_TAIL_BYTES: Final = 32 << 20
-"""Default bound on the bytes a tail read reads before handing over to the full loader (32 MiB)."""
+DEFAULT_MAX_TAIL_BYTES: Final = 8 << 20
+"""Default bound on the bytes a tail read reads line by line before handing over (8 MiB; a live
+context of a 200k-token window is about 1 MB of JSON)."""
 
 _BOM: Final = b"\xef\xbb\xbf"
 _MAX_HEADER_BYTES: Final = 1 << 20
@@ -372,10 +373,10 @@ def _chunk_heads(lines: list[bytes]) -> tuple[list[str], list[str | None], list[
 
 def _walk_lean(reader: TailReader, later_ids: set[str | None], want: str | None, visit: _Visit) -> str:
     """
-    Continue a walk whose visitor only still needs ``thinking_level_change`` entries: batches are
-    decoded at C speed and only the ids seen are kept (no line bytes), so memory stays bounded by the
-    number of entries rather than the bytes. A parent that occurs again later in the file (a forward
-    reference or a duplicated id) sends the file to the full loader.
+    Continue a walk whose visitor only still needs ``thinking_level_change`` entries (only those are
+    passed to it): batches are decoded at C speed and only the ids seen are kept (no line bytes), so
+    memory follows the number of entries rather than the bytes. A parent that occurs again later in
+    the file (a forward reference or a duplicated id) sends the file to the full loader.
     """
     while want:
         if want in later_ids:
@@ -392,9 +393,9 @@ def _walk_lean(reader: TailReader, later_ids: set[str | None], want: str | None,
             if at in visited:
                 return "root"  # a cycle: the walk stops before repeating an entry
             visited.add(at)
-            kind = kinds[at]
-            record = TailRecord(kind, want, parents[at], data[at] if kind == "thinking_level_change" else b"")
-            if visit(record):
+            if kinds[at] == "thinking_level_change" and visit(
+                TailRecord("thinking_level_change", want, parents[at], data[at])
+            ):
                 return "stopped"
             want = parents[at]
             if not want:
@@ -460,7 +461,7 @@ def read_tail_context(
     the leaf's path, that compaction's ``firstKeptEntryId``, the last ``thinking_level_change`` and the
     last model (``model_change`` or assistant message); so with a recent compaction and the settings
     recorded after it, the cost follows the live context, not the file size. When the path must be
-    followed further than ``max_tail_bytes`` (default 32 MiB) and only the thinking level is still
+    followed further than ``max_tail_bytes`` (default 8 MiB) and only the thinking level is still
     unknown (its only change is at the start of a huge file), the walk goes on at C speed keeping ids,
     not lines; in any other such case, and for a legacy v1/v2 file, the full loader decides.
 
