@@ -175,6 +175,36 @@ async def test_after_turn_updates_store_counters_and_appends_the_ttl_marker(tmp_
     assert kinds == ["MessageEntry"] * 4 + ["CustomEntry"]
 
 
+async def test_a_turn_under_a_held_write_lock_writes_once_per_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runtime, _, _ = make_runtime(tmp_path=tmp_path)
+    session = await runtime.open(KEY)
+    writes: list[int] = []
+    real = TranscriptManager._write_lines
+
+    async def counting(self: TranscriptManager, lines: list[bytes]) -> None:
+        writes.append(len(lines))
+        await real(self, lines)
+
+    monkeypatch.setattr(TranscriptManager, "_write_lines", counting)
+    path = session.transcript.path
+    assert path is not None
+    lock_file = path.with_name(path.name + ".lock")
+    async with session.transcript.hold_write_lock():  # a host's run: every write reuses this lock
+        await runtime.before_model_call(session, prompt="hi")
+        assert lock_file.exists()
+        await runtime.after_turn(
+            session, messages=[tool_call("c1", path="a.py"), tool_result("c1", "print(1)"), reply("done")]
+        )
+    assert not lock_file.exists()
+    assert writes == [1, 3, 1]  # prompt; reply and tool result in one write; cache-TTL marker
+    entries = session.transcript.entries()
+    assert [e.parent_id for e in entries[1:]] == [e.id for e in entries[:-1]]
+    reopened = await TranscriptManager.open(path)
+    assert reopened.entries() == entries
+
+
 async def test_no_ttl_marker_for_a_provider_without_cache_ttl() -> None:
     runtime, _, _ = make_runtime(model=OPENAI)
     session = await runtime.open(KEY)
