@@ -187,19 +187,25 @@ def decode_json_line(line: bytes) -> tuple[Any, bool, bool]:
         whether lone surrogate escapes were found.
 
     Raises:
-        ValueError: The line is not valid JSON (``msgspec.DecodeError`` / ``json.JSONDecodeError``).
+        ValueError: The line is not valid JSON (``msgspec.DecodeError`` / ``json.JSONDecodeError``), or
+            it is nested too deeply to decode (about 1000 levels: read as an invalid line).
     """
     try:
         return msgspec.json.decode(line), False, False
     except msgspec.DecodeError:
         pass
+    except RecursionError as err:
+        raise ValueError("JSON nested too deeply") from err
     bad_utf8 = False
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError:
         text = line.decode("utf-8", "replace")
         bad_utf8 = True
-    value = json.loads(text)
+    try:
+        value = json.loads(text)
+    except RecursionError as err:
+        raise ValueError("JSON nested too deeply") from err
     scrubbed = scrub_surrogates(value)
     lone = _contains_lone(value)
     return scrubbed, bad_utf8, lone

@@ -96,6 +96,9 @@ class TranscriptIndex:
         self.header = header
         self.header_raw = header_raw
         self.migrated = False
+        self.source_stat: tuple[int, int, int, int] | None = None
+        """``(st_dev, st_ino, st_size, st_mtime_ns)`` of the file as loaded (taken before reading); a
+        migration rewrite refuses to replace a file that changed since (it would drop its new lines)."""
         self._scan: _Scan | None = None
         self._diagnostics: TranscriptDiagnostics | None = None
         # Per entry, in file order: its JSON line (no newline), type, id, parent id, 1-based line number

@@ -109,7 +109,7 @@ def _parses(fragment: bytes) -> bool:
         return True
     try:
         msgspec.json.decode(fragment)
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         try:
             decode_json_line(fragment)
         except ValueError:

@@ -9,7 +9,8 @@ about as much as splitting it into lines. Rules, as pi 0.73.1 reads files, with 
   lone surrogate escapes read as U+FFFD (field report B02).
 - The first *parseable* line must be a ``session`` header with a string ``id``; otherwise
   :class:`TranscriptFormatError` naming the file and line (pi would overwrite the file: we never do).
-- Lines that are not valid JSON, or not a JSON object, are skipped and reported. A last line without
+- Lines that are not valid JSON (or nested too deeply to decode), or not a JSON object, are skipped
+  and reported. A last line without
   newline that does not parse is a *torn tail* (reported separately; cut off before the next append).
 - Later ``session`` lines are ignored; entries with a repeated id: the later one wins in the index;
   entries without a string id are kept in file order but are not part of the tree.
@@ -25,6 +26,7 @@ about as much as splitting it into lines. Rules, as pi 0.73.1 reads files, with 
 from __future__ import annotations
 
 import operator
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
@@ -189,19 +191,22 @@ def _split_lines(data: bytes) -> tuple[list[bytes], bool]:
     return lines, missing_newline
 
 
-def _read_lines(file: Path) -> tuple[list[bytes], bool]:
+def _read_lines(file: Path) -> tuple[list[bytes], bool, tuple[int, int, int, int]]:
     """Like :func:`_split_lines` on the file's content, reading it in chunks so that the whole file
-    and its lines are never held in memory at the same time."""
+    and its lines are never held in memory at the same time; also the file's stat signature, taken
+    before reading (see :attr:`TranscriptIndex.source_stat`)."""
     lines: list[bytes] = []
     carry = b""
     with file.open("rb") as handle:
+        st = os.fstat(handle.fileno())
+        signature = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         while chunk := handle.read(_READ_CHUNK):
             parts = (carry + chunk if carry else chunk).split(b"\n")
             carry = parts.pop()
             lines.extend(parts)
     if carry:
         lines.append(carry)
-    return lines, bool(carry)
+    return lines, bool(carry), signature
 
 
 def _join_lines(lines: list[bytes], missing_newline: bool) -> bytes:
@@ -220,7 +225,7 @@ def _scan_fast(lines: list[bytes], missing_newline: bool, path: Path | None) -> 
     decode = _FAST_DECODER.decode
     try:
         heads = [decode(line) for line in lines]
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return None
     first = heads[0]
     if first.type != "session" or first.id is None:
@@ -280,7 +285,8 @@ def _scan_careful(data: bytes, path: Path | None) -> _Scan:
             head = head_decode(chunk)
             if not chunk.isascii():  # skipped fields are not UTF-8 checked by msgspec
                 chunk.decode("utf-8")
-        except (UnicodeDecodeError, msgspec.DecodeError):  # incl. ValidationError (non-object, huge number)
+        # DecodeError includes ValidationError (non-object, huge number); RecursionError: ~1000 deep
+        except (UnicodeDecodeError, msgspec.DecodeError, RecursionError):
             if not chunk.strip():
                 continue  # blank line (whitespace only)
             try:
@@ -382,12 +388,14 @@ def load_transcript(path: Path | str) -> TranscriptIndex:
     """
     file = Path(path)
     try:
-        lines, missing_newline = _read_lines(file)
+        lines, missing_newline, signature = _read_lines(file)
     except FileNotFoundError as err:
         raise TranscriptNotFoundError(f"transcript not found: {file}") from err
     except IsADirectoryError as err:
         raise TranscriptFormatError("is a directory, not a transcript", path=file) from err
-    return _index_lines(lines, missing_newline, file, None)
+    index = _index_lines(lines, missing_newline, file, None)
+    index.source_stat = signature
+    return index
 
 
 def find_orphan_tool_results(messages: Iterable[AgentMessage]) -> tuple[str, ...]:

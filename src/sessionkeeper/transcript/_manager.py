@@ -24,7 +24,7 @@ from msgspec import UNSET, UnsetType
 
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
 from sessionkeeper._fs import check_safe_name
-from sessionkeeper.exceptions import EntryNotFoundError
+from sessionkeeper.exceptions import EntryNotFoundError, TranscriptError
 from sessionkeeper.transcript._codec import encode_entry, encode_header, entry_from_json
 from sessionkeeper.transcript._context import SessionContext
 from sessionkeeper.transcript._diagnostics import TranscriptDiagnostics
@@ -73,6 +73,30 @@ def uuid7(now_ms: int) -> str:
     value |= 0b10 << 62
     value |= rand & ((1 << 62) - 1)
     return str(uuid.UUID(int=value))
+
+
+def _check_unchanged_since_load(path: Path, index: TranscriptIndex) -> None:
+    """
+    Before a migration rewrite (which replaces the whole file with what was loaded): refuse when the
+    file changed since it was loaded (another writer appended, or migrated it with other ids), since
+    the rewrite would drop those lines.
+
+    Raises:
+        TranscriptError: The file changed; nothing was written (reopen it and append again).
+    """
+    if index.source_stat is None:
+        return
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        current = None
+    else:
+        current = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if current != index.source_stat:
+        raise TranscriptError(
+            f"{path}: transcript changed on disk since it was loaded, and the rewrite that migrates "
+            "it would overwrite the change; nothing was written (reopen it and append again)"
+        )
 
 
 class TranscriptManager:
@@ -359,6 +383,7 @@ class TranscriptManager:
             if held is not None:
                 held.verify_file()
             if rewrite:
+                _check_unchanged_since_load(path, index)
                 content = [encode_header(index.header_raw), *index.lines, *lines]
                 return rewrite_lines(path, content, fsync=fsync, now_ms=now), None
             return None, append_lines(path, lines, fsync=fsync, now_ms=now)

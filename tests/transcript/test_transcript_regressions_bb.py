@@ -1,0 +1,106 @@
+"""Regressions found by breaking transcripts, context rebuild and their CLI commands (engineer bb)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import anyio
+import pytest
+from click.testing import CliRunner
+
+from sessionkeeper.cli import cli
+from sessionkeeper.exceptions import TranscriptError
+from sessionkeeper.transcript import TranscriptManager, UserMessage, load_transcript
+
+
+_HEADER = '{"type":"session","version":3,"id":"s1","timestamp":"2026-01-05T10:00:00.000Z","cwd":"/p"}'
+
+
+def _msg(entry_id: str, parent: str | None, text: str) -> str:
+    return json.dumps(
+        {
+            "type": "message",
+            "id": entry_id,
+            "parentId": parent,
+            "timestamp": "2026-01-05T10:00:01.000Z",
+            "message": {"role": "user", "content": text, "timestamp": 1},
+        }
+    )
+
+
+def _deep_file(tmp_path: Path, depth: int) -> Path:
+    nested = "[" * depth + "]" * depth
+    custom = (
+        '{"type":"custom","customType":"x","data":' + nested + ',"id":"e2","parentId":"e1","timestamp":"t"}'
+    )
+    file = tmp_path / "deep.jsonl"
+    file.write_text("\n".join([_HEADER, _msg("e1", None, "a"), custom, _msg("e3", "e2", "c")]) + "\n")
+    return file
+
+
+@pytest.mark.parametrize("depth", [1000, 100_000])
+def test_deeply_nested_line_is_reported_not_a_crash(tmp_path: Path, depth: int) -> None:
+    file = _deep_file(tmp_path, depth)
+    index = load_transcript(file)
+    assert index.diagnostics.invalid_lines == (3,)
+    assert [m.content for m in index.build_context().messages] == ["c"]  # type: ignore[union-attr]
+    for args in (["context", "--json"], ["tree"], ["doctor"], ["compact", "--dry-run"]):
+        run = CliRunner().invoke(cli, [args[0], str(file), *args[1:]])
+        assert run.exception is None or isinstance(run.exception, SystemExit), args
+        assert "Traceback" not in run.output
+
+
+def test_append_after_deeply_nested_unterminated_tail(tmp_path: Path) -> None:
+    file = tmp_path / "t.jsonl"
+    file.write_text(_HEADER + "\n" + _msg("e1", None, "a") + "\n" + "[" * 5000)
+
+    async def main() -> None:
+        manager = await TranscriptManager.open(file)
+        await manager.append_message(UserMessage(content="b", timestamp=2))
+
+    anyio.run(main)
+    assert file.read_text().splitlines()[-1].startswith('{"type":"message"')
+    assert len(load_transcript(file)) == 2
+
+
+_V1 = [
+    '{"type":"session","id":"legacy","timestamp":"2025-06-01T10:00:00.000Z","cwd":"/p"}',
+    '{"type":"message","timestamp":"2025-06-01T10:00:01.000Z","message":{"role":"user","content":"one","timestamp":1}}',
+    '{"type":"message","timestamp":"2025-06-01T10:00:02.000Z","message":{"role":"user","content":"two","timestamp":2}}',
+]
+
+
+def test_migration_rewrite_never_drops_lines_another_writer_appended(tmp_path: Path) -> None:
+    file = tmp_path / "v1.jsonl"
+    file.write_text("\n".join(_V1) + "\n")
+
+    async def main() -> None:
+        first = await TranscriptManager.open(file)
+        second = await TranscriptManager.open(file)
+        await second.append_message(UserMessage(content="from second", timestamp=3))
+        before = file.read_bytes()
+        with pytest.raises(TranscriptError, match="changed on disk"):
+            await first.append_message(UserMessage(content="from first", timestamp=4))
+        assert file.read_bytes() == before  # nothing written, nothing lost
+        reopened = await TranscriptManager.open(file)
+        await reopened.append_message(UserMessage(content="from first", timestamp=4))
+
+    anyio.run(main)
+    texts = [m.content for m in load_transcript(file).build_context().messages]  # type: ignore[union-attr]
+    assert texts == ["one", "two", "from second", "from first"]
+
+
+def test_migration_rewrite_of_an_unchanged_file_still_works(tmp_path: Path) -> None:
+    file = tmp_path / "v1.jsonl"
+    file.write_text("\n".join(_V1) + "\n")
+
+    async def main() -> None:
+        manager = await TranscriptManager.open(file)
+        await manager.append_message(UserMessage(content="three", timestamp=3))
+        await manager.append_message(UserMessage(content="four", timestamp=4))
+
+    anyio.run(main)
+    index = load_transcript(file)
+    assert index.header.version == 3
+    assert [m.content for m in index.build_context().messages] == ["one", "two", "three", "four"]  # type: ignore[union-attr]
