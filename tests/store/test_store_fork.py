@@ -321,6 +321,22 @@ async def test_stale_parent_with_a_huge_transcript_is_skipped(store: SessionStor
     assert result.decision.parent_tokens > 125_000
 
 
+async def test_fork_from_a_store_opened_by_a_relative_path(
+    tmp_path: Path, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    sessions = Path("agents") / "main" / "sessions"
+    store = SessionStore.open(sessions, backend="json", clock=clock)
+    await store.patch(PARENT, {"sessionId": PARENT_ID})
+    await store.patch(CHILD, {"sessionId": CHILD_ID, "parentSessionKey": PARENT})
+    _branchy(tmp_path / sessions / f"{PARENT_ID}.jsonl")
+    result = await apply_parent_fork(store, CHILD)
+    child = await store.require(CHILD)
+    assert result.status == "forked" and isinstance(child.session_file, str)
+    assert Path(child.session_file).is_absolute()
+    assert store.transcript_file(child) == result.transcript_path
+
+
 async def test_parent_branch_without_a_reply_gives_a_header_only_fork(
     store: SessionStore, tmp_path: Path
 ) -> None:

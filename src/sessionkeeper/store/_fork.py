@@ -166,10 +166,13 @@ def _write_new(path: Path, lines: list[bytes]) -> None:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     try:
-        os.write(fd, b"".join(line + b"\n" for line in lines))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        with os.fdopen(fd, "wb") as out:  # a buffered write: no short write on a large branch
+            out.writelines(line + b"\n" for line in lines)
+            out.flush()
+            os.fsync(out.fileno())
+    except BaseException:
+        path.unlink(missing_ok=True)  # never leave a half-written fork behind (no entry points at it yet)
+        raise
     fsync_dir(path.parent)
 
 
@@ -275,11 +278,15 @@ async def apply_parent_fork(
             raise TranscriptNotFoundError(f"no readable transcript for parent session {parent_key!r}")
         return ParentForkResult(status="missing-parent", entry=child, decision=decision)
     new_id = session_id if session_id is not None else str(uuid.uuid4())
-    directory = store.sessions_dir if store.sessions_dir is not None else parent_path.parent
-    target = directory / f"{iso_stamp(store.clock.now_ms())}_{new_id}.jsonl"
     check_safe_name(new_id, what="session id")
+    directory = store.sessions_dir if store.sessions_dir is not None else parent_path.parent
+    name = f"{iso_stamp(store.clock.now_ms())}_{new_id}.jsonl"
+    # absolute paths, as OpenClaw writes them: a relative sessionFile would be read from the sessions dir
+    target, source = await anyio.to_thread.run_sync(
+        lambda: ((directory / name).absolute(), parent_path.absolute())
+    )
     lines = fork_transcript_lines(
-        transcript, session_id=new_id, now_ms=store.clock.now_ms(), parent_session=str(parent_path)
+        transcript, session_id=new_id, now_ms=store.clock.now_ms(), parent_session=str(source)
     )
     await anyio.to_thread.run_sync(_write_new, target, lines)
     entry = await store.patch(
