@@ -337,6 +337,24 @@ async def test_fork_from_a_store_opened_by_a_relative_path(
     assert store.transcript_file(child) == result.transcript_path
 
 
+async def test_a_failed_fork_write_leaves_no_file_and_no_change(
+    store: SessionStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await _setup(store, tmp_path)
+    before = set(os.listdir(tmp_path))
+
+    def no_space(fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", no_space)
+    with pytest.raises(OSError, match="No space"):
+        await apply_parent_fork(store, CHILD)
+    monkeypatch.undo()
+    assert set(os.listdir(tmp_path)) == before
+    child = await store.require(CHILD)
+    assert child.session_id == CHILD_ID and child.forked_from_parent is not True
+
+
 async def test_parent_branch_without_a_reply_gives_a_header_only_fork(
     store: SessionStore, tmp_path: Path
 ) -> None:
