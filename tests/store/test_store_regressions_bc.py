@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from sessionkeeper._config import load_config
 from sessionkeeper.cli._main import cli
 from sessionkeeper.exceptions import ConfigError, InvalidSessionEntryError, StoreCorruptError
-from sessionkeeper.store import MaintenanceSettings, SessionStore
+from sessionkeeper.store import MaintenanceSettings, SessionEntry, SessionStore
 from sessionkeeper.store._reset import ResetPolicy, evaluate_freshness
 
 
@@ -283,3 +283,21 @@ def test_cleanup_now_beyond_year_9999_is_bad_input(tmp_path: Path) -> None:
         cli, ["sessions", "cleanup", "--dry-run", "--store", str(store), "--now", "253402300799999"]
     )
     assert result.exit_code == 0, result.output
+
+
+def test_sqlite_key_with_lone_surrogate_is_a_typed_error(tmp_path: Path) -> None:
+    key = "agent:main:k\ud800"
+
+    async def run() -> None:
+        async with SessionStore.open(tmp_path, backend="sqlite") as store:
+            with pytest.raises(InvalidSessionEntryError, match="surrogate"):
+                await store.patch(key, label="x")
+            with pytest.raises(InvalidSessionEntryError, match="surrogate"):
+                await store.backend.transaction(
+                    lambda entries: entries.update({key: SessionEntry(session_id="a")})
+                )
+            assert await store.get(key) is None
+            assert await store.delete(key) is False
+            assert await store.list() == []
+
+    anyio.run(run)

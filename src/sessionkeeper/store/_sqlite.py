@@ -31,7 +31,7 @@ import anyio.to_thread
 import msgspec
 
 from sessionkeeper._fs import FILE_MODE, backup_file, ensure_dir
-from sessionkeeper.exceptions import SessionBusyError, StoreCorruptError
+from sessionkeeper.exceptions import InvalidSessionEntryError, SessionBusyError, StoreCorruptError
 from sessionkeeper.store._backend import EntryUpdater, StoreTransaction, check_entry, diff_entries
 from sessionkeeper.store._entry import (
     SessionEntry,
@@ -246,6 +246,7 @@ class SqliteStoreBackend:
         upserts, removals = diff_entries(before, working)
         for key, entry in upserts.items():
             check_entry(key, entry)
+            _check_key(key)
         conn.executemany("DELETE FROM session_entries WHERE session_key = ?", [(k,) for k in removals])
         conn.executemany(_UPSERT, [(k, _encode_row(e)) for k, e in upserts.items()])
         return result
@@ -259,6 +260,8 @@ class SqliteStoreBackend:
 
     async def get(self, session_key: str) -> SessionEntry | None:
         """Return the entry under ``session_key``, or ``None`` (one indexed row read)."""
+        if not _storable_key(session_key):
+            return None
         result: SessionEntry | None = await anyio.to_thread.run_sync(self._read, self._get, session_key)
         return result
 
@@ -270,10 +273,12 @@ class SqliteStoreBackend:
     async def put(self, session_key: str, entry: SessionEntry) -> None:
         """Store ``entry`` under ``session_key`` (one row upsert)."""
         check_entry(session_key, entry)
+        _check_key(session_key)
         await anyio.to_thread.run_sync(self._write, self._update, session_key, lambda _old: entry)
 
     async def update(self, session_key: str, fn: EntryUpdater) -> SessionEntry | None:
         """Atomically replace the entry under ``session_key`` with ``fn(current)`` (``None``: no change)."""
+        _check_key(session_key)
         result: SessionEntry | None = await anyio.to_thread.run_sync(
             self._write, self._update, session_key, fn
         )
@@ -281,6 +286,8 @@ class SqliteStoreBackend:
 
     async def delete(self, session_key: str) -> bool:
         """Remove ``session_key``; return whether it existed."""
+        if not _storable_key(session_key):
+            return False
         result: bool = await anyio.to_thread.run_sync(self._write, self._delete, session_key)
         return result
 
@@ -296,6 +303,24 @@ class SqliteStoreBackend:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+def _storable_key(key: object) -> bool:
+    """SQLite text is UTF-8: a key with a lone surrogate (JavaScript allows them) cannot be a row key."""
+    if not isinstance(key, str):
+        return True  # check_entry reports the type
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _check_key(key: object) -> None:
+    if not _storable_key(key):
+        raise InvalidSessionEntryError(
+            f"session key {key!r} holds a lone surrogate: a SQLite store cannot hold it (a JSON store can)"
+        )
 
 
 def _encode_row(entry: SessionEntry) -> str:
