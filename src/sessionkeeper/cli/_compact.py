@@ -12,8 +12,13 @@ Without ``--keep-recent-tokens`` a manual compaction is a strict checkpoint: eve
 and the rebuilt context starts from the summary (OpenClaw's ``/compact``). The CLI has no model, so
 summaries are extractive unless ``--provider`` names a provider registered by the host (DESIGN D3).
 
-Exit codes: 0 ok (dry run, or an entry was written); 1 nothing was written (already compacted,
-nothing to summarise, pending tool results, ineffective summary) or an error; 2 bad input.
+When nothing is written, ``status`` says why and ``reason`` explains it in words; the plan fields are
+always present (zeros and nulls when there is no plan: an empty branch, or one that already ends with
+a compaction).
+
+Exit codes: 0 ok (dry run; an entry was written; or there was nothing to compact: empty branch,
+already compacted, nothing to summarise); 1 nothing was written although there was history to
+compact (pending tool results, ineffective summary) or an error; 2 bad input.
 """
 
 from __future__ import annotations
@@ -34,6 +39,37 @@ from sessionkeeper.transcript._manager import TranscriptManager
 
 
 __all__ = ("COMMANDS", "compact_command")
+
+# What a plan reports when there is none (DESIGN "CLI JSON" item 6: the fields are always there).
+_NO_PLAN: dict[str, Any] = {
+    "firstKeptEntryId": None,
+    "isSplitTurn": False,
+    "turnStartEntryId": None,
+    "tokensBefore": 0,
+    "messagesToSummarize": 0,
+    "turnPrefixMessages": 0,
+    "keptMessages": 0,
+    "nothingToSummarize": True,
+    "deviation": None,
+    "fileOps": {"read": [], "modified": []},
+}
+_REASONS: dict[str, str] = {
+    "empty": "the branch has no entries: nothing to compact",
+    "already_compacted": "the branch already ends with a compaction: nothing new to summarise",
+    "nothing_to_summarize": "every message on the branch is in the kept recent tail: nothing to summarise",
+    "pending_tool_results": "the last tool calls have no results yet: compact once they arrive",
+    "ineffective": "the summary would not be smaller than the history it replaces",
+}
+# Statuses where nothing was written because there was nothing to do (exit 0).
+_NOTHING_TO_DO = frozenset({"empty", "already_compacted", "nothing_to_summarize"})
+
+
+def _with_reason(data: dict[str, Any]) -> dict[str, Any]:
+    out = {**_NO_PLAN, **data}
+    reason = _REASONS.get(str(out.get("status")))
+    if reason is not None:
+        out["reason"] = reason
+    return out
 
 
 def _print(data: dict[str, Any], *, as_json: bool, title: str) -> None:
@@ -62,12 +98,15 @@ async def _run(
         plan = compactor.plan(branch, reason="manual", keep_recent_tokens=keep)
         if plan is None:
             status = "already_compacted" if branch else "empty"
-            return {"status": status, "firstKeptEntryId": None, "nothingToSummarize": True}, True
-        return {"status": "planned", **plan.to_json()}, True
+            return _with_reason({"status": status}), True
+        data = {"status": "planned", **plan.to_json()}
+        if plan.nothing_to_summarize:
+            data["reason"] = _REASONS["nothing_to_summarize"]
+        return data, True
     outcome: CompactionResult = await compactor.compact(
         transcript, reason="manual", keep_recent_tokens=keep, custom_instructions=instructions
     )
-    return outcome.to_json(), outcome.compacted
+    return _with_reason(outcome.to_json()), outcome.compacted or outcome.status in _NOTHING_TO_DO
 
 
 @click.command("compact")

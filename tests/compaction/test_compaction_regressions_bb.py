@@ -1,0 +1,62 @@
+"""Regressions of ``sessionkeeper compact`` found by breaking it (engineer bb)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sessionkeeper.cli import cli
+
+
+_HEADER = '{"type":"session","version":3,"id":"s1","timestamp":"2026-01-05T10:00:00.000Z","cwd":"/p"}'
+_USER = (
+    '{"type":"message","id":"e1","parentId":null,"timestamp":"2026-01-05T10:00:01.000Z",'
+    '"message":{"role":"user","content":"hello there","timestamp":1}}'
+)
+_COMPACTION = (
+    '{"type":"compaction","id":"c1","parentId":"e1","timestamp":"2026-01-05T10:00:02.000Z",'
+    '"summary":"s","firstKeptEntryId":"e1","tokensBefore":3}'
+)
+_DESIGN_PLAN_FIELDS = {
+    "firstKeptEntryId",
+    "isSplitTurn",
+    "turnStartEntryId",
+    "tokensBefore",
+    "messagesToSummarize",
+    "turnPrefixMessages",
+    "keptMessages",
+    "nothingToSummarize",
+    "deviation",
+    "fileOps",
+}
+
+
+@pytest.mark.parametrize(
+    ("lines", "keep", "status"),
+    [
+        ([_HEADER], None, "empty"),
+        ([_HEADER, _USER, _COMPACTION], None, "already_compacted"),
+        ([_HEADER, _USER], "100000", "nothing_to_summarize"),
+    ],
+)
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_nothing_to_compact_appends_nothing_says_why_exits_0(
+    tmp_path: Path, lines: list[str], keep: str | None, status: str, dry_run: bool
+) -> None:
+    file = tmp_path / "t.jsonl"
+    file.write_text("\n".join(lines) + "\n")
+    before = file.read_bytes()
+    args = ["compact", str(file), "--json"]
+    args += ["--keep-recent-tokens", keep] if keep is not None else []
+    args += ["--dry-run"] if dry_run else []
+    run = CliRunner().invoke(cli, args)
+    assert run.exit_code == 0, run.output
+    data = json.loads(run.output)
+    assert data["status"] == ("planned" if dry_run and status == "nothing_to_summarize" else status)
+    assert data["nothingToSummarize"] is True
+    assert data["reason"]
+    assert data.keys() >= _DESIGN_PLAN_FIELDS
+    assert file.read_bytes() == before
