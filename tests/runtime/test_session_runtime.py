@@ -205,6 +205,27 @@ async def test_a_turn_under_a_held_write_lock_writes_once_per_step(
     assert reopened.entries() == entries
 
 
+async def test_reused_contexts_equal_rebuilt_ones_over_turns_and_tool_loops() -> None:
+    runtime, _, _ = make_runtime()
+    session = await runtime.open(KEY)
+    for turn in range(3):
+        plan = await runtime.before_model_call(session, prompt=f"q{turn}")
+        rebuilt = session.transcript.build_session_context().messages
+        assert plan.context_tokens == runtime.context_tokens(session)
+        assert _texts(plan.messages) == _texts(rebuilt)
+        partial = await runtime.after_turn(
+            session, messages=[tool_call(f"c{turn}"), tool_result(f"c{turn}", "x")], turn_complete=False
+        )
+        assert partial.context_tokens == runtime.context_tokens(session)
+        plan = await runtime.before_model_call(session)
+        assert plan.context_tokens == runtime.context_tokens(session)
+        assert _texts(plan.messages) == _texts(session.transcript.build_session_context().messages)
+        outcome = await runtime.after_turn(session, messages=[reply(f"a{turn}", input_tokens=10 * turn + 5)])
+        assert outcome.context_tokens == runtime.context_tokens(session)
+    assert _texts(plan.messages)[-3:] == ["q2", "", "x"]
+    assert len(plan.messages) == 11
+
+
 async def test_no_ttl_marker_for_a_provider_without_cache_ttl() -> None:
     runtime, _, _ = make_runtime(model=OPENAI)
     session = await runtime.open(KEY)

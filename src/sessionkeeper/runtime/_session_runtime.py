@@ -81,6 +81,7 @@ from sessionkeeper.store._reset import ResetContext, SessionEvent, SessionResolu
 from sessionkeeper.transcript import (
     AgentMessage,
     AssistantMessage,
+    MessageEntry,
     TextContent,
     TranscriptEntry,
     TranscriptManager,
@@ -139,6 +140,8 @@ class RuntimeSession:
         self.timeout_compactions = 0
         self.last_prompt_tokens: int | None = None
         self.turn_usage: dict[str, int] = {}
+        self._context_memo: tuple[str | None, Sequence[AgentMessage]] | None = None
+        """The leaf id and context messages of the last context the runtime built (internal)."""
 
     @property
     def entry(self) -> SessionEntry:
@@ -251,6 +254,43 @@ class SessionRuntime:
     def context_tokens(self, session: RuntimeSession) -> int:
         """The context estimate of the session's branch now (provider usage + newer messages), tokens."""
         return estimate_context_usage(session.transcript.build_session_context().messages).tokens
+
+    @staticmethod
+    def _current_context(session: RuntimeSession) -> Sequence[AgentMessage]:
+        """The context messages of the session's branch: the last one built when the leaf is unchanged."""
+        memo = session._context_memo
+        transcript = session.transcript
+        if memo is not None and memo[0] == transcript.leaf_id:
+            return memo[1]
+        return transcript.build_session_context().messages
+
+    @staticmethod
+    def _tokens_after_append(session: RuntimeSession, appended: Sequence[TranscriptEntry]) -> int:
+        """
+        :meth:`context_tokens` right after ``appended`` (message entries, each a child of the previous).
+
+        When they extend the leaf of the context the runtime last built, the context is that one plus
+        their messages (a message entry adds its message, pi's ``buildSessionContext``); otherwise it
+        is rebuilt.
+        """
+        transcript = session.transcript
+        memo = session._context_memo
+        leaf = transcript.leaf_id
+        context: Sequence[AgentMessage]
+        if memo is not None and not appended and memo[0] == leaf:
+            context = memo[1]
+        elif (
+            memo is not None
+            and appended
+            and appended[0].parent_id == memo[0]
+            and appended[-1].id == leaf
+            and all(isinstance(entry, MessageEntry) for entry in appended)
+        ):
+            context = (*memo[1], *(entry.message for entry in appended if isinstance(entry, MessageEntry)))
+        else:
+            context = transcript.build_session_context().messages
+        session._context_memo = (leaf, context)
+        return estimate_context_usage(context).tokens
 
     @staticmethod
     def active_transcript_bytes(session: RuntimeSession) -> int:
@@ -401,7 +441,7 @@ class SessionRuntime:
             session.turn_usage = {}
             prompt_tokens = estimate_tokens(message)
             leaf_before = transcript.leaf_id
-            history = transcript.build_session_context().messages
+            history = self._current_context(session)
             history_tokens = estimate_context_usage(history).tokens
             projected = history_tokens + prompt_tokens
             if projected <= self.compaction_threshold:
@@ -436,9 +476,10 @@ class SessionRuntime:
                 context = transcript.build_session_context().messages
                 tokens = estimate_context_usage(context).tokens
         else:
-            context = transcript.build_session_context().messages
+            context = self._current_context(session)
             tokens = estimate_context_usage(context).tokens
         session.last_prompt_tokens = tokens
+        session._context_memo = (transcript.leaf_id, context)
         now = self.clock.now_ms()
         model = self.model
         touch = self._last_cache_touch(transcript)
@@ -542,14 +583,14 @@ class SessionRuntime:
                 entries=tuple(appended),
                 delivered_text=None,
                 silent=False,
-                context_tokens=self.context_tokens(session),
+                context_tokens=self._tokens_after_append(session, appended),
             )
         text = _reply_text(last_reply) if last_reply is not None else ""
         silent = last_reply is not None and is_silent_reply_payload(text)
         delivered = None if silent or last_reply is None else (strip_silent_token(text) or None)
         silent = silent or (last_reply is not None and delivered is None and bool(text.strip()))
 
-        tokens = self.context_tokens(session)
+        tokens = self._tokens_after_append(session, appended)
         flush_outcome: MemoryFlushOutcome | None = None
         compaction: CompactionOutcome | None = None
         decision = decide_threshold_compaction(
@@ -584,6 +625,9 @@ class SessionRuntime:
                     timestamp_ms=self.clock.now_ms(), provider=model.provider, model_id=model.model_id
                 ),
             )
+            memo = session._context_memo
+            if memo is not None and memo[0] == marker.parent_id and transcript.leaf_id == marker.id:
+                session._context_memo = (marker.id, memo[1])  # a custom entry adds no message
         fields: dict[str, Any] = dict(session.turn_usage)
         fields.update(totalTokens=tokens, totalTokensFresh=True, contextTokens=self.context_window)
         if model.provider:
