@@ -423,3 +423,12 @@ async def test_async_variants_match(tmp_path: Path) -> None:
     path = _write(tmp_path, [_user("a", None, "a"), _assistant("b", "a", "m")])
     assert await aread_tail_context(path) == load_transcript(path).build_context()
     assert await aread_last_messages(path, 1) == _full_messages(path, 1)
+
+
+def test_lines_nested_too_deeply_are_invalid_lines_as_in_the_loader(tmp_path: Path) -> None:
+    deep = b'{"type":"custom","id":"d","parentId":"a","timestamp":"' + TS.encode() + b'","x":'
+    deep += b"[" * 5000 + b"]" * 5000 + b"}\n"
+    path = _write(tmp_path, [_user("a", None, "a"), deep, _user("b", "a", "b"), deep])
+    assert read_tail_context(path, chunk_bytes=64) == load_transcript(path).build_context()
+    assert read_tail_context(path, max_tail_bytes=10, chunk_bytes=64) == load_transcript(path).build_context()
+    assert read_last_messages(path, 5) == _full_messages(path, 5)

@@ -215,6 +215,7 @@ class TranscriptIndexCache:
         appended = data[len(slot.end_bytes) :]
         index = _copy_index(old)
         _append_lines(index, appended, base_offset=slot.size)
+        index.source_stat = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         end = data[-_CHECK_BYTES:]
         return _Slot(index, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, end)
 

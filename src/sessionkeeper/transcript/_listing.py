@@ -102,7 +102,10 @@ def _activity_ms(line: bytes) -> float | None:
     with content), decoding only ``role``, ``timestamp`` and whether ``content`` is there."""
     try:
         probe = _PROBE.decode(line)
-    except msgspec.DecodeError:  # incl. a message that is not an object: not counted (pi's check)
+    except (
+        msgspec.DecodeError,
+        RecursionError,
+    ):  # incl. a message that is not an object: not counted (pi's check)
         record = parse_entry_line(line)  # invalid UTF-8 or lone surrogates read as U+FFFD, as pi
         if record is None or record.line is line:
             return None
@@ -145,7 +148,7 @@ def _records(lines: list[bytes]) -> tuple[list[Any], list[bytes]]:
     and the bytes to decode it from."""
     try:
         return list(map(_TYPE_OF, map(_KIND.decode, lines))), lines
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         pass
     kinds: list[Any] = []
     kept: list[bytes] = []
@@ -178,7 +181,7 @@ def _scan_batch(lines: list[bytes]) -> _Batch:
 def _kind_of(line: bytes) -> tuple[Any, bytes]:
     try:
         return _KIND.decode(line).type, line
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         record = parse_entry_line(line)
         return (None, line) if record is None else (record.kind, record.line)
 

@@ -116,7 +116,7 @@ def _decode_object(line: bytes) -> tuple[Any, bytes] | None:
         head = _HEAD_DECODER.decode(line)
         if not line.isascii():  # fields msgspec skips are not UTF-8 checked
             line.decode("utf-8")
-    except (UnicodeDecodeError, msgspec.DecodeError):
+    except (UnicodeDecodeError, msgspec.DecodeError, RecursionError):  # RecursionError: ~1000 deep
         if not line.strip():
             return None
         try:
@@ -360,7 +360,7 @@ def _chunk_heads(lines: list[bytes]) -> tuple[list[str], list[str | None], list[
         kinds: list[str] = list(map(_TYPE_OF, heads))
         if "session" not in kinds:
             return kinds, list(map(_ID_OF, heads)), list(map(_PARENT_OF, heads)), lines
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):
         pass
     records = [r for r in map(parse_entry_line, lines) if r is not None]
     return (
