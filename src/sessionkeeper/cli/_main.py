@@ -38,8 +38,24 @@ def fail(message: str, *, code: int = EXIT_ERROR) -> NoReturn:
     sys.exit(code)
 
 
+def _usage_error(err: click.UsageError) -> NoReturn:
+    """A usage error as one stderr line (click prints usage, a hint and the error on four lines)."""
+    if type(err).__name__ == "NoArgsIsHelpError":  # bare command: click shows the help, keep that
+        raise err
+    hint = f" (see '{err.ctx.command_path} --help')" if err.ctx is not None else ""
+    fail(err.format_message() + hint, code=EXIT_BAD_INPUT)
+
+
 class _Group(click.Group):
-    """Maps sessionkeeper errors to one stderr line and a documented exit code."""
+    """Maps sessionkeeper errors (and click usage errors) to one stderr line and a documented exit code."""
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.UsageError as err:  # the group's own options
+            _usage_error(err)
 
     def invoke(self, ctx: click.Context) -> Any:
         # Session keys and stored strings may hold lone surrogates (JavaScript writes them): print them as
@@ -49,6 +65,8 @@ class _Group(click.Group):
                 stream.reconfigure(errors="backslashreplace")
         try:
             return super().invoke(ctx)
+        except click.UsageError as err:  # a subcommand's arguments or options
+            _usage_error(err)
         except _BAD_INPUT_ERRORS as err:
             fail(str(err), code=EXIT_BAD_INPUT)
         except SessionKeeperError as err:

@@ -1,0 +1,38 @@
+"""Regressions of the CLI's error output found by breaking it (engineer bb)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sessionkeeper.cli import cli
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["context", "{dir}"],
+        ["tree", "{dir}"],
+        ["context"],
+        ["context", "--bogus", "x.jsonl"],
+        ["compact", "x.jsonl", "--keep-recent-tokens", "-5"],
+        ["prune", "x.jsonl"],
+        ["sessions", "list", "--bogus"],
+        ["--bogus"],
+        ["no-such-command"],
+    ],
+)
+def test_usage_errors_are_one_stderr_line_exit_2(tmp_path: Path, args: list[str]) -> None:
+    argv = [a.replace("{dir}", str(tmp_path)) for a in args]
+    run = CliRunner().invoke(cli, argv)
+    assert run.exit_code == 2
+    assert run.stdout == ""
+    lines = run.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sessionkeeper: error: "), run.stderr
+
+
+def test_help_and_version_are_unchanged() -> None:
+    assert CliRunner().invoke(cli, ["context", "--help"]).output.startswith("Usage: ")
+    assert CliRunner().invoke(cli, ["--version"]).exit_code == 0
