@@ -301,3 +301,18 @@ def test_sqlite_key_with_lone_surrogate_is_a_typed_error(tmp_path: Path) -> None
             assert await store.list() == []
 
     anyio.run(run)
+
+
+def test_cleanup_bytes_after_counts_numbers_as_written(tmp_path: Path) -> None:
+    # Python's json.dumps wrote 1.2e-05 (7 bytes) where the store writes 0.000012 (8 bytes)
+    text = (
+        '{\n  "old": {\n    "sessionId": "old",\n    "updatedAt": 1\n  },\n'
+        '  "keep": {\n    "sessionId": "keep",\n    "updatedAt": 1789990000000,\n'
+        '    "estimatedCostUsd": 0.000012\n  }\n}'
+    )
+    store = _store(tmp_path, text)
+    args = ["sessions", "cleanup", "--store", str(store), "--json", "--now", "1789992000000"]
+    planned = json.loads(CliRunner().invoke(cli, [*args, "--dry-run"]).output)
+    done = json.loads(CliRunner().invoke(cli, [*args, "--enforce"]).output)
+    size = (store / "sessions.json").stat().st_size
+    assert planned["bytesAfter"] == done["bytesAfter"] == size

@@ -6,11 +6,13 @@ summaries, and the JSON of ``sessions cleanup --json``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
 import attrs
+import msgspec
+
+from sessionkeeper.store._json import _encode_with_surrogates, _js_numbers
 
 
 __all__ = (
@@ -254,5 +256,7 @@ class MaintenancePlan:
 
 def serialize_store(entries: Mapping[str, Any]) -> bytes:
     """``JSON.stringify(store, null, 2)`` as UTF-8, no trailing newline: how ``sessions.json`` is written."""
-    text = json.dumps(entries, indent=2, ensure_ascii=False, allow_nan=False)
-    return text.encode("utf-8", "surrogatepass")
+    try:  # numbers in JavaScript's form (0.000012, not Python's 1.2e-05), as the JSON store writes them
+        return msgspec.json.format(msgspec.json.encode(_js_numbers(entries)), indent=2)
+    except UnicodeEncodeError:  # lone surrogates, which msgspec refuses: written as \udXXX escapes
+        return _encode_with_surrogates(entries)
