@@ -139,6 +139,13 @@ def _replay_view(messages: Sequence[AgentMessage]) -> Sequence[AgentMessage]:
     return out if touched else messages
 
 
+def _has_unknown(messages: Sequence[AgentMessage]) -> bool:
+    for message in messages:  # noqa: SIM110 - no generator on the hot path
+        if isinstance(message, UnknownMessage):
+            return True
+    return False
+
+
 def check_tool_pairing(messages: Sequence[AgentMessage]) -> tuple[HygieneFinding, ...]:
     """
     Report tool call / result pairing problems without changing anything (for ``doctor``).
@@ -289,9 +296,10 @@ def sanitize_replay_history(
     """
     findings = check_tool_pairing(messages)
     responses = is_openai_responses_api(api)
-    current: Sequence[AgentMessage] = normalize_replay_content(
-        _replay_view(annotate_inter_session_messages(messages))
-    )
+    current: Sequence[AgentMessage] = messages
+    if _has_unknown(messages):  # both steps only read or rewrite unknown-shape messages
+        current = _replay_view(annotate_inter_session_messages(messages))
+    current = normalize_replay_content(current)
     current = sanitize_content_blocks(
         current,
         preserve_signatures=policy.preserve_signatures,
