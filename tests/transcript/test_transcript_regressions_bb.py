@@ -104,3 +104,14 @@ def test_migration_rewrite_of_an_unchanged_file_still_works(tmp_path: Path) -> N
     index = load_transcript(file)
     assert index.header.version == 3
     assert [m.content for m in index.build_context().messages] == ["one", "two", "three", "four"]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_non_json_constants_make_the_line_invalid_as_in_pi(tmp_path: Path, constant: str) -> None:
+    bad = _msg("e2", "e1", "b").replace('"timestamp": 1}', f'"timestamp": {constant}}}')
+    assert constant in bad
+    file = tmp_path / "t.jsonl"
+    file.write_text("\n".join([_HEADER, _msg("e1", None, "a"), bad]) + "\n")
+    index = load_transcript(file)
+    assert index.diagnostics.invalid_lines == (3,)
+    assert [m.content for m in index.build_context().messages] == ["a"]  # type: ignore[union-attr]

@@ -203,12 +203,17 @@ def decode_json_line(line: bytes) -> tuple[Any, bool, bool]:
         text = line.decode("utf-8", "replace")
         bad_utf8 = True
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_reject_constant)
     except RecursionError as err:
         raise ValueError("JSON nested too deeply") from err
     scrubbed = scrub_surrogates(value)
     lone = _contains_lone(value)
     return scrubbed, bad_utf8, lone
+
+
+def _reject_constant(name: str) -> Any:
+    """``NaN``, ``Infinity`` and ``-Infinity`` are not JSON: ``JSON.parse`` (pi) rejects the line."""
+    raise ValueError(f"not JSON: {name}")
 
 
 def _contains_lone(value: Any) -> bool:
