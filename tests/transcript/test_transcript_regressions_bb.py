@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from sessionkeeper.cli import cli
-from sessionkeeper.exceptions import TranscriptError
+from sessionkeeper.exceptions import TranscriptError, TranscriptFormatError
 from sessionkeeper.transcript import TranscriptManager, UserMessage, load_transcript
 
 
@@ -115,3 +115,19 @@ def test_non_json_constants_make_the_line_invalid_as_in_pi(tmp_path: Path, const
     index = load_transcript(file)
     assert index.diagnostics.invalid_lines == (3,)
     assert [m.content for m in index.build_context().messages] == ["a"]  # type: ignore[union-attr]
+
+
+def test_append_of_a_value_json_cannot_hold_is_a_typed_error(tmp_path: Path) -> None:
+    file = tmp_path / "t.jsonl"
+
+    async def main() -> None:
+        manager = await TranscriptManager.create(file, cwd="/p")
+        await manager.append_message(UserMessage(content="a", timestamp=1))
+        before = file.read_bytes()
+        with pytest.raises(TranscriptFormatError, match="nothing was written"):
+            await manager.append_custom("state", data={"handle": object()})
+        assert file.read_bytes() == before
+        await manager.append_message(UserMessage(content="b", timestamp=2))
+
+    anyio.run(main)
+    assert [m.content for m in load_transcript(file).build_context().messages] == ["a", "b"]  # type: ignore[union-attr]

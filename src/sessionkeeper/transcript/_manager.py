@@ -24,7 +24,7 @@ from msgspec import UNSET, UnsetType
 
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
 from sessionkeeper._fs import check_safe_name
-from sessionkeeper.exceptions import EntryNotFoundError, TranscriptError
+from sessionkeeper.exceptions import EntryNotFoundError, TranscriptError, TranscriptFormatError
 from sessionkeeper.transcript._codec import encode_entry, encode_header, entry_from_json
 from sessionkeeper.transcript._context import SessionContext
 from sessionkeeper.transcript._diagnostics import TranscriptDiagnostics
@@ -407,7 +407,13 @@ class TranscriptManager:
             entry_id = new_entry_id(self._index.by_id)
             timestamp = iso_from_ms(self._clock.now_ms())
             entry: TranscriptEntry = build(entry_id, self._leaf_id, timestamp)
-            line = encode_entry(entry)
+            try:
+                line = encode_entry(entry)
+            except (TypeError, ValueError, NotImplementedError, OverflowError) as err:
+                raise TranscriptFormatError(
+                    f"cannot write a {type(entry).__name__} as JSON: {err}; nothing was written",
+                    path=self._path,
+                ) from err
             if b"\xef\xbf\xbd" in line:  # lone surrogates were replaced: keep what the file holds
                 entry = entry_from_json(msgspec.json.decode(line))
             await self._write_lines([line])
