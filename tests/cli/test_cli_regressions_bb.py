@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -36,3 +37,13 @@ def test_usage_errors_are_one_stderr_line_exit_2(tmp_path: Path, args: list[str]
 def test_help_and_version_are_unchanged() -> None:
     assert CliRunner().invoke(cli, ["context", "--help"]).output.startswith("Usage: ")
     assert CliRunner().invoke(cli, ["--version"]).exit_code == 0
+
+
+@pytest.mark.parametrize("command", ["context", "tree", "doctor", "compact", "prune"])
+def test_a_fifo_is_bad_input_not_a_hang(tmp_path: Path, command: str) -> None:
+    fifo = tmp_path / "t.jsonl"
+    os.mkfifo(fifo)
+    extra = ["--context-window", "1000"] if command == "prune" else []
+    run = CliRunner().invoke(cli, [command, str(fifo), *extra])
+    assert run.exit_code == 2
+    assert "not a regular file" in run.stderr and len(run.stderr.splitlines()) == 1

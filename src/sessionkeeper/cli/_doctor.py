@@ -56,7 +56,7 @@ from sessionkeeper.cli._doctor_checks import (
 )
 from sessionkeeper.cli._doctor_config import read_config_file, run_config_checks
 from sessionkeeper.cli._main import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_OK, fail
-from sessionkeeper.exceptions import SessionBusyError
+from sessionkeeper.exceptions import SessionBusyError, TranscriptFormatError
 from sessionkeeper.transcript import SessionWriteLock, TranscriptDiagnostics
 from sessionkeeper.transcript._lock_inspect import LockInspection
 
@@ -190,6 +190,8 @@ def _targets(path: Path) -> tuple[bool, list[Path]]:
     if not path.exists():
         raise FileNotFoundError(f"no such file or directory: {path}")
     if not path.is_dir():
+        if not path.is_file():  # a FIFO or device: reading it would never end
+            raise TranscriptFormatError("not a regular file (a FIFO, device or socket)", path=path)
         return False, [path]
     found = (p for p in path.glob("*.jsonl") if p.is_file() and not p.name.endswith(".trajectory.jsonl"))
     return True, sorted(found)

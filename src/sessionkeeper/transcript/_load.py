@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import operator
 import os
+import stat
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
@@ -383,10 +384,19 @@ def load_transcript(path: Path | str) -> TranscriptIndex:
 
     Raises:
         TranscriptNotFoundError: The file does not exist.
-        TranscriptFormatError: It is not a transcript (see :func:`load_transcript_bytes`).
+        TranscriptFormatError: It is not a transcript (see :func:`load_transcript_bytes`), or not a
+            regular file (a directory, FIFO, device or socket: never read).
         OSError: It could not be read.
     """
     file = Path(path)
+    try:
+        mode = file.stat().st_mode
+    except FileNotFoundError as err:
+        raise TranscriptNotFoundError(f"transcript not found: {file}") from err
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):  # reading a FIFO or device never ends
+        raise TranscriptFormatError(
+            "not a regular file (a FIFO, device or socket), not a transcript", path=file
+        )
     try:
         lines, missing_newline, signature = _read_lines(file)
     except FileNotFoundError as err:
