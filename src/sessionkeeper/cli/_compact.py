@@ -56,7 +56,7 @@ _NO_PLAN: dict[str, Any] = {
 _REASONS: dict[str, str] = {
     "empty": "the branch has no entries: nothing to compact",
     "already_compacted": "the branch already ends with a compaction: nothing new to summarise",
-    "nothing_to_summarize": "every message on the branch is in the kept recent tail: nothing to summarise",
+    "nothing_to_summarize": "no message before the kept recent tail: nothing to summarise",
     "pending_tool_results": "the last tool calls have no results yet: compact once they arrive",
     "ineffective": "the summary would not be smaller than the history it replaces",
 }
