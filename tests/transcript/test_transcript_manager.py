@@ -195,6 +195,18 @@ async def test_append_messages_chains_in_one_write(tmp_path: Path, monkeypatch: 
         )
     assert writes == [3]
     assert len(m.entries()) == 4
+    bad_result = ToolResultMessage(
+        tool_call_id="c1",
+        tool_name="read",
+        content=[TextContent(text="r")],
+        details={"h": object()},
+        timestamp=3,
+    )
+    with pytest.raises(TranscriptFormatError, match="nothing was written"):
+        await m.append_messages([_user("x"), bad_result])
+    assert writes == [3]
+    assert len(m.entries()) == 4
+    assert m.leaf_id == entries[-1].id
 
 
 async def test_label_target_must_exist_and_clear() -> None:

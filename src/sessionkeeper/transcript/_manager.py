@@ -466,6 +466,7 @@ class TranscriptManager:
         Raises:
             TypeError: A message is stored as its own entry type (see :meth:`append_message`);
                 nothing was written.
+            TranscriptFormatError: A message holds a value JSON cannot represent; nothing was written.
             OSError: The write failed; nothing was added.
         """
         for message in messages:
@@ -488,7 +489,13 @@ class TranscriptManager:
                     entry_id = new_entry_id(self._index.by_id)
                 drawn.add(entry_id)
                 entry = MessageEntry(id=entry_id, parent_id=parent, timestamp=timestamp, message=message)
-                line = encode_entry(entry)
+                try:
+                    line = encode_entry(entry)
+                except (TypeError, ValueError, NotImplementedError, OverflowError) as err:
+                    raise TranscriptFormatError(
+                        f"cannot write a {type(entry).__name__} as JSON: {err}; nothing was written",
+                        path=self._path,
+                    ) from err
                 if b"\xef\xbf\xbd" in line:  # lone surrogates were replaced: keep what the file holds
                     decoded = entry_from_json(msgspec.json.decode(line))
                     assert isinstance(decoded, MessageEntry)
