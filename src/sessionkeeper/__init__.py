@@ -94,6 +94,7 @@ if TYPE_CHECKING:
     from sessionkeeper.store import SessionStore as SessionStore
     from sessionkeeper.store import SqliteStoreBackend as SqliteStoreBackend
     from sessionkeeper.store import StoreBackend as StoreBackend
+    from sessionkeeper.store import apply_parent_fork as apply_parent_fork
     from sessionkeeper.store import build_cron_session_key as build_cron_session_key
     from sessionkeeper.store import build_direct_session_key as build_direct_session_key
     from sessionkeeper.store import build_group_session_key as build_group_session_key
@@ -131,6 +132,7 @@ if TYPE_CHECKING:
     from sessionkeeper.transcript import ToolResultMessage as ToolResultMessage
     from sessionkeeper.transcript import TranscriptDiagnostics as TranscriptDiagnostics
     from sessionkeeper.transcript import TranscriptEntry as TranscriptEntry
+    from sessionkeeper.transcript import TranscriptInfo as TranscriptInfo
     from sessionkeeper.transcript import TranscriptManager as TranscriptManager
     from sessionkeeper.transcript import UnknownEntry as UnknownEntry
     from sessionkeeper.transcript import UnknownMessage as UnknownMessage
@@ -141,8 +143,12 @@ if TYPE_CHECKING:
     from sessionkeeper.transcript import convert_to_llm as convert_to_llm
     from sessionkeeper.transcript import estimate_context_tokens as estimate_context_tokens
     from sessionkeeper.transcript import estimate_tokens as estimate_tokens
+    from sessionkeeper.transcript import list_transcripts as list_transcripts
     from sessionkeeper.transcript import load_transcript as load_transcript
+    from sessionkeeper.transcript import read_last_messages as read_last_messages
+    from sessionkeeper.transcript import read_tail_context as read_tail_context
     from sessionkeeper.transcript import scan_transcript as scan_transcript
+    from sessionkeeper.transcript import shared_index_cache as shared_index_cache
 
 
 try:
@@ -151,6 +157,12 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree wi
     __version__ = "0.0.0"
 
 _LAZY: dict[str, str] = {
+    "apply_parent_fork": "sessionkeeper.store",
+    "shared_index_cache": "sessionkeeper.transcript",
+    "TranscriptInfo": "sessionkeeper.transcript",
+    "list_transcripts": "sessionkeeper.transcript",
+    "read_last_messages": "sessionkeeper.transcript",
+    "read_tail_context": "sessionkeeper.transcript",
     "Clock": "sessionkeeper._clock",
     "SystemClock": "sessionkeeper._clock",
     "SYSTEM_CLOCK": "sessionkeeper._clock",
@@ -374,6 +386,7 @@ __all__ = (
     "ToolResultMessage",
     "TranscriptDiagnostics",
     "TranscriptEntry",
+    "TranscriptInfo",
     "TranscriptManager",
     "TurnOutcome",
     "UnknownEntry",
@@ -382,6 +395,7 @@ __all__ = (
     "UserMessage",
     "WriteLockSettings",
     "__version__",
+    "apply_parent_fork",
     "build_cron_session_key",
     "build_direct_session_key",
     "build_group_session_key",
@@ -398,17 +412,21 @@ __all__ = (
     "is_context_overflow",
     "is_silent_reply",
     "is_silent_reply_payload",
+    "list_transcripts",
     "load_config",
     "load_transcript",
     "merge_session_entry",
     "normalize_session_key",
     "parse_agent_session_key",
     "prepare_compaction",
+    "read_last_messages",
+    "read_tail_context",
     "resolve_context_window",
     "resolve_replay_policy",
     "resolve_session",
     "run_maintenance",
     "sanitize_replay_history",
     "scan_transcript",
+    "shared_index_cache",
     "should_compact",
 )

@@ -24,6 +24,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
 
@@ -127,15 +128,23 @@ class SqliteStoreBackend:
         except sqlite3.Error as err:
             raise self._corrupt(f"cannot open the database ({err})", err) from err
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
+            self._enable_wal(conn)
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version == 0:
+                # several connections may open a new store at once: decide under the write lock
                 conn.execute("BEGIN IMMEDIATE")
-                conn.execute(_SCHEMA)
-                conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
-                conn.execute("COMMIT")
-            elif version != _SCHEMA_VERSION:
+                try:
+                    version = conn.execute("PRAGMA user_version").fetchone()[0]
+                    if version == 0:
+                        conn.execute(_SCHEMA)
+                        conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
+                        version = _SCHEMA_VERSION
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+            if version != _SCHEMA_VERSION:
                 conn.close()
                 raise StoreCorruptError(
                     f"unknown store schema version {version} (this library reads {_SCHEMA_VERSION})",
@@ -152,6 +161,28 @@ class SqliteStoreBackend:
                 side.chmod(FILE_MODE)
         self._conn = conn
         return conn
+
+    def _enable_wal(self, conn: sqlite3.Connection) -> None:
+        """
+        Switch a new database to WAL. Changing the journal mode needs an exclusive lock and SQLite does not
+        run the busy handler for it, so connections opening a new store together retry here, up to
+        ``busy_timeout_s``; once the file is in WAL mode (persistent) this is a read.
+        """
+        deadline = time.monotonic() + self.busy_timeout_s
+        delay = 0.001
+        while True:
+            try:
+                mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+                if str(mode).lower() == "wal":
+                    return
+                conn.execute("PRAGMA journal_mode=WAL")
+            except sqlite3.OperationalError as err:
+                if "locked" not in str(err) and "busy" not in str(err):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
 
     def _corrupt(self, message: str, cause: Exception) -> StoreCorruptError:
         backup = None
