@@ -316,3 +316,23 @@ def test_cleanup_bytes_after_counts_numbers_as_written(tmp_path: Path) -> None:
     done = json.loads(CliRunner().invoke(cli, [*args, "--enforce"]).output)
     size = (store / "sessions.json").stat().st_size
     assert planned["bytesAfter"] == done["bytesAfter"] == size
+
+
+def test_reset_with_session_file_outside_the_directory_changes_nothing(tmp_path: Path) -> None:
+    """A sessionFile escaping the sessions dir: reset refuses before updating the store (no half reset)."""
+    from sessionkeeper.exceptions import UnsafePathError
+
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    row = {"k": {"sessionId": "old", "updatedAt": 1, "sessionFile": "/etc/elsewhere/old.jsonl"}}
+    (sessions / "sessions.json").write_text(json.dumps(row, indent=2))
+    before = (sessions / "sessions.json").read_bytes()
+
+    async def run() -> None:
+        async with SessionStore.open(sessions) as store:
+            with pytest.raises(UnsafePathError):
+                await store.reset("k")
+
+    anyio.run(run)
+    assert (sessions / "sessions.json").read_bytes() == before
+    assert sorted(p.name for p in sessions.iterdir() if not p.name.endswith(".lock")) == ["sessions.json"]

@@ -390,6 +390,8 @@ class SessionStore:
 
         Raises:
             SessionNotFoundError: No entry for ``session_key``.
+            UnsafePathError: The entry's ``sessionFile`` lies outside the sessions directory; nothing was
+                changed.
         """
         now = self.clock.now_ms()
         new_id = self._new_session_id()
@@ -409,7 +411,11 @@ class SessionStore:
                 totalTokens=0,
                 totalTokensFresh=True,
             )
-            return merge_session_entry(current, patch, now_ms=now, new_session_id=self._new_session_id)
+            merged = merge_session_entry(current, patch, now_ms=now, new_session_id=self._new_session_id)
+            # refuse before anything is written: a sessionFile outside the sessions directory would
+            # otherwise leave the store pointing at a new id whose transcript cannot be created
+            self.transcript_file(merged)
+            return merged
 
         result = await self.backend.update(session_key, apply)
         assert result is not None
