@@ -6,6 +6,7 @@ import importlib
 import io
 import logging
 import sys
+import warnings
 from typing import Any, NoReturn
 
 import click
@@ -114,6 +115,21 @@ def _configure_logging() -> None:
     if not any(isinstance(h, _WarningLine) for h in logger.handlers):
         logger.addHandler(_WarningLine(logging.WARNING))
         logger.propagate = False
+    # Python hides DeprecationWarning outside __main__; an operator must see that a config key is legacy.
+    warnings.showwarning = _show_warning
+    warnings.filterwarnings("default", category=DeprecationWarning, module=r"sessionkeeper(\.|$)")
+
+
+def _show_warning(  # noqa: PLR0917 - the signature of warnings.showwarning
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: str | None = None,
+) -> None:
+    text = " ".join(str(message).split("\n")).strip()
+    click.echo(f"sessionkeeper: warning: {text}", err=True)
 
 
 def main(argv: list[str] | None = None) -> None:
