@@ -35,7 +35,7 @@ from typing import Any, Final, NoReturn, TypeVar
 import anyio.to_thread
 import msgspec
 
-from sessionkeeper._fs import FILE_MODE, backup_file, ensure_dir, fsync_dir, temp_name
+from sessionkeeper._fs import FILE_MODE, atomic_write_bytes, backup_file, ensure_dir
 from sessionkeeper.exceptions import SessionBusyError, StoreCorruptError
 from sessionkeeper.store._backend import (
     EntryUpdater,
@@ -349,7 +349,7 @@ class JsonFileStoreBackend:
         return [b"{\n", b",\n".join(self._chunks.values()), b"\n}"]
 
     def _commit(self) -> None:
-        _atomic_write_pieces(self.path, self._serialize(), fsync=self.durable)
+        atomic_write_bytes(self.path, self._serialize(), fsync=self.durable)
         self._sig = self._stat()
 
     def _set(self, key: str, entry: SessionEntry) -> bool:
@@ -423,41 +423,6 @@ class JsonFileStoreBackend:
             # the file was not replaced: forget the in-memory edit so the next call re-reads the file
             self._loaded = False
             raise
-
-
-def _atomic_write_pieces(target: Path, pieces: list[bytes], *, fsync: bool) -> None:
-    """
-    :func:`sessionkeeper._fs.atomic_write_bytes` for content given in pieces (written with ``writev``).
-
-    Temp file ``<name>.<pid>.<uuid>.tmp`` (0600) in the same directory, fsync, rename over ``target``,
-    directory fsync; on any error the temp file is removed and ``target`` is untouched.
-    """
-    ensure_dir(target.parent)
-    tmp = temp_name(target)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
-    try:
-        try:
-            views = [memoryview(p) for p in pieces if p]
-            while views:
-                written = os.writev(fd, views[:512])
-                while written and views:
-                    if written >= len(views[0]):
-                        written -= len(views[0])
-                        views.pop(0)
-                    else:
-                        views[0] = views[0][written:]
-                        written = 0
-            if fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        tmp.replace(target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    if fsync:
-        fsync_dir(target.parent)
 
 
 _LONE_SURROGATE_RE: Final = re.compile(r"[\ud800-\udfff]")
