@@ -336,3 +336,12 @@ def test_reset_with_session_file_outside_the_directory_changes_nothing(tmp_path:
     anyio.run(run)
     assert (sessions / "sessions.json").read_bytes() == before
     assert sorted(p.name for p in sessions.iterdir() if not p.name.endswith(".lock")) == ["sessions.json"]
+
+
+@pytest.mark.parametrize("command", ["sessions list --store {}", "status --store {} agent:main:main"])
+def test_read_commands_on_a_missing_store_are_bad_input(tmp_path: Path, command: str) -> None:
+    """Like `sessions cleanup`: a missing --store is a usage error (exit 2), never an empty store."""
+    missing = tmp_path / "nope"
+    result = CliRunner().invoke(cli, command.format(missing).split())
+    assert result.exit_code == 2
+    assert not missing.exists()

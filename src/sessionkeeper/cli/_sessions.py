@@ -110,7 +110,7 @@ def sessions_group() -> None:
     "--store",
     "store_path",
     required=True,
-    type=click.Path(path_type=Path),
+    type=click.Path(path_type=Path, exists=True),
     help="Sessions directory (<root>/agents/<agentId>/sessions) or its sessions.json / sessions.sqlite.",
 )
 @click.option(
@@ -171,7 +171,7 @@ def list_command(
     "--store",
     "store_path",
     required=True,
-    type=click.Path(path_type=Path),
+    type=click.Path(path_type=Path, exists=True),
     help="Sessions directory or its sessions.json / sessions.sqlite.",
 )
 @click.option(
