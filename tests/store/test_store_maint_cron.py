@@ -105,7 +105,8 @@ async def test_sweep_disabled_and_locked_transcripts(tmp_path: Path, anyio_backe
             store, settings=CronSettings(session_retention_ms=None), now_ms=NOW
         )
         assert off.pruned_keys == ()
-        (directory / "old.jsonl.lock").write_text(json.dumps({"pid": os.getpid()}))
+        # a live owner other than this process (our own pid without a held lock is an orphan, not a holder)
+        (directory / "old.jsonl.lock").write_text(json.dumps({"pid": os.getppid()}))
         report = await sweep_cron_run_sessions(store, now_ms=NOW)
         assert report.pruned_keys == ("agent:main:cron:job:run:old",)
         assert report.archived == ()  # a live lock: the transcript is never moved

@@ -157,7 +157,7 @@ async def test_b19_cap_spares_main_and_the_running_subagent(tmp_path, anyio_back
 
 async def test_b19_a_held_transcript_lock_protects_the_entry_and_its_file(tmp_path, anyio_backend):
     store = _b19(tmp_path)
-    _lock(store, "s1.jsonl", os.getpid())
+    _lock(store, "s1.jsonl", os.getppid())  # a live owner other than this process
     settings = MaintenanceSettings(max_entries=3)
     report = await run_maintenance(store, settings=settings, now_ms=NOW)  # no active set given
     assert "agent:main:subagent:a" in _keys(store)
@@ -192,7 +192,7 @@ async def test_a_lock_taken_between_planning_and_execution_stops_the_move(
     original = run_module._execute_files
 
     def lock_then_execute(directory, actions):
-        _lock(directory, "a1.jsonl", os.getpid())
+        _lock(directory, "a1.jsonl", os.getppid())
         return original(directory, actions)
 
     monkeypatch.setattr(run_module, "_execute_files", lock_then_execute)
@@ -346,3 +346,17 @@ def test_transcripts_with_messages(tmp_path):
         (tmp_path / name).write_text(text)
     found = transcripts_with_messages(tmp_path, list_store_files(tmp_path))
     assert found == {"msg.jsonl", "legacy.jsonl", "wrapped.jsonl", "garbage.jsonl", "big.jsonl"}
+
+
+def test_held_locks_use_the_write_lock_rules(tmp_path: Path) -> None:
+    """D6 protects live owners only: a recycled pid (start time differs) or a dead one protects nothing."""
+    from sessionkeeper.store._maintenance import StoreFile
+    from sessionkeeper.store._maintenance_run import held_transcript_locks
+
+    live = {"pid": os.getppid(), "createdAt": "2026-01-05T00:00:00.000Z", "maxHoldMs": 300000}
+    recycled = {**live, "starttime": 1}
+    dead = {**live, "pid": _dead_pid()}
+    for name, payload in (("live", live), ("recycled", recycled), ("dead", dead)):
+        (tmp_path / f"{name}.jsonl.lock").write_text(json.dumps(payload))
+    files = [StoreFile(name=f"{n}.jsonl.lock", size=1, mtime_ms=0) for n in ("live", "recycled", "dead")]
+    assert held_transcript_locks(tmp_path, files) == frozenset({"live.jsonl"})

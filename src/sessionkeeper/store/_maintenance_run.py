@@ -35,6 +35,7 @@ from sessionkeeper.store._maintenance import (
     plan_maintenance,
 )
 from sessionkeeper.store._maintenance_settings import MaintenanceMode, MaintenanceSettings
+from sessionkeeper.transcript import is_locked
 
 
 __all__ = (
@@ -91,32 +92,9 @@ def list_prompt_blobs(sessions_dir: Path) -> list[StoreFile]:
     return out
 
 
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OSError:
-        return False
-    return True
-
-
 def _lock_held(lock_path: Path) -> bool:
-    """A transcript lock is held when its owner pid is alive; an unreadable lock counts as held."""
-    try:
-        payload = json.loads(lock_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return False
-    except (OSError, ValueError, RecursionError):
-        return True
-    pid = payload.get("pid") if isinstance(payload, dict) else None
-    if isinstance(pid, bool) or not isinstance(pid, int):
-        return True
-    return _pid_alive(pid)
+    """Whether the transcript of ``lock_path`` (``<transcript>.lock``) is write-locked by a live owner."""
+    return is_locked(lock_path.with_name(lock_path.name.removesuffix(".lock")))
 
 
 def held_transcript_locks(sessions_dir: Path, files: Iterable[StoreFile]) -> frozenset[str]:
