@@ -7,11 +7,11 @@ model reads it instead of continuing it. Tool results are cut to 2000 UTF-16 cod
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sessionkeeper.transcript import convert_to_llm
+from sessionkeeper.transcript._estimate import js_json_stringify
 from sessionkeeper.transcript._messages import (
     AgentMessage,
     AssistantMessage,
@@ -61,11 +61,6 @@ def truncate_utf16(text: str, max_units: int) -> tuple[str, int]:
     return text, 0  # pragma: no cover - total > max_units guarantees an early return
 
 
-def _js_json(value: Any) -> str:
-    """``JSON.stringify`` of a value: compact separators, non-ASCII written raw."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-
-
 def _texts(content: Any) -> Iterable[str]:
     if isinstance(content, str):
         yield content
@@ -89,7 +84,7 @@ def _assistant_parts(blocks: Sequence[Any]) -> list[str]:
         elif isinstance(block, ThinkingContent):
             thinking.append(block.thinking)
         elif isinstance(block, ToolCall):
-            args = ", ".join(f"{key}={_js_json(value)}" for key, value in block.arguments.items())
+            args = ", ".join(f"{key}={js_json_stringify(value)}" for key, value in block.arguments.items())
             calls.append(f"{block.name}({args})")
         elif isinstance(block, dict):
             kind = block.get("type")
@@ -100,7 +95,7 @@ def _assistant_parts(blocks: Sequence[Any]) -> list[str]:
             elif kind == "toolCall":
                 arguments = block.get("arguments")
                 items = arguments.items() if isinstance(arguments, dict) else ()
-                args = ", ".join(f"{key}={_js_json(value)}" for key, value in items)
+                args = ", ".join(f"{key}={js_json_stringify(value)}" for key, value in items)
                 calls.append(f"{block.get('name')}({args})")
     parts: list[str] = []
     if thinking:

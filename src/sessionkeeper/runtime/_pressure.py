@@ -10,7 +10,6 @@ multiplied by 1.2. It deliberately over-estimates, so a prompt it accepts fits.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -26,6 +25,7 @@ from sessionkeeper.transcript import (
     message_to_builtins,
     utf16_len,
 )
+from sessionkeeper.transcript._estimate import js_json_stringify
 
 
 __all__ = ("estimate_prompt_pressure",)
@@ -59,25 +59,8 @@ def _text_tokens(text: str, chars_per_token: int = _CHARS_PER_TOKEN) -> int:
     return math.ceil(_weighted_chars(text) / chars_per_token)
 
 
-def _js_value(value: Any) -> Any:
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
-        return int(value)
-    if isinstance(value, Mapping):
-        return {k: _js_value(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_js_value(v) for v in value]
-    return value
-
-
-def _json(value: Any) -> str:
-    return json.dumps(_js_value(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
 def _json_tokens(value: Any, chars_per_token: int = _JSON_CHARS_PER_TOKEN) -> int:
-    try:
-        return math.ceil(_weighted_chars(_json(value)) / chars_per_token)
-    except (TypeError, ValueError):
-        return 256
+    return math.ceil(_weighted_chars(js_json_stringify(value)) / chars_per_token)
 
 
 def _identifier_tokens(value: Any) -> int:
@@ -86,7 +69,9 @@ def _identifier_tokens(value: Any) -> int:
     if isinstance(value, bool):
         return _text_tokens("true" if value else "false", _JSON_CHARS_PER_TOKEN)
     if isinstance(value, str | int | float):
-        return _text_tokens(str(_js_value(value)), _JSON_CHARS_PER_TOKEN)
+        return _text_tokens(
+            value if isinstance(value, str) else js_json_stringify(value), _JSON_CHARS_PER_TOKEN
+        )
     return _json_tokens(value)
 
 
@@ -120,10 +105,7 @@ def _tool_text_tokens(text: str) -> int:
 
 
 def _tool_json_tokens(value: Any) -> int:
-    try:
-        return _tool_text_tokens(_json(value))
-    except (TypeError, ValueError):
-        return 256
+    return _tool_text_tokens(js_json_stringify(value))
 
 
 def _tool_block_tokens(block: Any) -> int:
