@@ -1,4 +1,4 @@
-"""serializeConversation writes tool-call arguments with JSON.stringify (pi §13.4): JavaScript number forms."""
+"""pi §13.4: serializeConversation writes tool-call arguments with JSON.stringify (JS number forms)."""
 
 from __future__ import annotations
 
