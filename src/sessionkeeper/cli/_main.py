@@ -27,7 +27,16 @@ EXIT_ERROR = 1
 EXIT_BAD_INPUT = 2
 
 # One module per command (or command group); each exposes ``COMMANDS: tuple[click.Command, ...]``.
-_COMMAND_MODULES: tuple[str, ...] = ("sessions", "cleanup", "prune", "context", "doctor", "demo", "compact")
+_COMMAND_MODULES: tuple[str, ...] = (
+    "sessions",
+    "cleanup",
+    "prune",
+    "context",
+    "tree",
+    "doctor",
+    "demo",
+    "compact",
+)
 
 _BAD_INPUT_ERRORS = (ConfigError, TranscriptFormatError, TranscriptNotFoundError, UnsafePathError)
 
