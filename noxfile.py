@@ -35,7 +35,7 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def docs(session: nox.Session) -> None:
-    """Build the Sphinx docs, nitpicky, warnings as errors."""
+    """Build the Sphinx docs, warnings as errors."""
     session.install("-e", ".[docs,cli]")
     session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
 
