@@ -156,6 +156,21 @@ def _blobs_store(directory: Path) -> int:
     return now
 
 
+def _unsafe_store(directory: Path) -> int:
+    """Rows OpenClaw's loader drops (unsafe sessionId, not an object) and nothing else to remove."""
+    now = NOW_MS
+    rows = {"agent:main:main": ("m0", now - 60_000), "agent:main:direct:ok": ("k1", now - DAY)}
+    entries: dict[str, Any] = {
+        key: {"sessionId": sid, "updatedAt": updated} for key, (sid, updated) in rows.items()
+    }
+    entries["agent:main:direct:escape"] = {"sessionId": "../escape", "updatedAt": now - DAY}
+    entries["agent:main:direct:junk"] = "not an object"
+    entries["agent:main:direct:blank"] = {"sessionId": "", "updatedAt": now - DAY}
+    files = {f"{sid}.jsonl": (_transcript(sid, updated), updated) for sid, updated in rows.values()}
+    _write_store(directory, entries, files)
+    return now
+
+
 _DISK = {"maxDiskBytes": "140kb", "highWaterBytes": "90kb"}
 
 
@@ -173,6 +188,7 @@ def _maintenance(oracle: Path) -> None:
     b18_now = _b18_store(out / "b18")
     b19_now = _b19_store(out / "b19")
     blobs_now = _blobs_store(out / "blobs")
+    unsafe_now = _unsafe_store(out / "unsafe")
     runs: list[tuple[str, str, int, dict[str, Any], list[str], str]] = [
         ("disk", "enforce", NOW_MS, _DISK, ["--enforce"], "agent:main:main"),
         ("disk", "dry-run", NOW_MS, _DISK, ["--dry-run", "--enforce"], "agent:main:main"),
@@ -194,6 +210,8 @@ def _maintenance(oracle: Path) -> None:
             ["--dry-run", "--enforce"],
             "agent:main:main",
         ),
+        ("unsafe", "enforce", unsafe_now, {}, ["--enforce"], "agent:main:main"),
+        ("unsafe", "dry-run", unsafe_now, {}, ["--dry-run", "--enforce"], "agent:main:main"),
     ]
     for store, variant, now, config, flags, active in runs:
         args = [str(out / store), "--now", str(now), "--config", json.dumps(config), *flags, "--pretty"]

@@ -130,3 +130,27 @@ def test_parse_now():
     assert parse_now("2026-09-21T12:00:00") == 1789992000000
     with pytest.raises(click.BadParameter, match="ISO"):
         parse_now("soon")
+
+
+def test_unsafe_rows_alone_dry_run_and_enforce_agree_with_the_file(tmp_path):
+    """Break-it #1: dropping unsafe rows was reported but the file kept them when nothing else changed."""
+    oracle = Path(__file__).resolve().parent.parent / "data" / "oracle" / "maintenance"
+    store = tmp_path / "agents" / "main" / "sessions"
+    shutil.copytree(oracle / "unsafe", store)
+    original = (store / "sessions.json").read_bytes()
+    code, out = _run("--store", str(store), "--dry-run", "--enforce", "--now", NOW, "--json")
+    assert code == 0
+    dry = json.loads(out)
+    assert (store / "sessions.json").read_bytes() == original
+    code, out = _run("--store", str(store), "--enforce", "--now", NOW, "--json")
+    assert code == 0
+    real = json.loads(out)
+    for field in ("actions", "droppedOnLoad", "files", "bytesAfter", "beforeCount", "afterCount"):
+        assert dry[field] == real[field], field
+    kept = [key for key, action in real["actions"].items() if action == "keep"]
+    assert list(json.loads((store / "sessions.json").read_text())) == kept
+    expected = json.loads((oracle / "unsafe.enforce.json").read_text())
+    assert kept == expected["entries"]["keysAfter"]
+    assert sorted(real["droppedOnLoad"]) == sorted(expected["entries"]["droppedOnLoad"])
+    on_disk = sum(p.stat().st_size for p in store.iterdir() if not p.name.startswith("sessions.json."))
+    assert on_disk == real["bytesAfter"] == expected["files"]["bytesAfter"]

@@ -424,7 +424,7 @@ def test_unsafe_session_ids_are_dropped_as_openclaw_loads_them():
     assert plan.report.actions["agent:main:direct:bad"] == "drop-unsafe"
     assert plan.report.actions["agent:main:direct:junk"] == "drop-unsafe"
     assert plan.report.before_count == 1
-    assert not plan.store_changed  # ignored rows alone do not force a rewrite
+    assert plan.store_changed  # the enforce run rewrites the file without the dropped rows
     assert list(plan.entries_after) == ["agent:main:direct:ok"]
 
 

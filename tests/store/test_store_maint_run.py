@@ -281,9 +281,15 @@ async def test_dropping_unsafe_rows_backs_up_the_store_first(tmp_path, anyio_bac
     original = json.dumps(entries, indent=2)
     (store / "sessions.json").write_text(original)
     report = await run_maintenance(store, now_ms=NOW)
-    # nothing else to remove: the ignored row is reported, and the file is not rewritten just for it
+    # nothing else to remove: the dropped row alone is a change, so the file holds what the report says
     assert report.actions["agent:main:direct:bad"] == "drop-unsafe"
-    assert (store / "sessions.json").read_text() == original
+    assert report.applied
+    assert _keys(store) == ["agent:main:direct:ok"]
+    backups = [n for n in os.listdir(store) if n.startswith("sessions.json.bak.")]
+    assert [(store / b).read_text() for b in backups] == [original]
+    assert (store / backups[0]).stat().st_mode & 0o777 == 0o600
+    for backup in backups:
+        (store / backup).unlink()
     entries["agent:main:direct:stale"] = {"sessionId": "st", "updatedAt": NOW - 90 * DAY}
     original = json.dumps(entries, indent=2)
     (store / "sessions.json").write_text(original)
@@ -295,6 +301,32 @@ async def test_dropping_unsafe_rows_backs_up_the_store_first(tmp_path, anyio_bac
     assert len(backups) == 1
     assert (store / backups[0]).read_text() == original
     assert not (tmp_path / "escape").exists()
+
+
+async def test_a_dry_run_reports_the_unsafe_rows_the_enforce_run_drops(tmp_path, anyio_backend):
+    entries = {
+        "agent:main:direct:ok": {"sessionId": "ok", "updatedAt": NOW},
+        "agent:main:direct:bad": {"sessionId": "../escape", "updatedAt": NOW},
+        "agent:main:direct:junk": "not an object",
+    }
+    store = tmp_path / "sessions"
+    store.mkdir()
+    original = json.dumps(entries, indent=2)
+    (store / "sessions.json").write_text(original)
+    dry = await run_maintenance(store, now_ms=NOW, dry_run=True)
+    assert (store / "sessions.json").read_text() == original  # a dry run writes nothing
+    warn = await run_maintenance(store, now_ms=NOW, mode="warn")
+    assert (store / "sessions.json").read_text() == original  # nor does warn mode
+    real = await run_maintenance(store, now_ms=NOW)
+    assert dry.removals == warn.removals == real.removals
+    assert dry.to_json()["wouldMutate"] is True
+    assert dry.bytes_after == real.bytes_after
+    on_disk = sum((store / n).stat().st_size for n in os.listdir(store) if not n.startswith("sessions.json."))
+    assert on_disk == real.bytes_after
+    assert _keys(store) == ["agent:main:direct:ok"]
+    again = await run_maintenance(store, now_ms=NOW)  # nothing left to drop: no rewrite, no backup
+    assert again.removals == ()
+    assert len([n for n in os.listdir(store) if n.startswith("sessions.json.bak.")]) == 1
 
 
 # ------------------------------------------------------------------------------------------------ stores

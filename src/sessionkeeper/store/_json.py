@@ -137,9 +137,18 @@ class JsonFileStoreBackend:
         """Remove ``session_key``; return whether it existed."""
         return await anyio.to_thread.run_sync(self._delete_sync, session_key)
 
-    async def transaction(self, fn: StoreTransaction[T]) -> T:
-        """Run ``fn`` on a copy of the whole store and write its edits in one atomic file replace."""
-        return await anyio.to_thread.run_sync(self._transaction_sync, fn)
+    async def transaction(self, fn: StoreTransaction[T], *, purge_dropped: bool = False) -> T:
+        """
+        Run ``fn`` on a copy of the whole store and write its edits in one atomic file replace.
+
+        Args:
+            fn: See :data:`~sessionkeeper.store.StoreTransaction`.
+            purge_dropped: Also write the file when ``fn`` changed nothing but the file holds rows the
+                load-time shape check dropped (:attr:`last_load` ``.dropped_keys``): the rewrite removes
+                them, as OpenClaw's save of the loaded store does (``sessions cleanup --enforce``).
+                Default ``False``: a transaction that changes nothing writes nothing.
+        """
+        return await anyio.to_thread.run_sync(self._transaction_sync, fn, purge_dropped)
 
     async def aclose(self) -> None:
         """Close the lock file descriptor."""
@@ -395,7 +404,7 @@ class JsonFileStoreBackend:
             self._commit_or_reload()
             return True
 
-    def _transaction_sync(self, fn: StoreTransaction[T]) -> T:
+    def _transaction_sync(self, fn: StoreTransaction[T], purge_dropped: bool = False) -> T:
         with self._writer():
             before: dict[str, SessionEntry] = {}
             for key in self._raw:
@@ -412,7 +421,7 @@ class JsonFileStoreBackend:
                 changed = self._remove(key) or changed
             for key, entry in upserts.items():
                 changed = self._set(key, entry) or changed
-            if changed:
+            if changed or (purge_dropped and self.last_load.dropped_keys):
                 self._commit_or_reload()
             return result
 

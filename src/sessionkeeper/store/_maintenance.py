@@ -264,7 +264,10 @@ def plan_maintenance(
     removals = tuple(dropped) + tuple(sim.removals)
     reasons = {r.key: r.reason for r in removals}
     actions = {key: reasons.get(key, "keep") for key in [*(d.key for d in dropped), *before_keys]}
-    store_changed = bool(sim.removals)
+    # rows dropped as unsafe count too: the enforce run rewrites the store without them, as OpenClaw's
+    # applied cleanup does (its save writes the loaded, normalised store), so the file holds what the
+    # report says
+    store_changed = bool(sim.removals) or bool(dropped)
     bytes_before = sum(f.size for f in listing.values())
     final_files = dict(sim.files)
     bytes_after = sum(f.size for f in final_files.values())

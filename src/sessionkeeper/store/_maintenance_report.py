@@ -202,6 +202,10 @@ class MaintenanceReport:
         ``unreferencedArtifacts``, ``diskBudget``, ``wouldMutate``, ``applied``, ``appliedCount``.
         Added: ``actions`` (key -> reason), ``droppedOnLoad``, ``files`` (the file actions),
         ``bytesBefore``, ``bytesAfter``, ``warnings``.
+
+        ``wouldMutate`` is also ``True`` when the only change is dropping unsafe rows: the enforce run
+        rewrites ``sessions.json`` without them. OpenClaw 2026.7.35 reports ``false`` there although its
+        applied run rewrites the file too (its count leaves load-time drops out).
         """
         would_mutate = bool(self.removals) or bool(self.file_actions)
         out: dict[str, Any] = {
@@ -244,8 +248,9 @@ class MaintenancePlan:
 
     Attributes:
         entries_after: The store after maintenance (session key -> raw entry object, order kept).
-        store_changed: An entry is removed (rows dropped as unsafe alone do not require a rewrite: the
-            store ignores them, and they disappear at its next write, as in OpenClaw).
+        store_changed: The store file must be rewritten: an entry is removed, or rows failing the
+            load-time shape check are dropped (``drop-unsafe``; OpenClaw's applied cleanup rewrites the
+            file without them too).
         report: What the plan does, with reasons (``applied`` is False: nothing ran yet).
     """
 

@@ -380,7 +380,11 @@ async def run_maintenance(
                 working.pop(removal.key, None)
             return plan
 
-        plan = await backend.transaction(transact)
+        if isinstance(backend, JsonFileStoreBackend):
+            # rows the loader dropped are in the report: the file must not keep them (D6, OpenClaw)
+            plan = await backend.transaction(transact, purge_dropped=True)
+        else:
+            plan = await backend.transaction(transact)
         execute = _execute_files if progress is None else functools.partial(_execute_files, progress=progress)
         done, warnings = await anyio.to_thread.run_sync(
             execute, target.sessions_dir, plan.report.file_actions
