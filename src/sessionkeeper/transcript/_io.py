@@ -3,19 +3,26 @@ Blocking file operations of :class:`TranscriptManager` (run through ``anyio.to_t
 
 - :func:`create_exclusive`: a new transcript appears complete or not at all (temp file + hard link,
   which fails if the target exists), mode 0600, directories 0700.
+- :func:`append_if_clean`: the fast path of an append (short enough to run on the event-loop thread):
+  one ``write`` when the file ends with ``\n``, else nothing (the caller then runs :func:`append_lines`).
 - :func:`append_lines`: one ``write`` of complete ``\\n``-terminated lines with ``O_APPEND``, after
   checking the file's real tail (field reports B01/B02): a valid last line without newline gets one; a
   torn last line (no newline, does not parse) is backed up (0600) with the whole file and cut off, so a
   new line is never glued onto a fragment. Optional fsync.
 - :func:`rewrite_lines`: backup, then atomic replace (migration of v1/v2 files on first write, D7).
+- :class:`InlineWriteGate`: decides whether the next append's write runs inline on the event-loop
+  thread or in a worker thread, from how long recent writes took.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Final
 
 import attrs
 import msgspec
@@ -32,9 +39,17 @@ from sessionkeeper.exceptions import TranscriptNotFoundError
 from sessionkeeper.transcript._codec import decode_json_line
 
 
-__all__ = ("TailRepair", "append_lines", "create_exclusive", "rewrite_lines")
+__all__ = (
+    "InlineWriteGate",
+    "TailRepair",
+    "append_if_clean",
+    "append_lines",
+    "create_exclusive",
+    "rewrite_lines",
+)
 
 _CHUNK = 64 * 1024
+_CLOEXEC: Final = getattr(os, "O_CLOEXEC", 0)
 
 
 @attrs.frozen(kw_only=True)
@@ -117,6 +132,49 @@ def _parses(fragment: bytes) -> bool:
     return True
 
 
+def _open_for_append(path: Path) -> int:
+    try:
+        return os.open(path, os.O_RDWR | os.O_APPEND | _CLOEXEC)
+    except FileNotFoundError as err:
+        raise TranscriptNotFoundError(
+            f"transcript not found: {path} (archived or removed since it was opened; nothing was written)"
+        ) from err
+
+
+def append_if_clean(path: Path, lines: Sequence[bytes], *, fsync: bool) -> bool:
+    """
+    Append complete lines in one write if the file's tail needs no repair; else write nothing.
+
+    The per-append fast path: ``open``, ``fstat``, a 1-byte ``pread`` of the last byte, one ``write``
+    (``O_APPEND``), optional ``fsync``, ``close``. A file that is empty or ends with ``\n`` gets the
+    lines; any other tail (a torn line, a valid line missing its ``\n``) is left untouched for
+    :func:`append_lines`, which repairs it (with a backup) and appends.
+
+    Args:
+        path: The transcript.
+        lines: JSON lines without newline.
+        fsync: fsync the file after writing.
+
+    Returns:
+        ``True`` when the lines were written; ``False`` when the tail needs a repair (nothing written).
+
+    Raises:
+        TranscriptNotFoundError: The transcript vanished (e.g. archived by a reset or a cleanup).
+        OSError: The write failed.
+    """
+    fd = _open_for_append(path)
+    try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            return False
+        _write_all(fd, _payload(lines))
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+    return True
+
+
 def append_lines(path: Path, lines: Sequence[bytes], *, fsync: bool, now_ms: int) -> TailRepair | None:
     """
     Append complete lines to an existing transcript in one write, repairing its tail first.
@@ -136,12 +194,7 @@ def append_lines(path: Path, lines: Sequence[bytes], *, fsync: bool, now_ms: int
     """
     repair: TailRepair | None = None
     payload = _payload(lines)
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_APPEND)
-    except FileNotFoundError as err:
-        raise TranscriptNotFoundError(
-            f"transcript not found: {path} (archived or removed since it was opened; nothing was written)"
-        ) from err
+    fd = _open_for_append(path)
     try:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
@@ -172,3 +225,81 @@ def rewrite_lines(path: Path, lines: Sequence[bytes], *, fsync: bool, now_ms: in
     backup = backup_file(path, now_ms=now_ms) if path.exists() else None
     atomic_write_bytes(path, _payload(lines), fsync=fsync)
     return backup
+
+
+class InlineWriteGate:
+    """
+    Where the next append's write runs: inline on the event-loop thread, or in a worker thread.
+
+    An append's write (``open``, 1-byte tail check, ``write``, ``fsync``, ``close``) takes about
+    0.2 ms on a local SSD, and a hop to a worker thread (``anyio.to_thread.run_sync``) adds 0.06-0.2 ms
+    more on a small machine; so while writes are fast they run inline, blocking the loop for no longer
+    than the write itself. Rules:
+
+    - ``budget_ms == 0``: never inline (every write goes through a worker thread).
+    - Start inline. A write (inline or not) that takes longer than ``budget_ms`` switches to thread
+      mode: the slow disk (a network file system, a stalled journal) then costs the loop one slow
+      write, and later writes are kept off the loop.
+    - In thread mode, after ``reprobe_after`` consecutive writes within the budget, the next write is
+      tried inline again (a probe). A probe that is slow again doubles the number of fast writes the
+      next probe waits for (up to ``reprobe_after * 64``); a fast write in inline mode resets it.
+
+    Durations come from ``timer`` (seconds; default :func:`time.perf_counter`), a seam for tests. Not
+    thread-safe by itself: one manager serialises its writes, so one write is measured at a time.
+
+    Raises:
+        ValueError: ``budget_ms`` is negative or NaN (``math.inf``: always inline).
+    """
+
+    REPROBE_AFTER: Final = 32
+    """Fast thread-mode writes before the first probe back inline."""
+
+    MAX_BACKOFF: Final = 64
+    """Cap on the probe back-off factor (so at most ``32 * 64`` fast writes between probes)."""
+
+    __slots__ = ("_backoff", "_budget_s", "_fast_in_thread", "_inline", "budget_ms", "reprobe_after", "timer")
+
+    def __init__(
+        self,
+        budget_ms: float,
+        *,
+        timer: Callable[[], float] = time.perf_counter,
+        reprobe_after: int = REPROBE_AFTER,
+    ) -> None:
+        if math.isnan(budget_ms) or budget_ms < 0:
+            raise ValueError(f"inline_write_budget_ms must be >= 0, got {budget_ms!r}")
+        if reprobe_after < 1:
+            raise ValueError(f"reprobe_after must be >= 1, got {reprobe_after!r}")
+        self.budget_ms = budget_ms
+        self._budget_s = budget_ms / 1000
+        self.timer = timer
+        self.reprobe_after = reprobe_after
+        self._inline = budget_ms > 0
+        self._fast_in_thread = 0
+        self._backoff = 1
+
+    @property
+    def inline(self) -> bool:
+        """Whether the next write should run on the event-loop thread."""
+        return self._inline
+
+    def record(self, seconds: float) -> None:
+        """Account for one write that took ``seconds`` (measured with :attr:`timer`), wherever it ran."""
+        if self.budget_ms == 0:
+            return
+        if seconds > self._budget_s:
+            self._inline = False
+            self._fast_in_thread = 0
+            return
+        if self._inline:
+            self._backoff = 1  # a fast inline write: the disk is fine again
+            return
+        self._fast_in_thread += 1
+        if self._fast_in_thread >= self.reprobe_after * self._backoff:
+            self._inline = True
+            self._fast_in_thread = 0
+            self._backoff = min(self._backoff * 2, self.MAX_BACKOFF)
+
+    def __repr__(self) -> str:
+        mode = "inline" if self._inline else "thread"
+        return f"InlineWriteGate(budget_ms={self.budget_ms!r}, mode={mode})"

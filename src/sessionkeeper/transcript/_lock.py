@@ -86,7 +86,7 @@ from sessionkeeper.transcript._lock_registry import (
 from sessionkeeper.transcript._lock_settings import WriteLockSettings
 
 
-__all__ = ("LockAcquisition", "SessionWriteLock", "run_locked")
+__all__ = ("LockAcquisition", "SessionWriteLock", "run_locked", "run_locked_now")
 
 T = TypeVar("T")
 
@@ -549,3 +549,66 @@ async def run_locked(
     outcome = await _acquire_held(reg, key_path, resolved, use_clock, timeout, False, work)
     assert isinstance(outcome, Attempt)
     return outcome.result  # type: ignore[no-any-return]
+
+
+def run_locked_now(
+    path: Path | str,
+    work: Callable[[], T],
+    *,
+    settings: WriteLockSettings | None = None,
+    clock: Clock | None = None,
+) -> Attempt | None:
+    """
+    Synchronous try-once of :func:`run_locked`, for a caller on the event-loop thread: when the lock
+    is free, create the lock file, run ``work`` and remove the lock file, all in this thread.
+
+    Never waits and never inspects or reclaims an existing lock: it returns ``None`` at once (nothing
+    done, ``work`` not run) when this process holds, claims or queues for the lock, when the
+    transcript's directory has not been resolved yet (the first :func:`run_locked` does that), or
+    when a lock file exists; the caller then uses :func:`run_locked`, whose waiting and reclaim stay
+    async and off the loop. Only if another process creates the lock file between the existence
+    check and the create does this run the same single inspection :func:`run_locked` would (and
+    return ``None``). Same lock file, payload and removal (remove-if-unchanged) as :func:`run_locked`.
+
+    Returns:
+        The finished attempt (``.result`` is what ``work`` returned), or ``None``.
+
+    Raises:
+        LockError: The lock file cannot be created (permissions, missing file system).
+        Exception: Whatever ``work`` raises (the lock file is removed first).
+    """
+    resolved = settings if settings is not None else default_settings()
+    reg = registry()
+    key_path = cached_key(Path(path), reg.real_dirs)
+    if key_path is None:
+        return None
+    lock_path = lock_path_for(key_path)
+    if os.path.lexists(lock_path):
+        return None
+    use_clock = clock if clock is not None else SYSTEM_CLOCK
+    key = str(key_path)
+    ensure_watchdog(resolved.watchdog_interval_ms)
+    with reg.lock:
+        state = reg.states.get(key)
+        if state is None:
+            state = reg.states[key] = PathState()
+        elif not state.idle():
+            return None
+        state.claimed = True
+    try:
+        now_ms = use_clock.now_ms()
+        raw = format_lock_payload(
+            pid=reg.pid, created_at_ms=now_ms, max_hold_ms=resolved.max_hold_ms, starttime=reg.starttime
+        )
+        short = resolved.acquire_timeout_ms < ORPHAN_GRACE_MS
+        grace = SHORT_TIMEOUT_ORPHAN_GRACE_MS if short else ORPHAN_GRACE_MS
+        attempt = try_create(
+            lock_path, raw, now_ms=now_ms, stale_ms=resolved.stale_ms, orphan_grace_ms=grace, then=work
+        )
+    finally:
+        with reg.lock:
+            state.claimed = False
+            state.wake_head()
+            if state.idle() and reg.states.get(key) is state:
+                del reg.states[key]
+    return attempt if attempt.outcome == "done" else None

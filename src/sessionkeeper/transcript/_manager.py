@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
 import anyio
+import anyio.lowlevel
 import anyio.to_thread
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -42,9 +43,16 @@ from sessionkeeper.transcript._entries import (
     ThinkingLevelChangeEntry,
     TranscriptEntry,
 )
-from sessionkeeper.transcript._io import TailRepair, append_lines, create_exclusive, rewrite_lines
+from sessionkeeper.transcript._io import (
+    InlineWriteGate,
+    TailRepair,
+    append_if_clean,
+    append_lines,
+    create_exclusive,
+    rewrite_lines,
+)
 from sessionkeeper.transcript._load import TranscriptIndex, js_trim, load_transcript, new_entry_id
-from sessionkeeper.transcript._lock import SessionWriteLock, run_locked
+from sessionkeeper.transcript._lock import SessionWriteLock, run_locked, run_locked_now
 from sessionkeeper.transcript._lock_settings import WriteLockSettings
 from sessionkeeper.transcript._messages import (
     AgentMessage,
@@ -76,6 +84,9 @@ def _new_write_lock() -> anyio.Lock:
 
 Durability: TypeAlias = Literal["fsync", "none"]
 """``"fsync"``: every append is fsynced before it returns (default); ``"none"``: left to the OS."""
+
+DEFAULT_INLINE_WRITE_BUDGET_MS = 1.0
+"""Default :attr:`TranscriptManager.inline_write_budget_ms`."""
 
 
 def uuid7(now_ms: int) -> str:
@@ -119,9 +130,22 @@ class TranscriptManager:
     entry type; branching; fork/clone into new transcripts (pi's ``SessionManager``, spec §4-11).
 
     Build one with :meth:`create`, :meth:`open` or :meth:`in_memory`. All appends are async (anyio,
-    asyncio or trio); blocking file I/O runs in a worker thread. Appends within one manager are
-    serialised. Every ``append_*`` creates a child of the current leaf and moves the leaf to it, and
-    returns the new entry.
+    asyncio or trio). Appends within one manager are serialised. Every ``append_*`` creates a child of
+    the current leaf and moves the leaf to it, and returns the new entry.
+
+    Where the blocking I/O runs: loading, creating, forking, migration rewrites and tail repairs run in
+    a worker thread. An append's own write (``open``, 1-byte tail check, ``write``, ``fsync``,
+    ``close``; with :attr:`locking` and no held lock, also creating and removing the lock file when it
+    is free) runs inline on the event-loop thread while recent writes finished within
+    :attr:`inline_write_budget_ms` (default 1.0 ms), since a hop to a worker thread costs about as
+    much as the write itself on a local disk. The trade-off: each append may block the event loop for
+    up to about one budget on a fast disk; on a slow one (a network file system, a stalled journal)
+    the first write over the budget blocks the loop once for as long as it takes, and the following
+    writes go to a worker thread until 32 of them in a row are within the budget again (then one is
+    tried inline; each failed try doubles that wait, up to 2048). A contended lock (waiting, polling,
+    reclaiming a stale lock) is always handled off the loop. ``inline_write_budget_ms=0`` sends every
+    write to a worker thread. Each append still yields to the event loop once (an anyio checkpoint,
+    where it can be cancelled) before writing.
 
     The leaf is not persisted (spec §4): on load it is the last entry in file order, so navigation that
     appends nothing (:meth:`branch`, :meth:`reset_leaf`) is lost when the file is reopened.
@@ -134,8 +158,10 @@ class TranscriptManager:
         path: Path | None,
         clock: Clock,
         durability: Durability,
+        inline_write_budget_ms: float = DEFAULT_INLINE_WRITE_BUDGET_MS,
     ) -> None:
         """Internal: use :meth:`create`, :meth:`open` or :meth:`in_memory`."""
+        self._inline_gate = InlineWriteGate(inline_write_budget_ms)
         self._index = index
         self._path = path
         self._clock = clock
@@ -165,6 +191,7 @@ class TranscriptManager:
         parent_session: str | None = None,
         clock: Clock = SYSTEM_CLOCK,
         durability: Durability = "fsync",
+        inline_write_budget_ms: float = DEFAULT_INLINE_WRITE_BUDGET_MS,
     ) -> TranscriptManager:
         """
         Create a new transcript file holding only its header, written at once (D7).
@@ -177,20 +204,30 @@ class TranscriptManager:
             parent_session: Path of the transcript this one was forked from (header ``parentSession``).
             clock: Time source for timestamps.
             durability: ``"fsync"`` (default) or ``"none"``.
+            inline_write_budget_ms: See :attr:`inline_write_budget_ms` (default 1.0 ms; 0 = every
+                append writes from a worker thread).
 
         Raises:
             UnsafePathError: ``session_id`` or the file name could escape its directory.
             FileExistsError: ``path`` already exists (it is never overwritten).
+            ValueError: ``inline_write_budget_ms`` is negative or NaN.
             OSError: The file could not be written.
         """
         file = Path(path)
+        InlineWriteGate(inline_write_budget_ms)  # validate before creating anything
         check_safe_name(file.name, what="transcript file name")
         now = clock.now_ms()
         header = cls._new_header(now, cwd=cwd, session_id=session_id, parent_session=parent_session)
         await anyio.to_thread.run_sync(
             lambda: create_exclusive(file, [encode_header(header)], fsync=durability == "fsync")
         )
-        return cls(TranscriptIndex.empty(header, path=file), path=file, clock=clock, durability=durability)
+        return cls(
+            TranscriptIndex.empty(header, path=file),
+            path=file,
+            clock=clock,
+            durability=durability,
+            inline_write_budget_ms=inline_write_budget_ms,
+        )
 
     @classmethod
     def in_memory(
@@ -214,20 +251,30 @@ class TranscriptManager:
         *,
         clock: Clock = SYSTEM_CLOCK,
         durability: Durability = "fsync",
+        inline_write_budget_ms: float = DEFAULT_INLINE_WRITE_BUDGET_MS,
     ) -> TranscriptManager:
         """
         Open an existing transcript (read-only until the first append; loading never writes).
 
         Damaged lines are skipped and reported in :attr:`diagnostics`; a v1/v2 file is migrated in
-        memory (rewritten after a backup on the first write).
+        memory (rewritten after a backup on the first write). ``durability`` and
+        ``inline_write_budget_ms`` are as for :meth:`create`.
 
         Raises:
             TranscriptNotFoundError: The file does not exist.
             TranscriptFormatError: It is not a transcript (names the file and line); it is left as is.
+            ValueError: ``inline_write_budget_ms`` is negative or NaN.
         """
         file = Path(path)
+        InlineWriteGate(inline_write_budget_ms)  # validate before loading
         index = await anyio.to_thread.run_sync(load_transcript, file)
-        return cls(index, path=file, clock=clock, durability=durability)
+        return cls(
+            index,
+            path=file,
+            clock=clock,
+            durability=durability,
+            inline_write_budget_ms=inline_write_budget_ms,
+        )
 
     @staticmethod
     def _new_header(
@@ -249,6 +296,28 @@ class TranscriptManager:
     def path(self) -> Path | None:
         """The transcript file, or ``None`` for an in-memory transcript."""
         return self._path
+
+    @property
+    def inline_write_budget_ms(self) -> float:
+        """
+        Longest write, in ms, that keeps appends writing inline on the event-loop thread (default 1.0).
+
+        ``0``: every append writes from a worker thread (``anyio.to_thread.run_sync``); ``math.inf``:
+        always inline. Setting it starts over in inline mode (see the class docstring for the rules).
+
+        Raises:
+            ValueError: Set to a negative number or NaN.
+        """
+        return self._inline_gate.budget_ms
+
+    @inline_write_budget_ms.setter
+    def inline_write_budget_ms(self, value: float) -> None:
+        self._inline_gate = InlineWriteGate(value, timer=self._inline_gate.timer)
+
+    @property
+    def writes_inline(self) -> bool:
+        """Whether the next append's write will run on the event-loop thread (see the class docstring)."""
+        return self._inline_gate.inline and self._path is not None
 
     @property
     def header(self) -> SessionHeader:
@@ -380,41 +449,78 @@ class TranscriptManager:
         backup); a torn tail is backed up and cut first. No-op for in-memory transcripts.
 
         Runs under the transcript's write lock: the one held by :meth:`hold_write_lock` (checked on
-        disk first), else one taken for this write alone (unless :attr:`locking` is ``False``).
+        disk first), else one taken for this write alone (unless :attr:`locking` is ``False``). The
+        plain append runs inline or in a worker thread as the inline-write gate says (class
+        docstring); a rewrite, a tail repair and a contended lock always go to a worker thread.
         """
         path = self._path
         if path is None:
             return
-        fsync = self._durability == "fsync"
-        now = self._clock.now_ms()
-        rewrite = self._pending_rewrite
-        index = self._index
         held = self._held_lock
         if held is not None:
             held.ensure_held()
+        if self._pending_rewrite:
+            await self._rewrite(path, lines, held)
+            return
+        fsync = self._durability == "fsync"
+        gate = self._inline_gate
 
-        def write() -> tuple[Path | None, TailRepair | None]:
+        def plain() -> bool:
+            """Verify the held lock, then append if the tail is clean; timed for the gate."""
             if held is not None:
                 held.verify_file()
-            if rewrite:
-                _check_unchanged_since_load(path, index)
-                content = [encode_header(index.header_raw), *index.lines, *lines]
-                return rewrite_lines(path, content, fsync=fsync, now_ms=now), None
-            return None, append_lines(path, lines, fsync=fsync, now_ms=now)
+            start = gate.timer()
+            try:
+                return append_if_clean(path, lines, fsync=fsync)
+            finally:
+                gate.record(gate.timer() - start)
+
+        if gate.inline:
+            await anyio.lowlevel.checkpoint()
+            if held is not None:
+                written = plain()
+            elif self.locking:
+                attempt = run_locked_now(path, plain, settings=self.write_lock_settings, clock=self._clock)
+                written = attempt is not None and bool(attempt.result)
+            else:
+                written = plain()
+            if written:
+                self.last_repair = None
+                return
+        now = self._clock.now_ms()
+
+        def in_thread() -> TailRepair | None:
+            if plain():
+                return None
+            return append_lines(path, lines, fsync=fsync, now_ms=now)
 
         if held is None and self.locking:
-            backup, repair = await run_locked(
-                path, write, settings=self.write_lock_settings, clock=self._clock
-            )
+            repair = await run_locked(path, in_thread, settings=self.write_lock_settings, clock=self._clock)
         else:
-            backup, repair = await anyio.to_thread.run_sync(write)
-        if rewrite:
-            self.last_backup = backup
-            self._pending_rewrite = False
-            return
+            repair = await anyio.to_thread.run_sync(in_thread)
         self.last_repair = repair
         if repair is not None and repair.backup_path is not None:
             self.last_backup = repair.backup_path
+
+    async def _rewrite(self, path: Path, lines: Sequence[bytes], held: SessionWriteLock | None) -> None:
+        """The first write of a migrated v1/v2 file: backup, then the whole file atomically (D7)."""
+        fsync = self._durability == "fsync"
+        now = self._clock.now_ms()
+        index = self._index
+
+        def write() -> Path | None:
+            if held is not None:
+                held.verify_file()
+            _check_unchanged_since_load(path, index)
+            content = [encode_header(index.header_raw), *index.lines, *lines]
+            return rewrite_lines(path, content, fsync=fsync, now_ms=now)
+
+        if held is None and self.locking:
+            backup = await run_locked(path, write, settings=self.write_lock_settings, clock=self._clock)
+        else:
+            backup = await anyio.to_thread.run_sync(write)
+        self.last_backup = backup
+        self._pending_rewrite = False
 
     async def _append(self, build: Any) -> Any:
         async with self._write_lock:
@@ -750,6 +856,7 @@ class TranscriptManager:
             path=target,
             clock=self._clock,
             durability=self._durability if target is not None else "none",
+            inline_write_budget_ms=self.inline_write_budget_ms,
         )
 
     def __repr__(self) -> str:
