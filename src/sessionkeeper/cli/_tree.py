@@ -1,8 +1,12 @@
 """
 ``sessionkeeper tree FILE`` (DESIGN "CLI", decision 6).
 
-Prints the entry tree of a transcript with labels, the leaf marked, and linear runs kept flat (only
-forks indent).
+Prints the entry tree of a transcript, one entry a line, laid out like pi 0.73.1's ``/tree`` selector
+(``modes/interactive/components/tree-selector.js``, ``flattenTree``): an only child keeps its parent's
+indentation, a branch point indents its children (and the first generation after it once more), the
+branch holding the leaf comes first and its entries carry ``•``. Each line fits the width: a deep prefix
+keeps its right end behind ``…``, the description is cut with ``…``, the entry id is never cut, so every
+entry appears exactly once at any depth and width.
 
 Exit codes: 0 ok; 1 error; 2 bad input (not a transcript, missing file).
 """
@@ -11,10 +15,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
 import click
+from rich.cells import cell_len, set_cell_size
 from rich.console import Console
-from rich.markup import escape
-from rich.tree import Tree
+from rich.text import Text
 
 from sessionkeeper.cli._context import _content_text, _load, _message_text, _snippet
 from sessionkeeper.transcript import (
@@ -57,49 +62,187 @@ def _entry_label(entry: TranscriptEntry) -> str:
     return kind or "(no type)"
 
 
-def _node_text(node: TreeNode, leaf_id: str | None) -> str:
-    entry = node.entry
-    text = f"[dim]{escape(entry.id)}[/dim] {escape(_entry_label(entry))}"
-    if node.label:
-        text += f" [bold yellow]⟨{escape(node.label)}⟩[/bold yellow]"
-    if entry.id == leaf_id:
-        text += " [bold green]◀ leaf[/bold green]"
-    return text
+@attrs.frozen(kw_only=True)
+class _Row:
+    """One line of the flattened tree: pi's ``FlatNode`` (``tree-selector.js`` ``flattenTree``)."""
+
+    node: TreeNode
+    indent: int
+    show_connector: bool
+    is_last: bool
+    gutters: tuple[tuple[int, bool], ...]  # (level, draw "│")
+    is_virtual_root_child: bool
 
 
-def _render(container: Tree, roots: tuple[TreeNode, ...], leaf_id: str | None) -> None:
+_Pending = tuple[TreeNode, int, bool, bool, bool, tuple[tuple[int, bool], ...], bool]
+
+
+def _flatten(roots: tuple[TreeNode, ...], leaf_id: str | None) -> list[_Row]:
     """
-    Attach the tree under ``container``. A linear run of entries is listed flat; each child of a fork
-    starts an indented sub-tree (iterative: a 100k-entry session must not recurse 100k levels).
+    Flatten the tree into display rows the way pi 0.73.1's ``/tree`` selector does.
+
+    Pre-order, iterative (a 100k-entry chain must not recurse). The child subtree holding the leaf is
+    listed first. Indentation only grows at a branch point: the children of a node with several
+    children get ``indent + 1``, and the first generation after a branch one more; an only child stays
+    at its parent's indentation, so a long linear chain never drifts right. Several roots are treated as
+    the children of a virtual root (shown one level less indented, without connectors).
     """
-    stack: list[tuple[Tree, TreeNode, bool]]
-    if len(roots) == 1:
-        stack = [(container, roots[0], False)]
-    else:
-        stack = [(container.add(_node_text(r, leaf_id)), r, True) for r in roots]
+    holds_leaf: set[int] = set()
+    order: list[TreeNode] = []
+    pending = list(roots)
+    while pending:
+        node = pending.pop()
+        order.append(node)
+        pending.extend(node.children)
+    for node in reversed(order):  # children before parents
+        if (leaf_id is not None and node.entry.id == leaf_id) or any(
+            id(child) in holds_leaf for child in node.children
+        ):
+            holds_leaf.add(id(node))
+
+    def leaf_first(nodes: tuple[TreeNode, ...]) -> list[TreeNode]:
+        return [n for n in nodes if id(n) in holds_leaf] + [n for n in nodes if id(n) not in holds_leaf]
+
+    several_roots = len(roots) > 1
+    ordered_roots = leaf_first(roots)
+    last = len(ordered_roots) - 1
+    stack: list[_Pending] = [
+        (root, int(several_roots), several_roots, several_roots, i == last, (), several_roots)
+        for i, root in reversed(list(enumerate(ordered_roots)))
+    ]
+    rows: list[_Row] = []
     while stack:
-        box, node, shown = stack.pop()
-        if not shown:
-            box.add(_node_text(node, leaf_id))
-        current = node
-        while len(current.children) == 1:
-            current = current.children[0]
-            box.add(_node_text(current, leaf_id))
-        subtrees = [(box.add(_node_text(child, leaf_id)), child, True) for child in current.children]
-        stack.extend(reversed(subtrees))
+        node, indent, just_branched, show_connector, is_last, gutters, virtual_child = stack.pop()
+        rows.append(
+            _Row(
+                node=node,
+                indent=indent,
+                show_connector=show_connector,
+                is_last=is_last,
+                gutters=gutters,
+                is_virtual_root_child=virtual_child,
+            )
+        )
+        forks = len(node.children) > 1
+        child_indent = indent + 1 if forks or (just_branched and indent > 0) else indent
+        child_gutters = gutters
+        if show_connector and not virtual_child:
+            shown = max(0, indent - 1) if several_roots else indent
+            child_gutters = (*gutters, (max(0, shown - 1), not is_last))
+        children = leaf_first(node.children)
+        for i in range(len(children) - 1, -1, -1):
+            is_last_child = i == len(children) - 1
+            stack.append((children[i], child_indent, forks, forks, is_last_child, child_gutters, False))
+    return rows
+
+
+def _prefix(row: _Row, *, several_roots: bool, room: int) -> str:
+    """
+    The gutter and connector prefix of a row, three cells per level, drawn as pi draws it, in at most
+    ``room`` cells: a deeper prefix keeps its right end (the connector) and starts with ``…``, so deep
+    forks never push the entry id off the line.
+    """
+    levels = max(0, row.indent - 1) if several_roots else row.indent
+    if room <= 0:
+        return ""
+    first = 0 if levels * 3 <= room else max(0, levels - room // 3 - 1)
+    connector_level = levels - 1 if row.show_connector and not row.is_virtual_root_child else -1
+    gutters: dict[int, bool] = {}
+    for level, show in row.gutters:
+        if level >= first:
+            gutters.setdefault(level, show)  # pi uses the first gutter recorded at a level
+    cells: list[str] = []
+    for level in range(first, levels):
+        if level in gutters:
+            cells.append("│  " if gutters[level] else "   ")
+        elif level == connector_level:
+            cells.append("└─ " if row.is_last else "├─ ")
+        else:
+            cells.append("   ")
+    prefix = "".join(cells)
+    if first == 0 and len(prefix) <= room:
+        return prefix
+    return "…" + prefix[len(prefix) - room + 1 :]
+
+
+def _cut(text: str, room: int) -> str:
+    """``text`` in at most ``room`` cells, ending in ``…`` when cut (ASCII fast path)."""
+    if text.isascii():
+        return text if len(text) <= room else text[: room - 1] + "…" if room > 0 else ""
+    if cell_len(text) <= room:
+        return text
+    return set_cell_size(text, room - 1) + "…" if room > 0 else ""
+
+
+def _row_text(row: _Row, *, several_roots: bool, leaf_id: str | None, on_path: bool, width: int) -> Text:
+    """
+    One output line of at most ``width`` cells (when the entry id fits): prefix, active-path marker
+    ``•``, entry id, leaf mark, label, description. The prefix shrinks first (to at most half the
+    width), then what follows the id is cut with ``…``; the entry id is never cut (a width narrower
+    than the id makes the line overflow instead).
+    """
+    entry = row.node.entry
+    marker = "• " if on_path else ""
+    essential = len(marker) + cell_len(entry.id)
+    prefix = _prefix(row, several_roots=several_roots, room=min(width // 2, width - essential - 1))
+    line = Text(prefix, style="dim")
+    line.append(marker, style="cyan")
+    line.append(entry.id, style="dim")
+    room = width - len(prefix) - essential
+    tail: list[tuple[str, str]] = []
+    if entry.id == leaf_id:
+        tail.append((" ◀ leaf", "bold green"))
+    if row.node.label:
+        tail.append((f" ⟨{row.node.label}⟩", "bold yellow"))
+    tail.append((" " + _entry_label(entry), ""))
+    for piece, style in tail:
+        if room <= 1:  # no room for more than "…": stop after the id
+            break
+        fitted = _cut(piece, room)
+        line.append(fitted, style=style)
+        room -= cell_len(fitted)
+    line.rstrip()
+    return line
 
 
 @click.command("tree")
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
-def tree_command(file: Path) -> None:
-    """Print the entry tree of a transcript FILE with labels; the leaf (last entry) is marked."""
+@click.option(
+    "--width",
+    type=click.IntRange(min=1),
+    help="Line width in cells (default: the terminal's, else $COLUMNS, else 80).",
+)
+def tree_command(file: Path, width: int | None) -> None:
+    """
+    Print the entry tree of a transcript FILE, one entry a line: id, label, the leaf marked.
+
+    Laid out like pi's /tree view: a linear run keeps its indentation and only branch points indent,
+    so every entry is shown at any depth; each line is cut to the width after the entry id.
+    """
     index = _load(file)
     indexed = (index.entry_at(pos) for pos in sorted(index.by_id.values()))
     roots = build_tree(indexed, labels=index.labels, label_timestamps=index.label_timestamps)
-    name = f" · {index.session_name}" if index.session_name else ""
-    root = Tree(f"[bold]{escape(str(file))}[/bold] · session {escape(index.header.id)}{escape(name)}")
-    _render(root, roots, index.leaf_id)
-    Console().print(root)
+    console = Console(width=width) if width is not None else Console()
+    header = Text(str(file), style="bold")
+    header.append(f" · session {index.header.id}")
+    if index.session_name:
+        header.append(f" · {index.session_name}")
+    console.print(header, soft_wrap=True)
+    leaf_id = index.leaf_id
+    on_path = {index.entry_at(pos).id for pos in index.path_positions(leaf_id)}
+    several_roots = len(roots) > 1
+    lines = [
+        _row_text(
+            row,
+            several_roots=several_roots,
+            leaf_id=leaf_id,
+            on_path=row.node.entry.id in on_path,
+            width=console.width,
+        )
+        for row in _flatten(roots, leaf_id)
+    ]
+    if lines:
+        console.print(Text("\n").join(lines), soft_wrap=True)
     if index.diagnostics.clean is False:
         click.echo(f"note: {_diagnostic_summary(index)}", err=True)
 
