@@ -14,6 +14,7 @@ derives from it (a :class:`ConfigError` is a :class:`ValueError`, a :class:`Sess
     ├── TranscriptError
     │   ├── TranscriptFormatError (ValueError)     not a transcript / bad line; names file and line
     │   ├── TranscriptNotFoundError (FileNotFoundError)
+    │   ├── TranscriptChangedError                 file shrank or was replaced under an open manager
     │   └── EntryNotFoundError (KeyError)          unknown entry id (branch target, label target, leaf)
     ├── StoreError
     │   ├── StoreCorruptError (ValueError)         unreadable sessions.json / sqlite; a 0600 backup was made
@@ -63,6 +64,7 @@ __all__ = (
     "StaleLockError",
     "StoreCorruptError",
     "StoreError",
+    "TranscriptChangedError",
     "TranscriptError",
     "TranscriptFormatError",
     "TranscriptNotFoundError",
@@ -131,6 +133,21 @@ class TranscriptFormatError(TranscriptError, ValueError):
 
 class TranscriptNotFoundError(TranscriptError, FileNotFoundError):
     """The transcript file does not exist."""
+
+
+class TranscriptChangedError(TranscriptError):
+    """
+    The transcript file changed under an open manager in a way appends cannot follow: it shrank, was
+    replaced (another inode), or its bytes before the end the manager knew changed. Nothing was
+    written; reopen the transcript (``TranscriptManager.open``) and retry.
+
+    Attributes:
+        path: The file.
+    """
+
+    def __init__(self, message: str, *, path: Path | str) -> None:
+        self.path = Path(path)
+        super().__init__(f"{self.path}: {message}")
 
 
 class EntryNotFoundError(TranscriptError, KeyError):
