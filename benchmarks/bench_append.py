@@ -1,30 +1,37 @@
 """
-Durable append of one turn (fsync per turn) as the transcript grows, with and without the write lock.
+Durable append of one turn (fsync per turn) as the transcript grows: inline writes vs worker thread.
 
 Run: ``python -m benchmarks.bench_append [--sizes 1000,10000,100000] [--appends 300] [--backend asyncio]``.
-Prints a table of medians and p95 in ms.
+Prints, per history size and mode, the median and p95 in ms of the default manager (writes inline on
+the event-loop thread while they stay within ``inline_write_budget_ms``, 1 ms) next to the same with
+``inline_write_budget_ms=0`` (every write through ``anyio.to_thread.run_sync``, the behaviour before
+inline writes).
 
 For each history size a transcript of that many entries (~600-byte messages, a linear chain) is
-written, opened with :class:`TranscriptManager`, and then one ~3 KB user turn is appended ``--appends``
-times, each fsynced before it returns:
+written once and copied for every manager; then ``--appends`` rounds are run. Each round makes one
+timed step on every (mode, inline/thread) manager and on the two floors, in an order rotated every
+round, so that the machine's noise (other jobs, journal commits) falls on every column alike. Modes:
 
-- ``held lock``: inside ``hold_write_lock()`` (a run holds the lock; each append checks it in memory);
+- ``held lock``: one ~3 KB user turn appended inside ``hold_write_lock()`` (a run holds the lock; each
+  append checks it in memory and with one ``lstat``);
 - ``lock per append``: the default outside a run: each append takes and releases the lock file;
 - ``no lock``: ``locking = False`` (what the append itself costs);
-- ``turn of 3: 3 appends`` / ``turn of 3: append_messages``: a 3-message turn (reply, tool result,
-  final reply: what ``SessionRuntime.after_turn`` records) as three appends or as one
-  :meth:`TranscriptManager.append_messages` (one write, one fsync), lock per write; time per turn;
-- ``floor: os.write+fsync``: a raw ``os.write`` of the same bytes plus ``os.fsync`` on an ``O_APPEND``
-  fd, synchronously (the machine's floor), and ``floor via to_thread``: the same from the event loop
-  through ``anyio.to_thread.run_sync`` (the floor for any async appender that keeps the loop free).
+- ``turn of 3, held lock`` / ``turn of 3, lock per write``: a 3-message turn (reply, tool result,
+  final reply: what ``SessionRuntime.after_turn`` records) as one
+  :meth:`TranscriptManager.append_messages` (one write, one fsync); time per turn;
+- ``floor: os.write+fsync``: a raw ``os.write`` of one turn's bytes plus ``os.fsync`` on an
+  ``O_APPEND`` fd, synchronously (the machine's floor); ``floor via to_thread``: the same through
+  ``anyio.to_thread.run_sync`` (shown in the thread columns).
 
-Target (DESIGN "Targets"): at most 0.2 ms median per durable append, flat as the history grows.
+Target (issue #7): at most 0.2 ms median per durable append, flat as the history grows.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import shutil
 import statistics
 import tempfile
 import time
@@ -32,12 +39,19 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
+import anyio.to_thread
 import msgspec
 
 from sessionkeeper.transcript import TranscriptManager, UserMessage
 
 
 TURN_TEXT = "Please refactor the session loader so that it streams lines. " * 48  # ~3 KB
+
+MODES = ("held lock", "lock per append", "no lock", "turn of 3, held lock", "turn of 3, lock per write")
+VARIANTS = (("inline", 1.0), ("thread", 0.0))
+WARM_UP = 5
+
+Step = Callable[[int], Awaitable[object]]
 
 
 def write_history(path: Path, entries: int) -> None:
@@ -82,95 +96,94 @@ def write_history(path: Path, entries: int) -> None:
     path.chmod(0o600)
 
 
-async def _timed(count: int, step: Callable[[int], Awaitable[object]]) -> list[float]:
-    times = []
-    for i in range(count):
-        start = time.perf_counter()
-        await step(i)
-        times.append((time.perf_counter() - start) * 1000)
-    return times
-
-
 def _turn(i: int) -> UserMessage:
     return UserMessage(content=f"{i} {TURN_TEXT}", timestamp=1_900_000_000_000 + i)
 
 
-def _append_step(manager: TranscriptManager) -> Callable[[int], Awaitable[object]]:
+def _step(manager: TranscriptManager, mode: str) -> Step:
+    if mode.startswith("turn of 3"):
+        return lambda i: manager.append_messages([_turn(i), _turn(i), _turn(i)])
     return lambda i: manager.append_message(_turn(i))
 
 
-async def run_size(size: int, workdir: Path, appends: int) -> list[tuple[str, list[float]]]:
-    results: list[tuple[str, list[float]]] = []
-    for mode in ("held lock", "lock per append", "no lock"):
-        path = workdir / f"{size}-{mode.replace(' ', '-')}.jsonl"
-        write_history(path, size)
-        manager = await TranscriptManager.open(path)
-        await manager.append_message(_turn(-1))  # warm-up: thread pool, lock directory cache
-        step = _append_step(manager)
-        if mode == "held lock":
-            async with manager.hold_write_lock():
-                times = await _timed(appends, step)
-        else:
-            manager.locking = mode == "lock per append"
-            times = await _timed(appends, step)
-        results.append((mode, times))
-        path.unlink()
-    for mode in ("turn of 3: 3 appends", "turn of 3: append_messages"):
-        path = workdir / f"{size}-turn-{len(results)}.jsonl"
-        write_history(path, size)
-        manager = await TranscriptManager.open(path)
-        await manager.append_message(_turn(-1))
-        batched = mode.endswith("append_messages")
+async def run_size(size: int, workdir: Path, appends: int) -> dict[tuple[str, str], list[float]]:
+    """Times in ms per (mode, variant) for one history size."""
+    source = workdir / f"{size}-history.jsonl"
+    write_history(source, size)
+    steps: dict[tuple[str, str], Step] = {}
+    async with contextlib.AsyncExitStack() as stack:
+        for mode in MODES:
+            for variant, budget in VARIANTS:
+                path = workdir / f"{size}-{mode.replace(' ', '-').replace(',', '')}-{variant}.jsonl"
+                shutil.copyfile(source, path)
+                manager = await TranscriptManager.open(path, inline_write_budget_ms=budget)
+                manager.locking = mode != "no lock"
+                if mode.endswith("held lock"):
+                    await stack.enter_async_context(manager.hold_write_lock())
+                step = _step(manager, mode)
+                for i in range(WARM_UP):  # thread pool, lock directory cache, page cache
+                    await step(-1 - i)
+                steps[mode, variant] = step
+        line = msgspec.json.encode({"type": "message", "message": {"content": TURN_TEXT}}) + b"\n"
+        fd = os.open(source, os.O_WRONLY | os.O_APPEND)
+        stack.callback(os.close, fd)
 
-        async def turn(i: int, m: TranscriptManager = manager, batched: bool = batched) -> None:
-            if batched:
-                await m.append_messages([_turn(i), _turn(i), _turn(i)])
-            else:
-                for _ in range(3):
-                    await m.append_message(_turn(i))
-
-        results.append((mode, await _timed(appends, turn)))
-        path.unlink()
-    line = msgspec.json.encode({"type": "message", "message": {"content": TURN_TEXT}}) + b"\n"
-    floor_path = workdir / f"{size}-floor.jsonl"
-    write_history(floor_path, size)
-    fd = os.open(floor_path, os.O_WRONLY | os.O_APPEND)
-    try:
-
-        def raw(_: int) -> None:
+        def raw() -> None:
             os.write(fd, line)
             os.fsync(fd)
 
-        sync_times = []
+        async def floor_sync(_: int) -> None:
+            raw()
+
+        async def floor_thread(_: int) -> None:
+            await anyio.to_thread.run_sync(raw)
+
+        steps["floor: os.write+fsync", "inline"] = floor_sync
+        steps["floor via to_thread", "thread"] = floor_thread
+        os.sync()  # start with no dirty pages from the setup
+        order = list(steps.items())
+        times: dict[tuple[str, str], list[float]] = {key: [] for key in steps}
         for i in range(appends):
-            start = time.perf_counter()
-            raw(i)
-            sync_times.append((time.perf_counter() - start) * 1000)
-        results.append(("floor: os.write+fsync", sync_times))
-        results.append(
-            ("floor via to_thread", await _timed(appends, lambda i: anyio.to_thread.run_sync(raw, i)))
-        )
-    finally:
-        os.close(fd)
-        floor_path.unlink()
-    return results
+            shift = i % len(order)
+            for key, step in order[shift:] + order[:shift]:
+                start = time.perf_counter()
+                await step(i)
+                times[key].append((time.perf_counter() - start) * 1000)
+    return times
+
+
+def _stats(times: list[float] | None) -> str:
+    if not times:
+        return f"{'':>8} {'':>8}"
+    ordered = sorted(times)
+    p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
+    return f"{statistics.median(ordered):>8.3f} {p95:>8.3f}"
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    """Parse the command line, run every size, print the table."""
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--appends", type=int, default=300)
     parser.add_argument("--backend", default="asyncio", choices=("asyncio", "trio"))
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    print(f"durable append of a ~{len(TURN_TEXT) // 1024} KB turn, fsync per append, backend {args.backend}")
-    print(f"{'mode':26} {'entries':>8} {'n':>5} {'median ms':>10} {'p95 ms':>8}")
+    print(
+        f"durable append of a ~{len(TURN_TEXT) // 1024} KB turn, fsync per append, backend {args.backend},"
+        f" {args.appends} rounds; ms"
+    )
+    header = f"{'mode':26} {'entries':>8} {'inline':>8} {'p95':>8} {'thread':>8} {'p95':>8}"
+    print(header)
+    print(f"{'':26} {'':>8} {'median':>8} {'':>8} {'median':>8} {'':>8}")
+    rows = [*MODES, "floor: os.write+fsync", "floor via to_thread"]
     with tempfile.TemporaryDirectory(prefix="bench-append-", dir=os.environ.get("BENCH_DIR")) as tmp:
         for size in sizes:
-            for label, times in anyio.run(run_size, size, Path(tmp), args.appends, backend=args.backend):
-                ordered = sorted(times)
-                p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
-                print(f"{label:26} {size:>8} {len(times):>5} {statistics.median(ordered):>10.3f} {p95:>8.3f}")
+            times = anyio.run(run_size, size, Path(tmp), args.appends, backend=args.backend)
+            for mode in rows:
+                inline, thread = times.get((mode, "inline")), times.get((mode, "thread"))
+                print(f"{mode:26} {size:>8} {_stats(inline)} {_stats(thread)}")
+            for leftover in Path(tmp).iterdir():
+                leftover.unlink()
 
 
 if __name__ == "__main__":

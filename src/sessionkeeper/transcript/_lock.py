@@ -579,10 +579,10 @@ def run_locked_now(
     """
     resolved = settings if settings is not None else default_settings()
     reg = registry()
-    key_path = cached_key(Path(path), reg.real_dirs)
-    if key_path is None:
+    found = _fast_key(path, reg)
+    if found is None:
         return None
-    lock_path = lock_path_for(key_path)
+    key_path, lock_path = found
     if os.path.lexists(lock_path):
         return None
     use_clock = clock if clock is not None else SYSTEM_CLOCK
@@ -612,3 +612,31 @@ def run_locked_now(
             if state.idle() and reg.states.get(key) is state:
                 del reg.states[key]
     return attempt if attempt.outcome == "done" else None
+
+
+_FAST_KEYS: dict[str, tuple[Registry, Path, Path]] = {}
+"""Absolute transcript path -> (registry, normalised path, lock path), for :func:`run_locked_now`."""
+
+_FAST_KEYS_MAX: Final = 4096
+
+
+def _fast_key(path: Path | str, reg: Registry) -> tuple[Path, Path] | None:
+    """
+    The normalised path and lock path of ``path`` without I/O, or ``None`` when its directory was
+    never resolved. Memoised for absolute paths (a relative one depends on the working directory);
+    a resolved directory stays resolved for the life of the registry (a forked child gets a new one).
+    """
+    text = os.fspath(path)
+    found = _FAST_KEYS.get(text)
+    if found is not None and found[0] is reg:
+        return found[1], found[2]
+    file = Path(text)
+    key_path = cached_key(file, reg.real_dirs)
+    if key_path is None:
+        return None
+    lock_path = lock_path_for(key_path)
+    if file.is_absolute():
+        if len(_FAST_KEYS) >= _FAST_KEYS_MAX:
+            _FAST_KEYS.clear()
+        _FAST_KEYS[text] = (reg, key_path, lock_path)
+    return key_path, lock_path

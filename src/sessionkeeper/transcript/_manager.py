@@ -100,6 +100,16 @@ def uuid7(now_ms: int) -> str:
     return str(uuid.UUID(int=value))
 
 
+def _draw_entry_id(taken: dict[str, int]) -> str:
+    """
+    :func:`new_entry_id`'s rule with a faster first draw: 8 random hex digits (32 bits from
+    ``os.urandom``, exactly what the first 8 hex digits of a UUID v4 hold); on a collision it falls
+    back to :func:`new_entry_id` (redraws, then a full UUID after 100 collisions; spec §4).
+    """
+    candidate = os.urandom(4).hex()
+    return candidate if candidate not in taken else new_entry_id(taken)
+
+
 def _check_unchanged_since_load(path: Path, index: TranscriptIndex) -> None:
     """
     Before a migration rewrite (which replaces the whole file with what was loaded): refuse when the
@@ -144,8 +154,10 @@ class TranscriptManager:
     writes go to a worker thread until 32 of them in a row are within the budget again (then one is
     tried inline; each failed try doubles that wait, up to 2048). A contended lock (waiting, polling,
     reclaiming a stale lock) is always handled off the loop. ``inline_write_budget_ms=0`` sends every
-    write to a worker thread. Each append still yields to the event loop once (an anyio checkpoint,
-    where it can be cancelled) before writing.
+    write to a worker thread. An inline append is cancellable up to the write (a pending cancellation
+    is raised before anything is written) but does not itself yield to the event loop, except once
+    the inline writes since its last yield add up to one budget: a task appending in a loop lets other
+    tasks run at least about every budget.
 
     The leaf is not persisted (spec §4): on load it is the last entry in file order, so navigation that
     appends nothing (:meth:`branch`, :meth:`reset_leaf`) is lost when the file is reopened.
@@ -162,6 +174,8 @@ class TranscriptManager:
     ) -> None:
         """Internal: use :meth:`create`, :meth:`open` or :meth:`in_memory`."""
         self._inline_gate = InlineWriteGate(inline_write_budget_ms)
+        self._stamp_second = -1  # the second whose ISO prefix is cached in _stamp_prefix
+        self._stamp_prefix = ""
         self._index = index
         self._path = path
         self._clock = clock
@@ -476,7 +490,10 @@ class TranscriptManager:
                 gate.record(gate.timer() - start)
 
         if gate.inline:
-            await anyio.lowlevel.checkpoint()
+            if gate.take_yield():
+                await anyio.lowlevel.checkpoint()
+            else:
+                await anyio.lowlevel.checkpoint_if_cancelled()
             if held is not None:
                 written = plain()
             elif self.locking:
@@ -522,10 +539,18 @@ class TranscriptManager:
         self.last_backup = backup
         self._pending_rewrite = False
 
+    def _timestamp(self) -> str:
+        """``iso_from_ms(clock.now_ms())``, reusing the formatted date and time of the same second."""
+        second, millis = divmod(self._clock.now_ms(), 1000)
+        if second != self._stamp_second:
+            self._stamp_prefix = iso_from_ms(second * 1000)[:-4]  # drop "000Z"
+            self._stamp_second = second
+        return f"{self._stamp_prefix}{millis:03d}Z"
+
     async def _append(self, build: Any) -> Any:
         async with self._write_lock:
-            entry_id = new_entry_id(self._index.by_id)
-            timestamp = iso_from_ms(self._clock.now_ms())
+            entry_id = _draw_entry_id(self._index.by_id)
+            timestamp = self._timestamp()
             entry: TranscriptEntry = build(entry_id, self._leaf_id, timestamp)
             try:
                 line = encode_entry(entry)
@@ -584,15 +609,15 @@ class TranscriptManager:
         if not messages:
             return []
         async with self._write_lock:
-            timestamp = iso_from_ms(self._clock.now_ms())
+            timestamp = self._timestamp()
             parent = self._leaf_id
             drawn: set[str] = set()
             entries: list[MessageEntry] = []
             lines: list[bytes] = []
             for message in messages:
-                entry_id = new_entry_id(self._index.by_id)
+                entry_id = _draw_entry_id(self._index.by_id)
                 while entry_id in drawn:
-                    entry_id = new_entry_id(self._index.by_id)
+                    entry_id = _draw_entry_id(self._index.by_id)
                 drawn.add(entry_id)
                 entry = MessageEntry(id=entry_id, parent_id=parent, timestamp=timestamp, message=message)
                 try:
