@@ -14,12 +14,22 @@ Semantics (pi 0.73.1, ``ExtensionRunner``), with one deliberate choice about err
   (:meth:`HookRegistry.emit_last`).
 - **Chained events** (:class:`ContextEvent`, :class:`MessageEndEvent`): each handler sees the event as
   rewritten by the previous non-``None`` result, so the last result holds the final value.
-- **Errors**: pi catches and reports handler errors and carries on. A library should not swallow errors
-  silently, so by default an exception raised by a handler **propagates unchanged** out of
-  :meth:`HookRegistry.emit` (later handlers do not run). Pass ``on_error`` to the registry to get pi's
-  behaviour instead: the callback receives the event, the handler and the exception, and the emission
-  continues with the next handler. A handler returning a result of the wrong type is an error of the
-  same kind (a :class:`TypeError`). Cancellation (``BaseException``) always propagates.
+- **Errors in handlers that decide** (events with result types: ``session_before_*``, ``context``,
+  ``message_end``): pi catches and reports handler errors and carries on. A library should not swallow
+  errors silently, so by default an exception raised by such a handler **propagates unchanged** out of
+  :meth:`HookRegistry.emit` (later handlers do not run; nothing has been done yet, so nothing is lost).
+  Pass ``on_error`` to the registry to get pi's behaviour instead: the callback receives the event, the
+  handler and the exception, and the emission continues with the next handler.
+- **Errors in notifications** (observe-only events, ``result_types == ()``: ``session_compact``,
+  ``session_tree``, ``session_start``, ``session_shutdown``, ``compaction_start``/``compaction_end``,
+  ``memory_flush_start``/``memory_flush_end``): one rule, :meth:`HookRegistry.notify`. The operation they
+  report has happened (or will happen regardless), so a raising handler must not turn a done operation
+  into an exception (a retrying caller would repeat it, e.g. compact twice). Each error is logged
+  (logger ``sessionkeeper.hooks``, WARNING, naming the event and the handler), passed to ``on_error``
+  when set, and returned as a :class:`HookError`; every handler runs. Emitters put the errors on their
+  result (``CompactionResult.hook_errors``).
+- A handler returning a result of the wrong type is an error of the same kind (a :class:`TypeError`).
+  Cancellation (``BaseException``) always propagates.
 
 The event and result classes live in :mod:`sessionkeeper._hook_events` and are re-exported here.
 """
@@ -28,6 +38,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeAlias, TypeVar
 
@@ -72,6 +83,7 @@ __all__ = (
     "ContextEvent",
     "ContextHookResult",
     "ForkHookResult",
+    "HookError",
     "HookErrorHandler",
     "HookEvent",
     "HookHandler",
@@ -96,6 +108,8 @@ __all__ = (
 R = TypeVar("R")
 E = TypeVar("E", bound="HookEvent[Any]")
 
+_log = logging.getLogger("sessionkeeper.hooks")
+
 
 # --------------------------------------------------------------------------- registry
 
@@ -104,6 +118,39 @@ HookHandler: TypeAlias = Callable[[E], object]
 
 HookErrorHandler: TypeAlias = Callable[["HookEvent[Any]", Callable[..., object], Exception], None]
 """``on_error(event, handler, exception)``: reports a handler error; the emission then continues."""
+
+
+@attrs.frozen(kw_only=True)
+class HookError:
+    """
+    A notification handler's failure, reported instead of raised (see :meth:`HookRegistry.notify`).
+
+    Attributes:
+        event: pi's event name (``"session_compact"``).
+        handler: The handler's qualified name (``module.function``), for logs and reports.
+        error: The exception it raised (a :class:`TypeError` for a non-``None`` result).
+
+    .. versionadded:: 0.2
+    """
+
+    event: str
+    handler: str
+    error: Exception
+
+    def to_json(self) -> dict[str, str]:
+        """``{"event", "handler", "error": "<ExceptionType>: <message>"}`` (for ``--json`` reports)."""
+        return {"event": self.event, "handler": self.handler, "error": _describe(self.error)}
+
+
+def _describe(error: Exception) -> str:
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+def _handler_name(handler: Callable[..., object]) -> str:
+    target = getattr(handler, "func", handler)  # functools.partial
+    module = getattr(target, "__module__", None)
+    name = getattr(target, "__qualname__", None) or repr(target)
+    return f"{module}.{name}" if module else name
 
 
 @attrs.frozen
@@ -240,6 +287,56 @@ class HookRegistry:
                 break
             current = current.chain(typed)
         return results
+
+    async def notify(self, event: HookEvent[None]) -> tuple[HookError, ...]:
+        """
+        Send a notification (an observe-only event) to its handlers; a raising handler is reported,
+        never raised (the one rule for every notification, see the module docstring).
+
+        Every handler runs, in registration order. Each failure is logged on ``sessionkeeper.hooks``
+        (WARNING, with the event name and the handler), passed to ``on_error`` when the registry has one,
+        and returned.
+
+        Args:
+            event: An event with no result types (``session_compact``, ``compaction_end``, ...).
+
+        Returns:
+            The handlers' failures, in order; empty when all succeeded.
+
+        Raises:
+            TypeError: ``event`` is one whose handlers decide (it has result types): use :meth:`emit`.
+            BaseException: Cancellation and other non-``Exception`` exits propagate; so does whatever
+                ``on_error`` itself raises.
+        """
+        if event.result_types:
+            raise TypeError(
+                f"{event.name!r} handlers return decisions; send it with emit()/emit_last(), not notify()"
+            )
+        for obs in [o for o in self._observers if isinstance(event, o.event_type)]:
+            obs.handler(event)
+        errors: list[HookError] = []
+        for sub in [s for s in self._subs if isinstance(event, s.event_type)]:
+            try:
+                result = sub.handler(event)
+                if inspect.isawaitable(result):
+                    result = await _await(result)
+                if result is not None:
+                    _check_result(event, sub.handler, result)
+            except Exception as err:
+                errors.append(self._report(event, sub.handler, err))
+        return tuple(errors)
+
+    def _report(self, event: HookEvent[Any], handler: Callable[..., object], err: Exception) -> HookError:
+        error = HookError(event=event.name, handler=_handler_name(handler), error=err)
+        _log.warning(
+            "hook handler %s for %r raised %s (a notification: reported, not raised)",
+            error.handler,
+            error.event,
+            _describe(err),
+        )
+        if self._on_error is not None:
+            self._on_error(event, handler, err)
+        return error
 
     async def emit_last(self, event: HookEvent[R]) -> R | None:
         """

@@ -3,7 +3,10 @@ Hook events for plugin writers (pi-format spec §15.6; OpenClaw spec §5-6).
 
 Register handlers with ``registry.on(EventClass, handler)`` on a :class:`HookRegistry`;
 ``session_before_compact`` handlers may return :class:`CompactHookResult` (cancel) or
-:class:`CompactionHookOverride` (their own summary, written with ``fromHook: true``).
+:class:`CompactionHookOverride` (their own summary, written with ``fromHook: true``); their errors
+propagate. Notification handlers (``session_compact``, ``compaction_end``, ...) cannot stop anything:
+their errors are logged, passed to ``on_error`` and returned as :class:`HookError` (on
+``CompactionResult.hook_errors`` for a compaction).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from sessionkeeper._hooks import (
     ContextEvent,
     ContextHookResult,
     ForkHookResult,
+    HookError,
     HookErrorHandler,
     HookEvent,
     HookHandler,
@@ -50,6 +54,7 @@ __all__ = (
     "ContextEvent",
     "ContextHookResult",
     "ForkHookResult",
+    "HookError",
     "HookErrorHandler",
     "HookEvent",
     "HookHandler",

@@ -2,7 +2,11 @@
 The compactor: plan, ask the hooks, summarise, write the ``compaction`` entry, tell the hooks.
 
 Order (pi spec §15.6): ``compaction_start`` -> ``session_before_compact`` -> summariser -> append
-entry -> ``session_compact`` -> ``compaction_end``. The summariser chain is DESIGN D3's: configured
+entry -> ``session_compact`` -> ``compaction_end``. Only ``session_before_compact`` handlers can stop the
+run (their errors propagate, before anything is written); the other three are notifications
+(:meth:`HookRegistry.notify`): a raising handler is logged, passed to ``on_error`` and collected on
+``CompactionResult.hook_errors``, and the result is still returned, so a caller never sees an exception
+for a compaction that landed (and never retries it). The summariser chain is DESIGN D3's: configured
 provider -> built-in LLM summariser (needs a ``ModelClient``) -> extractive summariser. No entry is
 ever written when the summariser failed or produced nothing usable.
 """
@@ -24,6 +28,8 @@ from sessionkeeper._hooks import (
     CompactionHookOverride,
     CompactionReason,
     CompactionStartEvent,
+    HookError,
+    HookEvent,
     HookRegistry,
     SessionBeforeCompactEvent,
     SessionCompactEvent,
@@ -83,6 +89,9 @@ class CompactionResult:
         successor: The successor transcript written after the compaction when
             ``settings.truncate_after_compaction`` is on (OpenClaw spec §5.8); the caller adopts its
             session id and file. ``None`` otherwise (or for in-memory transcripts).
+        hook_errors: Failures of notification handlers during the run (``compaction_start``,
+            ``session_compact``, ``compaction_end``), in order: reported, not raised (pi spec §15.6:
+            ``session_compact`` is an after-the-fact notification). Empty when every handler succeeded.
     """
 
     status: CompactionStatus
@@ -93,6 +102,7 @@ class CompactionResult:
     fallbacks: tuple[str, ...] = ()
     tokens_before: int = 0
     successor: SuccessorTranscript | None = None
+    hook_errors: tuple[HookError, ...] = ()
 
     @property
     def compacted(self) -> bool:
@@ -113,6 +123,8 @@ class CompactionResult:
         )
         if self.entry is not None:
             out["firstKeptEntryId"] = self.entry.first_kept_entry_id
+        if self.hook_errors:
+            out["hookErrors"] = [error.to_json() for error in self.hook_errors]
         if self.successor is not None:
             out["successor"] = {
                 "sessionId": self.successor.session_id,
@@ -210,9 +222,10 @@ class Compactor:
 
         return await anyio.to_thread.run_sync(read)
 
-    async def _emit(self, event: Any) -> None:
+    async def _notify(self, event: HookEvent[None], errors: list[HookError]) -> None:
+        """Send a notification; its handlers' failures are added to ``errors`` (never raised)."""
         if self.hooks is not None:
-            await self.hooks.emit(event)
+            errors.extend(await self.hooks.notify(event))
 
     async def compact(
         self,
@@ -243,12 +256,16 @@ class Compactor:
         Raises:
             CompactionCancelled: A ``session_before_compact`` handler cancelled, or the summariser
                 was aborted. Nothing was written.
+            Exception: Whatever a ``session_before_compact`` handler raised (unless the registry has
+                ``on_error``); nothing was written. Notification handlers never raise here: their
+                failures are on ``hook_errors``.
             TimeoutError: The run took longer than ``settings.timeout_seconds``.
             CompactionError: No summary could be made (not raised in practice: the extractive
                 summariser always answers).
             OSError: Writing the entry failed.
         """
-        await self._emit(CompactionStartEvent(reason=reason, session_key=session_key))
+        errors: list[HookError] = []
+        await self._notify(CompactionStartEvent(reason=reason, session_key=session_key), errors)
         try:
             result = await self._compact(
                 transcript,
@@ -256,31 +273,34 @@ class Compactor:
                 keep_recent_tokens=keep_recent_tokens,
                 custom_instructions=custom_instructions,
                 abort=abort,
+                hook_errors=errors,
             )
         except CompactionCancelled as err:
-            await self._emit(
-                CompactionEndEvent(
-                    reason=reason,
-                    session_key=session_key,
-                    will_retry=will_retry,
-                    aborted=True,
-                    error_message=str(err),
-                )
+            end = CompactionEndEvent(
+                reason=reason,
+                session_key=session_key,
+                will_retry=will_retry,
+                aborted=True,
+                error_message=str(err),
             )
+            await self._notify(end, errors)
             raise
-        except (CompactionError, TimeoutError, OSError) as err:
-            await self._emit(
-                CompactionEndEvent(
-                    reason=reason,
-                    session_key=session_key,
-                    will_retry=will_retry,
-                    error_message=str(err) or type(err).__name__,
-                )
+        except Exception as err:
+            end = CompactionEndEvent(
+                reason=reason,
+                session_key=session_key,
+                will_retry=will_retry,
+                error_message=str(err) or type(err).__name__,
             )
+            await self._notify(end, errors)
             raise
-        await self._emit(
-            CompactionEndEvent(reason=reason, session_key=session_key, will_retry=will_retry, result=result)
-        )
+        if errors:
+            result = attrs.evolve(result, hook_errors=tuple(errors))
+        end = CompactionEndEvent(reason=reason, session_key=session_key, will_retry=will_retry, result=result)
+        settled = len(errors)
+        await self._notify(end, errors)
+        if len(errors) > settled:
+            result = attrs.evolve(result, hook_errors=tuple(errors))
         return result
 
     async def _compact(
@@ -291,6 +311,7 @@ class Compactor:
         keep_recent_tokens: int | None,
         custom_instructions: str | None,
         abort: anyio.Event | None,
+        hook_errors: list[HookError],
     ) -> CompactionResult:
         branch = transcript.get_branch()
         if not branch:
@@ -331,7 +352,7 @@ class Compactor:
                 details=UNSET if override.details is None else override.details,
                 from_hook=True,
             )
-            await self._emit(SessionCompactEvent(compaction_entry=entry, from_hook=True))
+            await self._notify(SessionCompactEvent(compaction_entry=entry, from_hook=True), hook_errors)
             successor = None
             if self.settings.truncate_after_compaction:
                 successor = await rotate_after_compaction(transcript, clock=self._clock)
@@ -365,7 +386,7 @@ class Compactor:
                 details=details,
                 from_hook=False,
             )
-        await self._emit(SessionCompactEvent(compaction_entry=entry, from_hook=False))
+        await self._notify(SessionCompactEvent(compaction_entry=entry, from_hook=False), hook_errors)
         successor = None
         if self.settings.truncate_after_compaction:
             successor = await rotate_after_compaction(transcript, clock=self._clock)
