@@ -226,7 +226,9 @@ def cleanup_command(
     bar = _CleanupProgress(console) if show_progress else None
 
     async def run() -> tuple[MaintenanceReport, Path]:
-        async with SessionStore.open(store_path, backend=backend) as store:  # type: ignore[arg-type]
+        # a preview (dry run, warn mode) opens the store read-only: it creates and writes nothing
+        read_only = dry_run or (mode or settings.mode) == "warn"
+        async with SessionStore.open(store_path, backend=backend, read_only=read_only) as store:  # type: ignore[arg-type]
             assert store.sessions_dir is not None
             report = await run_maintenance(
                 store,

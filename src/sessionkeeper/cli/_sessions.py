@@ -82,7 +82,8 @@ def _when(ms: Any) -> str:
 
 
 def _open(store: Path, backend: str | None) -> SessionStore:
-    return SessionStore.open(store, backend=backend)  # type: ignore[arg-type]
+    """Open the store read-only: listing or showing a session never creates or writes anything."""
+    return SessionStore.open(store, backend=backend, read_only=True)  # type: ignore[arg-type]
 
 
 def _dropped_note(store: SessionStore) -> list[str]:

@@ -36,7 +36,7 @@ import anyio.to_thread
 import msgspec
 
 from sessionkeeper._fs import FILE_MODE, atomic_write_bytes, backup_file, ensure_dir
-from sessionkeeper.exceptions import SessionBusyError, StoreCorruptError
+from sessionkeeper.exceptions import SessionBusyError, StoreCorruptError, StoreError
 from sessionkeeper.store._backend import (
     EntryUpdater,
     LoadReport,
@@ -79,21 +79,32 @@ class JsonFileStoreBackend:
             OpenClaw (``durable:false``): a power loss may lose the last writes, never tear the file.
         lock_timeout_s: How long a writer waits for the cross-process lock before raising
             :class:`~sessionkeeper.exceptions.SessionBusyError` (default 10 s).
+        read_only: Reads only (``sessions list``, ``status``, dry runs): writes raise
+            :class:`~sessionkeeper.exceptions.StoreError` and no lock file is created.
 
     Raises:
         StoreCorruptError: The file is not a JSON object; a 0600 backup ``sessions.json.bak.<stamp>`` was
             written once per distinct corrupt content, and the file is left as it is.
         SessionBusyError: The lock was not acquired within ``lock_timeout_s``.
+        StoreError: A write on a read-only backend.
         OSError: The file system failed.
     """
 
-    def __init__(self, path: Path | str, *, durable: bool = True, lock_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        durable: bool = True,
+        lock_timeout_s: float = 10.0,
+        read_only: bool = False,
+    ) -> None:
         target = Path(path)
         if target.is_dir() or (not target.suffix and not target.exists()):
             target = target / STORE_FILE_NAME
         self.path: Path = target
         self.durable = durable
         self.lock_timeout_s = lock_timeout_s
+        self.read_only = read_only
         self._lock_path = target.with_name(f"{target.name}.lock")
         self._mutex = threading.Lock()
         self._lock_fd: int | None = None
@@ -303,6 +314,8 @@ class JsonFileStoreBackend:
     @contextlib.contextmanager
     def _writer(self) -> Any:
         """Hold the instance mutex and the cross-process ``flock`` on ``<store>.lock``."""
+        if self.read_only:
+            raise StoreError(f"session store {self.path} was opened read-only")
         with self._mutex:
             if self._closed:
                 raise RuntimeError("the store backend is closed")

@@ -16,6 +16,12 @@ Schema (``PRAGMA user_version = 1``)::
 
 Concurrency: every write is one ``BEGIN IMMEDIATE`` transaction, so writers in other threads and
 processes are serialised by SQLite itself (``busy_timeout``); readers never block writers (WAL).
+
+A SQLite file holding other tables and no schema version is not a session store: it is refused
+(:class:`~sessionkeeper.exceptions.StoreCorruptError`), never given our table. ``read_only=True`` (the CLI's
+``sessions list`` and ``status``, dry runs) opens the file with ``mode=ro``: a missing or 0-byte file, or a
+SQLite file without any table, reads as an empty store, and nothing is created or written (SQLite itself
+may add the ``-wal``/``-shm`` index files it needs to read a database in WAL mode).
 """
 
 from __future__ import annotations
@@ -32,7 +38,12 @@ import anyio.to_thread
 import msgspec
 
 from sessionkeeper._fs import FILE_MODE, backup_file, ensure_dir
-from sessionkeeper.exceptions import InvalidSessionEntryError, SessionBusyError, StoreCorruptError
+from sessionkeeper.exceptions import (
+    InvalidSessionEntryError,
+    SessionBusyError,
+    StoreCorruptError,
+    StoreError,
+)
 from sessionkeeper.store._backend import EntryUpdater, StoreTransaction, check_entry, diff_entries
 from sessionkeeper.store._entry import (
     SessionEntry,
@@ -78,11 +89,16 @@ class SqliteStoreBackend:
             it is several times faster. ``"OFF"`` is for scratch stores only.
         busy_timeout_s: How long a writer waits for another connection's write transaction before
             raising :class:`~sessionkeeper.exceptions.SessionBusyError` (default 10 s).
+        read_only: Open the database read-only (``mode=ro``): reads only, nothing is created or written;
+            a missing or 0-byte file, or a database without any table, is an empty store. Writes raise
+            :class:`~sessionkeeper.exceptions.StoreError`.
 
     Raises:
-        StoreCorruptError: The file is not a SQLite database of this schema, or a row is not a JSON
-            object (the file is left unchanged; a 0600 backup is written for an unreadable file).
+        StoreCorruptError: The file is not a SQLite database of this schema (a foreign SQLite file: other
+            tables, no schema version), or a row is not a JSON object. The file is left unchanged; a
+            0600 backup is written for an unreadable file unless ``read_only``.
         SessionBusyError: The database stayed locked past ``busy_timeout_s``.
+        StoreError: A write on a read-only backend.
     """
 
     def __init__(
@@ -91,6 +107,7 @@ class SqliteStoreBackend:
         *,
         synchronous: SqliteSynchronous = "FULL",
         busy_timeout_s: float = 10.0,
+        read_only: bool = False,
     ) -> None:
         target = Path(path)
         if target.is_dir() or (not target.suffix and not target.exists()):
@@ -100,12 +117,14 @@ class SqliteStoreBackend:
         self.path: Path = target
         self.synchronous: SqliteSynchronous = synchronous
         self.busy_timeout_s = busy_timeout_s
+        self.read_only = read_only
         self._mutex = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._closed = False
 
     def __repr__(self) -> str:
-        return f"SqliteStoreBackend({str(self.path)!r}, synchronous={self.synchronous!r})"
+        ro = ", read_only=True" if self.read_only else ""
+        return f"SqliteStoreBackend({str(self.path)!r}, synchronous={self.synchronous!r}{ro})"
 
     # ------------------------------------------------------------------ connection
 
@@ -113,6 +132,9 @@ class SqliteStoreBackend:
         if self._closed:
             raise RuntimeError("the store backend is closed")
         if self._conn is not None:
+            return self._conn
+        if self.read_only:
+            self._conn = self._connect_read_only()
             return self._conn
         ensure_dir(self.path.parent)
         if not self.path.exists():
@@ -128,6 +150,8 @@ class SqliteStoreBackend:
         except sqlite3.Error as err:
             raise self._corrupt(f"cannot open the database ({err})", err) from err
         try:
+            if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
+                _check_no_tables(conn, self.path)  # a foreign database: refused before WAL touches it
             self._enable_wal(conn)
             conn.execute(f"PRAGMA synchronous={self.synchronous}")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -137,6 +161,7 @@ class SqliteStoreBackend:
                 try:
                     version = conn.execute("PRAGMA user_version").fetchone()[0]
                     if version == 0:
+                        _check_no_tables(conn, self.path)  # never add our table to a foreign database
                         conn.execute(_SCHEMA)
                         conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
                         version = _SCHEMA_VERSION
@@ -144,12 +169,10 @@ class SqliteStoreBackend:
                 except BaseException:
                     conn.execute("ROLLBACK")
                     raise
-            if version != _SCHEMA_VERSION:
-                conn.close()
-                raise StoreCorruptError(
-                    f"unknown store schema version {version} (this library reads {_SCHEMA_VERSION})",
-                    path=self.path,
-                )
+            _check_version(conn, version, self.path)
+        except StoreCorruptError:
+            conn.close()
+            raise
         except sqlite3.DatabaseError as err:
             conn.close()
             if isinstance(err, sqlite3.OperationalError) and "locked" in str(err):
@@ -161,6 +184,46 @@ class SqliteStoreBackend:
                 side.chmod(FILE_MODE)
         self._conn = conn
         return conn
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """
+        Open the database with ``mode=ro`` (never created, never written). A missing or 0-byte file, or
+        a database without any table, is an empty store: an in-memory database with the schema.
+        """
+        try:
+            empty = self.path.stat().st_size == 0
+        except FileNotFoundError:
+            empty = True
+        if empty:
+            return _empty_database()
+        uri = f"{self.path.absolute().as_uri()}?mode=ro"
+        try:
+            conn = sqlite3.connect(
+                uri, uri=True, timeout=self.busy_timeout_s, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as err:
+            raise self._unreadable(f"cannot open the database read-only ({err})", err) from err
+        try:
+            conn.execute("PRAGMA query_only=1")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version == 0:
+                _check_no_tables(conn, self.path)
+                conn.close()
+                return _empty_database()
+            _check_version(conn, version, self.path)
+        except StoreCorruptError:
+            conn.close()
+            raise
+        except sqlite3.DatabaseError as err:
+            conn.close()
+            if isinstance(err, sqlite3.OperationalError) and ("locked" in str(err) or "busy" in str(err)):
+                raise self._busy(err) from err
+            raise self._unreadable(f"not a usable SQLite store ({err})", err) from err
+        return conn
+
+    def _unreadable(self, message: str, cause: Exception) -> StoreCorruptError:
+        """A read-only open writes nothing, not even a backup."""
+        return StoreCorruptError(f"{message}; the file was left unchanged", path=self.path)
 
     def _enable_wal(self, conn: sqlite3.Connection) -> None:
         """
@@ -224,6 +287,8 @@ class SqliteStoreBackend:
                 raise
 
     def _write(self, fn: Any, *args: Any) -> Any:
+        if self.read_only:
+            raise StoreError(f"session store {self.path} was opened read-only")
         with self._mutex:
             conn = self._connect()
             try:
@@ -334,6 +399,46 @@ class SqliteStoreBackend:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+def _empty_database() -> sqlite3.Connection:
+    """An in-memory database with the schema: what a read-only open of an empty store reads."""
+    conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    conn.execute(_SCHEMA)
+    return conn
+
+
+def _check_no_tables(conn: sqlite3.Connection, path: Path) -> None:
+    """
+    A database without our schema version must hold no table: else it is another program's file. One
+    statement reads both (a consistent snapshot: another connection may be creating the schema meanwhile).
+    """
+    query = (
+        "SELECT name FROM sqlite_master WHERE type = 'table' "
+        "AND (SELECT user_version FROM pragma_user_version) = 0"
+    )
+    names = [row[0] for row in conn.execute(query)]
+    if names:
+        shown = ", ".join(sorted(names)[:5]) + (", ..." if len(names) > 5 else "")
+        raise StoreCorruptError(
+            f"a SQLite database that is not a session store (no schema version; tables: {shown}); "
+            "the file was left unchanged",
+            path=path,
+        )
+
+
+def _check_version(conn: sqlite3.Connection, version: int, path: Path) -> None:
+    if version != _SCHEMA_VERSION:
+        raise StoreCorruptError(
+            f"unknown store schema version {version} (this library reads {_SCHEMA_VERSION})", path=path
+        )
+    found = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'session_entries'"
+    ).fetchone()
+    if found is None:
+        raise StoreCorruptError(
+            f"schema version {version} but no session_entries table; the file was left unchanged", path=path
+        )
 
 
 def _storable_key(key: object) -> bool:

@@ -146,6 +146,7 @@ class SessionStore:
         clock: Clock = SYSTEM_CLOCK,
         durable: bool = True,
         new_session_id: Callable[[], str] | None = None,
+        read_only: bool = False,
     ) -> SessionStore:
         """
         Open the store of a sessions directory (DESIGN "Files").
@@ -158,6 +159,9 @@ class SessionStore:
             durable: fsync every write (JSON: file + directory; SQLite: ``synchronous=FULL``, else
                 ``NORMAL``).
             new_session_id: See :class:`SessionStore`.
+            read_only: Open for reading only (``sessions list``, ``status``, dry runs): nothing is created
+                or written (a SQLite file is opened ``mode=ro``; a missing, empty or table-less one reads
+                as an empty store); every write raises :class:`~sessionkeeper.exceptions.StoreError`.
 
         Raises:
             ConfigError: See :func:`resolve_store_location`.
@@ -165,9 +169,11 @@ class SessionStore:
         file, name = resolve_store_location(path, backend)
         store_backend: StoreBackend
         if name == "json":
-            store_backend = JsonFileStoreBackend(file, durable=durable)
+            store_backend = JsonFileStoreBackend(file, durable=durable, read_only=read_only)
         else:
-            store_backend = SqliteStoreBackend(file, synchronous="FULL" if durable else "NORMAL")
+            store_backend = SqliteStoreBackend(
+                file, synchronous="FULL" if durable else "NORMAL", read_only=read_only
+            )
         return cls(store_backend, sessions_dir=file.parent, clock=clock, new_session_id=new_session_id)
 
     @classmethod
