@@ -18,7 +18,7 @@ only, see :func:`_walk_lean`).
 
 from __future__ import annotations
 
-import operator
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -28,12 +28,7 @@ import anyio
 import msgspec
 
 from sessionkeeper.exceptions import TranscriptFormatError, TranscriptNotFoundError
-from sessionkeeper.transcript._codec import (
-    decode_json_line,
-    entry_from_json,
-    header_from_json,
-    message_from_json,
-)
+from sessionkeeper.transcript._codec import header_from_json, message_from_json
 from sessionkeeper.transcript._context import (
     EMPTY_CONTEXT,
     SessionContext,
@@ -50,8 +45,17 @@ from sessionkeeper.transcript._entries import (
     UnknownEntry,
 )
 from sessionkeeper.transcript._index import TranscriptIndex, decode_line
+from sessionkeeper.transcript._lines import TailRecord, chunk_heads, decode_object, parse_entry_line
 from sessionkeeper.transcript._load import load_transcript
 from sessionkeeper.transcript._messages import AgentMessage
+from sessionkeeper.transcript._sidecar import (
+    AncestryIndex,
+    CorruptIndexError,
+    build_index,
+    index_path,
+    load_index,
+    save_index,
+)
 
 
 __all__ = (
@@ -73,85 +77,10 @@ DEFAULT_MAX_TAIL_BYTES: Final = 8 << 20
 """Default bound on the bytes a tail read reads line by line before handing over (8 MiB; a live
 context of a 200k-token window is about 1 MB of JSON)."""
 
+_log = logging.getLogger("sessionkeeper.transcript")
 _BOM: Final = b"\xef\xbb\xbf"
 _MAX_HEADER_BYTES: Final = 1 << 20
 _MAX_CHUNK: Final = 1 << 20
-
-
-class _Head(msgspec.Struct, gc=False):
-    type: Any = None
-    id: Any = None
-    parentId: Any = None  # noqa: N815 - the on-disk key
-
-
-_HEAD_DECODER: Final = msgspec.json.Decoder(_Head)
-
-
-class TailRecord:
-    """
-    One entry line met by a tail read: its ``type``, id, parent id and JSON bytes (repaired bytes for
-    a line with invalid UTF-8 or lone surrogates). The full entry is decoded on first use.
-    """
-
-    __slots__ = ("_entry", "entry_id", "kind", "line", "parent_id")
-
-    def __init__(self, kind: str, entry_id: str | None, parent_id: str | None, line: bytes) -> None:
-        self.kind = kind
-        self.entry_id = entry_id
-        self.parent_id = parent_id
-        self.line = line
-        self._entry: TranscriptEntry | None = None
-
-    @property
-    def entry(self) -> TranscriptEntry:
-        """The decoded entry (cached)."""
-        if self._entry is None:
-            self._entry = entry_from_json(decode_line(self.line))
-        return self._entry
-
-
-def _decode_object(line: bytes) -> tuple[Any, bytes] | None:
-    """The careful scan's reading of one line: ``(head or dict, bytes)``, ``None`` when skipped."""
-    try:
-        head = _HEAD_DECODER.decode(line)
-        if not line.isascii():  # fields msgspec skips are not UTF-8 checked
-            line.decode("utf-8")
-    except (UnicodeDecodeError, msgspec.DecodeError, RecursionError):  # RecursionError: ~1000 deep
-        if not line.strip():
-            return None
-        try:
-            value = decode_json_line(line)[0]
-        except ValueError:
-            return None
-        if not isinstance(value, dict):
-            return None
-        return value, msgspec.json.encode(value)
-    return head, line
-
-
-def parse_entry_line(line: bytes) -> TailRecord | None:
-    """
-    Read one line (no newline) as the loader does: ``None`` for a blank, unparseable, non-object or
-    ``session`` line (skipped or ignored after the header, spec §2), else its :class:`TailRecord`.
-    """
-    if not line:
-        return None
-    decoded = _decode_object(line)
-    if decoded is None:
-        return None
-    value, data = decoded
-    if isinstance(value, dict):
-        kind, entry_id, parent = value.get("type"), value.get("id"), value.get("parentId")
-    else:
-        kind, entry_id, parent = value.type, value.id, value.parentId
-    if kind == "session":
-        return None
-    return TailRecord(
-        kind if isinstance(kind, str) else "",
-        entry_id if isinstance(entry_id, str) else None,
-        parent if isinstance(parent, str) else None,
-        data,
-    )
 
 
 class TailHeader(msgspec.Struct, frozen=True):
@@ -198,7 +127,7 @@ def _header_in(data: bytes, size: int) -> TailHeader | object | None:
         pos = end + 1
         if not line:
             continue
-        decoded = _decode_object(line)
+        decoded = decode_object(line)
         if decoded is None:
             continue
         value = decode_line(decoded[1])
@@ -283,92 +212,174 @@ def _version(raw: dict[str, Any]) -> int:
     return version if isinstance(version, int) and not isinstance(version, bool) else 1
 
 
-def _walk_tail(handle: IO[bytes], *, max_bytes: int, first_chunk: int, visit: _Visit) -> str:
+def _walk_tail(
+    handle: IO[bytes],
+    *,
+    max_bytes: int,
+    first_chunk: int,
+    visit: _Visit,
+    index_at: tuple[Path, str] | None = None,
+) -> str:
     """
     Follow the leaf's ``parentId`` chain backwards, calling ``visit`` on each path entry from the
     leaf towards the root until it returns ``True``.
 
+    With ``index_at`` (the ancestry index file and the transcript's real path, see :mod:`._sidecar`)
+    and a visitor that only still needs the thinking level, the index answers instead of the walk:
+    a valid index as soon as the lines after its covered prefix were read, else one built (or
+    extended) once the walk passes ``max_bytes``.
+
     Returns ``"stopped"`` (visit said so), ``"root"`` (the path ended: root, missing parent or a
     cycle), ``"empty"`` (no entries), or ``"full"`` (the full loader must decide).
     """
-    size = os.fstat(handle.fileno()).st_size
+    st = os.fstat(handle.fileno())
+    size = st.st_size
     found = read_header(handle, size)
     if found is None or _version(found.raw) < CURRENT_SESSION_VERSION:
         return "full"
     reader = TailReader(handle, start=found.entries_offset, end=size, first_chunk=first_chunk)
     latest: dict[str, TailRecord] = {}  # id -> its last occurrence in file order
+    starts: dict[str, int] = {}  # id -> offset of that line
     on_path: set[int] = set()
     current: TailRecord | None = None
     any_entry = False
-    while True:
-        lines = reader.previous_lines()
-        for line in reversed(lines):
-            record = parse_entry_line(line)
-            if record is None:
-                continue
-            any_entry = True
-            entry_id = record.entry_id
-            if entry_id is None or entry_id in latest:
-                continue
-            latest[entry_id] = record
-            if current is None:
-                current = record  # the leaf: the last entry with an id
-                on_path.add(id(record))
-                if visit(record):
-                    return "stopped"
-            want = current.parent_id
-            while want and want in latest:
-                nxt = latest[want]
-                if id(nxt) in on_path:
-                    return "root"  # a cycle: the walk stops before repeating an entry
-                on_path.add(id(nxt))
-                current = nxt
-                if visit(current):
-                    return "stopped"
-                want = current.parent_id
-            if not want:
-                return "root"
-        if reader.exhausted:
-            if current is None:
-                return "full" if any_entry else "empty"
-            return "root"  # the parent is not in the file
-        if reader.bytes_read > max_bytes:
-            go_lean = getattr(visit, "go_lean", None)
-            if current is None or go_lean is None or not go_lean():
-                return "full"
-            return _walk_lean(reader, set(latest), current.parent_id, visit)
-
-
-class _StrictHead(msgspec.Struct, gc=False):
-    type: str
-    id: str | None = None
-    parentId: str | None = None  # noqa: N815 - the on-disk key
-
-
-_STRICT_DECODER: Final = msgspec.json.Decoder(_StrictHead)
-_TYPE_OF: Final = operator.attrgetter("type")
-_ID_OF: Final = operator.attrgetter("id")
-_PARENT_OF: Final = operator.attrgetter("parentId")
-
-
-def _chunk_heads(lines: list[bytes]) -> tuple[list[str], list[str | None], list[str | None], list[bytes]]:
-    """Types, ids, parent ids and bytes of the entry lines of a batch (C-speed for well-formed lines,
-    the loader's careful rules otherwise)."""
-    lines = [line for line in lines if line]
+    only_thinking = getattr(visit, "only_thinking", None)
+    index: AncestryIndex | None = None
+    index_tried = index_at is None or only_thinking is None
     try:
-        heads = list(map(_STRICT_DECODER.decode, lines))
-        kinds: list[str] = list(map(_TYPE_OF, heads))
-        if "session" not in kinds:
-            return kinds, list(map(_ID_OF, heads)), list(map(_PARENT_OF, heads)), lines
-    except (msgspec.DecodeError, RecursionError):
-        pass
-    records = [r for r in map(parse_entry_line, lines) if r is not None]
-    return (
-        [r.kind for r in records],
-        [r.entry_id for r in records],
-        [r.parent_id for r in records],
-        [r.line for r in records],
-    )
+        while True:
+            end = reader.unread_end
+            lines = reader.previous_lines()
+            for line in reversed(lines):
+                start = end - len(line)
+                end = start - 1
+                record = parse_entry_line(line)
+                if record is None:
+                    continue
+                any_entry = True
+                entry_id = record.entry_id
+                if entry_id is None or entry_id in latest:
+                    continue
+                latest[entry_id] = record
+                starts[entry_id] = start
+                if current is None:
+                    current = record  # the leaf: the last entry with an id
+                    on_path.add(id(record))
+                    if visit(record):
+                        return "stopped"
+                want = current.parent_id
+                while want and want in latest:
+                    nxt = latest[want]
+                    if id(nxt) in on_path:
+                        return "root"  # a cycle: the walk stops before repeating an entry
+                    on_path.add(id(nxt))
+                    current = nxt
+                    if visit(current):
+                        return "stopped"
+                    want = current.parent_id
+                if not want:
+                    return "root"
+            if reader.exhausted:
+                if current is None:
+                    return "full" if any_entry else "empty"
+                return "root"  # the parent is not in the file
+            if current is not None and not index_tried and only_thinking is not None and only_thinking():
+                assert index_at is not None
+                index_tried = True
+                index = load_index(
+                    index_at[0], real_path=index_at[1], session_id=found.header.id, fd=handle.fileno(), st=st
+                )
+                if index is not None and index.unsupported:  # known not simple: no build either
+                    index.close()
+                    index, index_at = None, None
+            if index is not None and current is not None and index.covered > reader.unread_end:
+                outcome = _from_index(
+                    index, fd=handle.fileno(), want=current.parent_id, starts=starts, visit=visit
+                )
+                if outcome is not None:
+                    return outcome
+                index.close()
+                index = None
+            if reader.bytes_read > max_bytes:
+                go_lean = getattr(visit, "go_lean", None)
+                if current is None or go_lean is None or not go_lean():
+                    return "full"
+                if index_at is not None:
+                    outcome = _build_and_answer(
+                        handle.fileno(),
+                        base=index,
+                        index_at=index_at,
+                        found=found,
+                        st=st,
+                        want=current.parent_id,
+                        starts=starts,
+                        visit=visit,
+                    )
+                    if outcome is not None:
+                        return outcome
+                return _walk_lean(reader, set(latest), current.parent_id, visit)
+    finally:
+        if index is not None:
+            index.close()
+
+
+def _from_index(
+    index: AncestryIndex, *, fd: int, want: str | None, starts: dict[str, int], visit: _Visit
+) -> str | None:
+    """
+    Finish a walk that only needs the thinking level with the ancestry index (the walk has read every
+    line after the index's covered prefix and ``want`` is not among them): ``None`` when the index
+    does not describe the file (then the walk goes on without it).
+    """
+    try:
+        if index.unsupported or not index.accepts(
+            fd, [entry_id for entry_id, at in starts.items() if at >= index.covered]
+        ):
+            return None
+        if not want:
+            return "root"
+        pos = index.find(fd, want)
+        if pos is None:
+            return "root"  # the parent is not in the file
+        record = index.thinking_record(fd, pos)
+    except (CorruptIndexError, OSError, ValueError, IndexError) as err:
+        _log.debug("ancestry index %s ignored: %s", index.real_path, str(err) or "corrupt")
+        return None
+    if record is None:
+        return "root"  # no usable thinking level on the rest of the path
+    visit(record)
+    return "stopped"
+
+
+def _build_and_answer(
+    fd: int,
+    *,
+    base: AncestryIndex | None,
+    index_at: tuple[Path, str],
+    found: TailHeader,
+    st: os.stat_result,
+    want: str | None,
+    starts: dict[str, int],
+    visit: _Visit,
+) -> str | None:
+    """Build the ancestry index (or extend ``base``), save it and answer from it (:func:`_from_index`)."""
+    try:
+        built = build_index(
+            fd,
+            start=found.entries_offset,
+            size=st.st_size,
+            real_path=index_at[1],
+            session_id=found.header.id,
+            st=st,
+            base=base,
+        )
+    except (CorruptIndexError, OSError) as err:  # the file changed while it was read
+        _log.debug("ancestry index of %s not built: %s", index_at[1], str(err) or "changed")
+        return None
+    if built is None:
+        return None
+    save_index(built, index_at[0])
+    return _from_index(built, fd=fd, want=want, starts=starts, visit=visit)
 
 
 def _walk_lean(reader: TailReader, later_ids: set[str | None], want: str | None, visit: _Visit) -> str:
@@ -383,7 +394,7 @@ def _walk_lean(reader: TailReader, later_ids: set[str | None], want: str | None,
             return "full"
         if reader.exhausted:
             return "root"  # the parent is not in the file
-        kinds, ids, parents, data = _chunk_heads(reader.previous_lines())
+        kinds, ids, parents, data = chunk_heads(reader.previous_lines())
         where = dict(zip(ids, range(len(ids)), strict=True))  # the last occurrence in the batch wins
         visited: set[int] = set()
         while want in where:
@@ -425,6 +436,10 @@ class _ContextWalk:
         self.first_kept: Any = None
         self.lean = False
 
+    def only_thinking(self) -> bool:
+        """Only the thinking level is still unknown (the ancestry index can answer, see :mod:`._sidecar`)."""
+        return self.compaction_seen and self.kept_seen and self.model_seen and not self.thinking_seen
+
     def go_lean(self) -> bool:
         """Past the byte budget: continue without keeping lines when only the thinking level is
         still unknown (the entries still to be met cannot add messages, a compaction or a model)."""
@@ -450,7 +465,11 @@ class _ContextWalk:
 
 
 def read_tail_context(
-    path: Path | str, *, max_tail_bytes: int = DEFAULT_MAX_TAIL_BYTES, chunk_bytes: int = 1 << 20
+    path: Path | str,
+    *,
+    max_tail_bytes: int = DEFAULT_MAX_TAIL_BYTES,
+    chunk_bytes: int = 1 << 20,
+    ancestry_index: bool = True,
 ) -> SessionContext:
     """
     The context of the transcript's leaf (its last entry with an id), reading the file backwards only
@@ -460,15 +479,23 @@ def read_tail_context(
     entries, pi-format spec §9) for every file. The walk stops once it has met the last compaction on
     the leaf's path, that compaction's ``firstKeptEntryId``, the last ``thinking_level_change`` and the
     last model (``model_change`` or assistant message); so with a recent compaction and the settings
-    recorded after it, the cost follows the live context, not the file size. When the path must be
-    followed further than ``max_tail_bytes`` (default 8 MiB) and only the thinking level is still
-    unknown (its only change is at the start of a huge file), the walk goes on at C speed keeping ids,
-    not lines; in any other such case, and for a legacy v1/v2 file, the full loader decides.
+    recorded after it, the cost follows the live context, not the file size.
+
+    When only the thinking level is still unknown (pi records it only when it changes, so in a long
+    session its one change is often at the start), the persisted ancestry index (:mod:`._sidecar`,
+    in ``$SESSIONKEEPER_CACHE_DIR`` or ``~/.cache/sessionkeeper/tail-index/``) answers with one
+    lookup and one line read, once the lines appended after it was written have been read. Without a
+    valid index, the walk builds one (a forward scan of the file) when it passes ``max_tail_bytes``
+    (default 8 MiB), saves it for the next reads and answers from it; when an index cannot be built
+    (a duplicated id or a forward reference) the walk goes on at C speed keeping ids, not lines. In
+    any other case past ``max_tail_bytes``, and for a legacy v1/v2 file, the full loader decides. An
+    index that cannot be read or written, is corrupt, or describes another file is ignored.
 
     Args:
         path: The transcript file.
         max_tail_bytes: Bytes read backwards before handing over to the full loader.
         chunk_bytes: Size of the first backward read (later reads double, up to 1 MiB or this).
+        ancestry_index: ``False``: neither read nor write the ancestry index (walk instead).
 
     Raises:
         TranscriptNotFoundError: The file does not exist.
@@ -478,7 +505,13 @@ def read_tail_context(
     file = Path(path)
     walk = _ContextWalk()
     with open_transcript_file(file) as handle:
-        outcome = _walk_tail(handle, max_bytes=max_tail_bytes, first_chunk=chunk_bytes, visit=walk)
+        outcome = _walk_tail(
+            handle,
+            max_bytes=max_tail_bytes,
+            first_chunk=chunk_bytes,
+            visit=walk,
+            index_at=index_path(file) if ancestry_index else None,
+        )
     if outcome == "full":
         return load_transcript(file).build_context()
     if outcome == "empty":

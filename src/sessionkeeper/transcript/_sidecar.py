@@ -1,0 +1,609 @@
+"""
+A persisted ancestry index of a transcript ("sidecar"), so that the thinking level of a leaf whose only
+``thinking_level_change`` is near the start of a huge file is found without walking the path (issue #7,
+scale; pi-format spec §9 item 3: the thinking level is the last usable ``thinking_level_change`` on the
+leaf's path).
+
+What it holds, for the entries with an id of a prefix ``[0, covered)`` of the file (``covered`` ends at
+a newline), in file order: the byte offset of each entry's line, and the position of the nearest
+ancestor-or-self ``thinking_level_change`` with a usable level (``-1``: none); plus a sorted table of
+``crc32(id) << 32 | position`` to find an entry by id, and the same for the parent ids that are not in
+the prefix. Every id match found through a crc is verified by reading that line, so the answer never
+depends on a hash. The thinking level on a path is then one lookup and one line read.
+
+It is only built for "simple" prefixes (what pi writes): ids are unique and every parent precedes its
+child. A prefix with a duplicated id or a forward reference is recorded as unsupported and readers walk
+the file instead. Growth is append-only: a longer file is checked (the ids appended must not repeat a
+prefix id nor name a parent that a prefix entry is missing) and extended from ``covered``.
+
+Where it lives: ``$SESSIONKEEPER_CACHE_DIR``, else ``$XDG_CACHE_HOME/sessionkeeper``, else
+``~/.cache/sessionkeeper``; subdirectory ``tail-index/`` (0700), one file per transcript (0600) named by
+a hash of its real path; never next to the transcript (pi and OpenClaw list and clean the sessions
+directory). Written atomically (:func:`atomic_write_bytes`). It is validated against the file on every
+use: the real path, the header's session id, device and inode, and a BLAKE2b hash of the 4 KiB before
+``covered`` (a rewritten, replaced or truncated file is rejected). A corrupt, foreign or unwritable
+index is ignored (a debug log): the reader falls back to the walk. The header and its variable part are
+checksummed; the arrays are not (a checksum would cost a read of the whole index), but every value used
+is range-checked and the lines it points to are verified.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import logging
+import mmap
+import operator
+import os
+import struct
+import zlib
+from array import array
+from collections.abc import Iterable, Sequence
+from itertools import accumulate, chain, compress, repeat
+from pathlib import Path
+from typing import Any, Final, cast
+
+import msgspec
+
+from sessionkeeper._fs import atomic_write_bytes
+from sessionkeeper.transcript._context import entry_thinking_level
+from sessionkeeper.transcript._lines import TailRecord, entry_heads_at, parse_entry_line
+
+
+__all__ = (
+    "AncestryIndex",
+    "CorruptIndexError",
+    "build_index",
+    "index_cache_dir",
+    "index_path",
+    "load_index",
+    "save_index",
+)
+
+_log = logging.getLogger("sessionkeeper.transcript")
+
+_MAGIC: Final = b"SKTAILIX"
+_FORMAT: Final = 1
+_ENDIAN_MARK: Final = 0x01020304  # written natively: an index from another byte order is rejected
+_HEAD: Final = struct.Struct("=8sIIII6Q16s16s")  # 104 bytes, so the arrays after it stay 8-aligned
+# magic, endian mark, format, flags, reserved, dev, ino, covered, n, m, var_len, end hash, head hash
+_UNSUPPORTED: Final = 1
+_CHECK_BYTES: Final = 4096
+_READ_CHUNK: Final = 1 << 20
+_TLC: Final = "thinking_level_change"
+_ENCODE: Final = operator.methodcaller("encode", "utf-8", "surrogatepass")
+_POS_MASK: Final = 0xFFFFFFFF
+_MAX_ENTRIES: Final = 1 << 31
+
+
+class _Var(msgspec.Struct, frozen=True):
+    path: str
+    sessionId: str  # noqa: N815 - JSON key
+    lastId: str | None  # noqa: N815 - JSON key
+
+
+def index_cache_dir() -> Path:
+    """
+    The directory of ancestry indexes: ``$SESSIONKEEPER_CACHE_DIR/tail-index``, else
+    ``$XDG_CACHE_HOME/sessionkeeper/tail-index``, else ``~/.cache/sessionkeeper/tail-index``.
+    """
+    base = os.environ.get("SESSIONKEEPER_CACHE_DIR")
+    if base:
+        return Path(base) / "tail-index"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    root = Path(xdg) if xdg else Path.home() / ".cache"
+    return root / "sessionkeeper" / "tail-index"
+
+
+def index_path(transcript: Path | str, *, cache_dir: Path | None = None) -> tuple[Path, str]:
+    """The index file of a transcript and the transcript's real path (the key it is stored under)."""
+    real = os.path.realpath(transcript)
+    digest = hashlib.sha256(os.fsencode(real)).hexdigest()[:40]
+    return (cache_dir if cache_dir is not None else index_cache_dir()) / f"{digest}.idx", real
+
+
+def _end_hash(fd: int, covered: int) -> bytes:
+    start = max(0, covered - _CHECK_BYTES)
+    data = os.pread(fd, covered - start, start)
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+def _line_at(fd: int, offset: int, limit: int) -> bytes:
+    """The line starting at ``offset`` (without its newline), read up to ``limit``."""
+    parts: list[bytes] = []
+    step = 4096
+    while offset < limit:
+        data = os.pread(fd, min(step, limit - offset), offset)
+        if not data:
+            break
+        cut = data.find(b"\n")
+        if cut >= 0:
+            parts.append(data[:cut])
+            break
+        parts.append(data)
+        offset += len(data)
+        step = min(step * 4, _READ_CHUNK)
+    return b"".join(parts)
+
+
+def _crc(entry_id: str) -> int:
+    return zlib.crc32(_ENCODE(entry_id))
+
+
+def _candidates(table: Sequence[int], crc: int) -> list[int]:
+    """Positions stored in a sorted ``crc << 32 | position`` table under ``crc``."""
+    at = bisect.bisect_left(table, crc << 32)
+    found = []
+    while at < len(table) and table[at] >> 32 == crc:
+        found.append(table[at] & _POS_MASK)
+        at += 1
+    return found
+
+
+class CorruptIndexError(Exception):
+    """A value of the index is out of range or points to a line that does not match."""
+
+
+class AncestryIndex:
+    """
+    The ancestry index of the prefix ``[0, covered)`` of one transcript (module docstring): built in
+    memory by :func:`build_index` or mapped from its file by :func:`load_index` (then :meth:`close`
+    it, or use it as a context manager).
+
+    Attributes:
+        real_path: The transcript's real path.
+        session_id: The header's session id.
+        dev, ino: The transcript's device and inode.
+        covered: Bytes of the file covered (ends just after a newline, or at the entries' start).
+        end_hash: BLAKE2b-128 of the (at most) 4 KiB before ``covered``.
+        last_id: The id of the last entry covered (``None`` when there is none).
+        unsupported: The prefix is not simple (a duplicated id or a forward reference): no arrays.
+        offsets: Byte offset of each entry line (entries with an id, file order).
+        thinking: Position of the nearest ancestor-or-self usable ``thinking_level_change``, or -1.
+        keys: Sorted ``crc32(id) << 32 | position``.
+        unresolved: Sorted ``crc32(parentId) << 32 | position`` of the entries whose parent is not
+            in the prefix.
+    """
+
+    def __init__(
+        self,
+        *,
+        real_path: str,
+        session_id: str,
+        dev: int,
+        ino: int,
+        covered: int,
+        end_hash: bytes,
+        last_id: str | None,
+        unsupported: bool = False,
+        offsets: Sequence[int] = (),
+        thinking: Sequence[int] = (),
+        keys: Sequence[int] = (),
+        unresolved: Sequence[int] = (),
+        mapping: mmap.mmap | None = None,
+    ) -> None:
+        self.real_path = real_path
+        self.session_id = session_id
+        self.dev = dev
+        self.ino = ino
+        self.covered = covered
+        self.end_hash = end_hash
+        self.last_id = last_id
+        self.unsupported = unsupported
+        self.offsets = offsets
+        self.thinking = thinking
+        self.keys = keys
+        self.unresolved = unresolved
+        self._mapping = mapping
+
+    def __enter__(self) -> AncestryIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the mapped file (no-op for an index built in memory)."""
+        mapping, self._mapping = self._mapping, None
+        if mapping is not None:
+            for name in ("offsets", "thinking", "keys", "unresolved"):
+                view = getattr(self, name)
+                if isinstance(view, memoryview):
+                    view.release()
+                setattr(self, name, ())
+            mapping.close()
+
+    def record_at(self, fd: int, pos: int) -> TailRecord:
+        """The entry line at ``pos`` read as the loader reads it (:class:`CorruptIndexError` if none)."""
+        if not 0 <= pos < len(self.offsets):
+            raise CorruptIndexError
+        offset = self.offsets[pos]
+        if offset >= self.covered:
+            raise CorruptIndexError
+        record = parse_entry_line(_line_at(fd, offset, self.covered))
+        if record is None or record.entry_id is None:
+            raise CorruptIndexError
+        return record
+
+    def find(self, fd: int, entry_id: str) -> int | None:
+        """The position of the entry with this id in the prefix (verified), ``None`` if absent."""
+        for pos in _candidates(self.keys, _crc(entry_id)):
+            if self.record_at(fd, pos).entry_id == entry_id:
+                return pos
+        return None
+
+    def accepts(self, fd: int, later_ids: Iterable[str]) -> bool:
+        """
+        Whether the index still describes the file given the ids of the entries after ``covered``:
+        none may repeat a prefix id (it would become the one a parent id resolves to, spec §9 item 2)
+        or be a parent id that a prefix entry did not find.
+        """
+        for entry_id in later_ids:
+            if self.find(fd, entry_id) is not None:
+                return False
+            for child in _candidates(self.unresolved, _crc(entry_id)):
+                if self.record_at(fd, child).parent_id == entry_id:
+                    return False
+        return True
+
+    def thinking_record(self, fd: int, pos: int) -> TailRecord | None:
+        """The nearest usable ``thinking_level_change`` on the path ending at ``pos`` (or ``None``)."""
+        at = self.thinking[pos]
+        if at < 0:
+            if at != -1:
+                raise CorruptIndexError
+            return None
+        if at > pos:
+            raise CorruptIndexError
+        record = self.record_at(fd, at)
+        if record.kind != _TLC or entry_thinking_level(record.entry) is None:
+            raise CorruptIndexError
+        return record
+
+
+def _pad8(size: int) -> int:
+    return (size + 7) & ~7
+
+
+def save_index(index: AncestryIndex, target: Path) -> bool:
+    """
+    Write ``index`` to ``target`` atomically (0600, directory 0700). Returns ``False`` (and logs at
+    debug level) when it cannot be written; never raises for an I/O error.
+    """
+    var = msgspec.json.encode(_Var(path=index.real_path, sessionId=index.session_id, lastId=index.last_id))
+    padded = var + b"\0" * (_pad8(len(var)) - len(var))
+    fields = (
+        _MAGIC,
+        _ENDIAN_MARK,
+        _FORMAT,
+        _UNSUPPORTED if index.unsupported else 0,
+        0,
+        index.dev,
+        index.ino,
+        index.covered,
+        len(index.offsets),
+        len(index.unresolved),
+        len(var),
+        index.end_hash,
+    )
+    head_hash = hashlib.blake2b(_HEAD.pack(*fields, b"\0" * 16) + var, digest_size=16).digest()
+    pieces: list[Any] = [_HEAD.pack(*fields, head_hash), padded]
+    for values, code in (
+        (index.offsets, "Q"),
+        (index.keys, "Q"),
+        (index.unresolved, "Q"),
+        (index.thinking, "i"),
+    ):
+        packed = values if isinstance(values, array) else array(code, values)
+        if len(packed):
+            pieces.append(memoryview(packed).cast("B"))
+    try:
+        atomic_write_bytes(target, cast("list[bytes]", pieces))
+    except OSError as err:
+        _log.debug("ancestry index not written to %s: %s", target, err)
+        return False
+    return True
+
+
+def load_index(
+    target: Path, *, real_path: str, session_id: str, fd: int, st: os.stat_result
+) -> AncestryIndex | None:
+    """
+    Map the index at ``target`` if it describes the open transcript ``fd`` (stat ``st``, header
+    session id ``session_id``): ``None`` when it is missing, corrupt, foreign or stale (a debug log).
+    """
+    try:
+        with target.open("rb") as handle:
+            mapping = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError) as err:
+        if not isinstance(err, FileNotFoundError):
+            _log.debug("ancestry index %s not readable: %s", target, err)
+        return None
+    try:
+        index = _parse(mapping, real_path=real_path, session_id=session_id, fd=fd, st=st)
+    except (CorruptIndexError, ValueError, TypeError, struct.error, msgspec.DecodeError, OSError) as err:
+        _log.debug("ancestry index %s ignored: %s", target, str(err) or "corrupt")
+        index = None
+    if index is None:
+        mapping.close()
+    return index
+
+
+def _parse(
+    mapping: mmap.mmap, *, real_path: str, session_id: str, fd: int, st: os.stat_result
+) -> AncestryIndex | None:
+    if len(mapping) < _HEAD.size:
+        raise CorruptIndexError
+    (magic, mark, version, flags, reserved, dev, ino, covered, n, m, var_len, end_hash, head_hash) = (
+        _HEAD.unpack_from(mapping)
+    )
+    if (magic, mark, version) != (_MAGIC, _ENDIAN_MARK, _FORMAT) or var_len > len(mapping):
+        raise CorruptIndexError
+    var_bytes = mapping[_HEAD.size : _HEAD.size + var_len]
+    blank = _HEAD.pack(
+        magic, mark, version, flags, reserved, dev, ino, covered, n, m, var_len, end_hash, b"\0" * 16
+    )
+    if hashlib.blake2b(blank + var_bytes, digest_size=16).digest() != head_hash:
+        raise CorruptIndexError
+    var = msgspec.json.decode(var_bytes, type=_Var)
+    if var.path != real_path or var.sessionId != session_id or (dev, ino) != (st.st_dev, st.st_ino):
+        return None  # another file (or the same path replaced by another file)
+    if covered > st.st_size or _end_hash(fd, covered) != end_hash:
+        return None  # rewritten or truncated
+    at = _HEAD.size + _pad8(var_len)
+    if len(mapping) != at + 20 * n + 8 * m:
+        raise CorruptIndexError
+    view = memoryview(mapping)
+    sections: list[memoryview[int]] = []
+    for count, width in ((n, 8), (n, 8), (m, 8), (n, 4)):
+        part = view[at : at + count * width]
+        sections.append(part.cast("Q") if width == 8 else part.cast("i"))
+        part.release()
+        at += count * width
+    view.release()
+    return AncestryIndex(
+        real_path=real_path,
+        session_id=session_id,
+        dev=dev,
+        ino=ino,
+        covered=covered,
+        end_hash=end_hash,
+        last_id=var.lastId,
+        unsupported=bool(flags & _UNSUPPORTED),
+        offsets=sections[0],
+        keys=sections[1],
+        unresolved=sections[2],
+        thinking=sections[3],
+        mapping=mapping,
+    )
+
+
+class _NotSimpleError(Exception):
+    """The prefix has a duplicated id or a forward reference."""
+
+
+class _Builder:
+    """Scans entry lines forward and grows the arrays (see :func:`build_index`)."""
+
+    def __init__(self, fd: int, base: AncestryIndex | None) -> None:
+        self.fd = fd
+        self.offsets = array("Q", base.offsets if base is not None else ())
+        self.old_n = len(self.offsets)
+        self.prev: object = base.last_id if base is not None and base.last_id is not None else _START
+        self.buckets: list[list[int]] = [[] for _ in range(256)]
+        self.events: dict[int, str | None] = {}  # non-linear entries: position -> parent id, None = root
+        self.selves: set[int] = set()  # positions of usable thinking_level_change entries
+
+    def add_lines(self, block: bytes, base_offset: int) -> None:
+        lines = block.split(b"\n")
+        starts = list(accumulate(map(operator.add, map(len, lines), repeat(1)), initial=base_offset))
+        kinds, ids, parents, datas, offsets = entry_heads_at(lines, starts[:-1])
+        keep = [entry_id is not None for entry_id in ids]
+        if not all(keep):
+            kinds, ids, parents = (
+                list(compress(kinds, keep)),
+                list(compress(ids, keep)),
+                list(compress(parents, keep)),
+            )
+            datas, offsets = list(compress(datas, keep)), list(compress(offsets, keep))
+        count = len(ids)
+        if not count:
+            return
+        first = len(self.offsets)
+        if first + count >= _MAX_ENTRIES:
+            raise _NotSimpleError
+        self.offsets.extend(offsets)
+        parents = [parent or None for parent in parents]
+        previous: list[object] = [self.prev, *ids[:-1]]
+        self.prev = ids[-1]
+        linear = list(map(operator.eq, parents, previous))
+        for k in compress(range(count), map(operator.not_, linear)):
+            self.events[first + k] = parents[k]
+        at = -1
+        while (at := _index_of(kinds, _TLC, at + 1)) >= 0:
+            record = parse_entry_line(datas[at])
+            if record is not None and entry_thinking_level(record.entry) is not None:
+                self.selves.add(first + at)
+        crcs = map(zlib.crc32, map(_ENCODE, cast("list[str]", ids)))
+        buckets = self.buckets
+        for key in map(operator.or_, map(operator.lshift, crcs, repeat(32)), range(first, first + count)):
+            buckets[key >> 56].append(key)
+
+    def record(self, pos: int, covered: int) -> TailRecord:
+        record = parse_entry_line(_line_at(self.fd, self.offsets[pos], covered))
+        if record is None or record.entry_id is None:
+            raise CorruptIndexError
+        return record
+
+    def merge_keys(self, old: Sequence[int], covered: int) -> array[int]:
+        """All keys sorted; raises :class:`_NotSimpleError` when a new id repeats another id."""
+        keys = array("Q")
+        lo = 0
+        for top, new in enumerate(self.buckets):
+            hi = bisect.bisect_left(old, (top + 1) << 56, lo)
+            if not new:
+                keys.extend(old[lo:hi])
+                lo = hi
+                continue
+            merged = sorted(chain(old[lo:hi], new))
+            lo = hi
+            crcs = list(map(operator.rshift, merged, repeat(32)))
+            if len(set(crcs)) != len(crcs):
+                self._check_collisions(merged, crcs, covered)
+            keys.extend(merged)
+        self.buckets = []
+        return keys
+
+    def _check_collisions(self, merged: list[int], crcs: list[int], covered: int) -> None:
+        start = 0
+        while start < len(merged):
+            end = start + 1
+            while end < len(merged) and crcs[end] == crcs[start]:
+                end += 1
+            group = [key & _POS_MASK for key in merged[start:end]]
+            if end - start > 1 and max(group) >= self.old_n:
+                seen = [self.record(pos, covered).entry_id for pos in group]
+                if len(set(seen)) != len(seen):
+                    raise _NotSimpleError
+            start = end
+
+
+_START: Final = object()
+
+
+def _index_of(values: list[str], value: str, start: int) -> int:
+    try:
+        return values.index(value, start)
+    except ValueError:
+        return -1
+
+
+def build_index(
+    fd: int,
+    *,
+    start: int,
+    size: int,
+    real_path: str,
+    session_id: str,
+    st: os.stat_result,
+    base: AncestryIndex | None = None,
+) -> AncestryIndex | None:
+    """
+    Build the ancestry index of the open transcript ``fd`` up to its last newline before ``size``:
+    from ``start`` (where entries begin) or, with ``base``, by extending that index from its
+    ``covered`` offset (the caller checked that ``base`` describes this file).
+
+    Lines are read with the loader's rules (:func:`parse_entry_line`). Returns the index (an
+    ``unsupported`` one, without arrays, when the prefix has a duplicated id or a forward reference),
+    or ``None`` when the file changed while it was read. Raises ``OSError`` if it cannot be read.
+    """
+    builder = _Builder(fd, base)
+    pos = base.covered if base is not None else start
+    carry = b""
+    while pos < size:
+        data = os.pread(fd, min(_READ_CHUNK, size - pos), pos)
+        if not data:
+            return None
+        pos += len(data)
+        buffer = carry + data if carry else data
+        cut = buffer.rfind(b"\n")
+        if cut < 0:
+            carry = buffer
+            continue
+        carry = buffer[cut + 1 :]
+        try:
+            builder.add_lines(buffer[:cut], pos - len(buffer))
+        except _NotSimpleError:
+            return _unsupported(fd, real_path, session_id, st, pos - len(carry))
+    covered = pos - len(carry)
+    try:
+        return _finish(builder, fd, base, real_path=real_path, session_id=session_id, st=st, covered=covered)
+    except _NotSimpleError:
+        return _unsupported(fd, real_path, session_id, st, covered)
+
+
+def _unsupported(fd: int, real_path: str, session_id: str, st: os.stat_result, covered: int) -> AncestryIndex:
+    return AncestryIndex(
+        real_path=real_path,
+        session_id=session_id,
+        dev=st.st_dev,
+        ino=st.st_ino,
+        covered=covered,
+        end_hash=_end_hash(fd, covered),
+        last_id=None,
+        unsupported=True,
+    )
+
+
+def _finish(
+    builder: _Builder,
+    fd: int,
+    base: AncestryIndex | None,
+    *,
+    real_path: str,
+    session_id: str,
+    st: os.stat_result,
+    covered: int,
+) -> AncestryIndex:
+    old_keys: Sequence[int] = base.keys if base is not None else ()
+    keys = builder.merge_keys(old_keys, covered)
+    count = len(builder.offsets)
+    unresolved: list[int] = []
+    if base is not None:  # a parent a prefix entry missed must not have appeared since
+        for key in base.unresolved:
+            crc, child = key >> 32, key & _POS_MASK
+            wanted = builder.record(child, covered).parent_id
+            for pos in _candidates(keys, crc):
+                if pos >= builder.old_n and builder.record(pos, covered).entry_id == wanted:
+                    raise _NotSimpleError
+            unresolved.append(key)
+    thinking = array("i", base.thinking if base is not None else ())
+    thinking.extend(repeat(-1, count - len(thinking)))
+    value = thinking[builder.old_n - 1] if builder.old_n else -1
+    run_start = builder.old_n
+    events = builder.events
+    for pos in sorted(events.keys() | builder.selves):
+        if pos > run_start:
+            thinking[run_start:pos] = array("i", (value,)) * (pos - run_start)
+        parent_id = events.get(pos)
+        parent = (
+            -1
+            if parent_id is None
+            else _resolve(builder, keys, pos, parent_id, covered=covered, unresolved=unresolved)
+        )
+        if pos in builder.selves:
+            value = pos
+        elif pos in events:
+            value = thinking[parent] if parent >= 0 else -1
+        thinking[pos] = value
+        run_start = pos + 1
+    if count > run_start:
+        thinking[run_start:count] = array("i", (value,)) * (count - run_start)
+    last_id = builder.prev if isinstance(builder.prev, str) else None
+    return AncestryIndex(
+        real_path=real_path,
+        session_id=session_id,
+        dev=st.st_dev,
+        ino=st.st_ino,
+        covered=covered,
+        end_hash=_end_hash(fd, covered),
+        last_id=last_id,
+        offsets=builder.offsets,
+        thinking=thinking,
+        keys=keys,
+        unresolved=array("Q", sorted(unresolved)),
+    )
+
+
+def _resolve(
+    builder: _Builder, keys: Sequence[int], child: int, parent_id: str, *, covered: int, unresolved: list[int]
+) -> int:
+    """The position of ``parent_id`` (which must precede ``child``), -1 when it is not in the prefix."""
+    crc = _crc(parent_id)
+    for pos in _candidates(keys, crc):
+        if builder.record(pos, covered).entry_id == parent_id:
+            if pos >= child:
+                raise _NotSimpleError
+            return pos
+    unresolved.append(crc << 32 | child)
+    return -1
