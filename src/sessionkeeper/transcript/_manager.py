@@ -174,7 +174,7 @@ class TranscriptManager:
     ) -> None:
         """Internal: use :meth:`create`, :meth:`open` or :meth:`in_memory`."""
         self._inline_gate = InlineWriteGate(inline_write_budget_ms)
-        self._stamp_second = -1  # the second whose ISO prefix is cached in _stamp_prefix
+        self._stamp_second: int | None = None  # the second whose ISO prefix is in _stamp_prefix
         self._stamp_prefix = ""
         self._index = index
         self._path = path
