@@ -7,6 +7,10 @@ camelCase keys, their units per key (``pruneAfter`` defaults to days, ``ttl`` to
 strings (``"30d"``, ``"10mb"``, ``"80%"``). pi's ``settings.json`` ``compaction`` block is accepted by
 :func:`load_config` too (it is mapped onto ``agents.defaults.compaction``).
 
+Config files are JSON5, as OpenClaw reads ``~/.openclaw/openclaw.json``: comments, trailing commas,
+unquoted keys, single-quoted strings (:func:`parse_config_text`). Strict JSON takes the fast path (msgspec);
+only a file that is not strict JSON is parsed by the ``json5`` package.
+
 Each settings class (an ``attrs`` frozen class living next to the code it configures) declares its
 fields with :func:`setting`; :func:`structure_settings` turns one section of the tree into an instance,
 parsing each value with the field's parser and structuring the rest with the shared ``cattrs``
@@ -16,7 +20,6 @@ converter. Every error is a :class:`~sessionkeeper.exceptions.ConfigError` namin
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import re
 import warnings
@@ -26,6 +29,8 @@ from typing import Any, Final, TypeVar, cast
 
 import attrs
 import cattrs
+import json5
+import msgspec
 
 from sessionkeeper.exceptions import ConfigError
 
@@ -34,6 +39,7 @@ __all__ = (
     "Config",
     "load_config",
     "parse_byte_size",
+    "parse_config_text",
     "parse_duration_ms",
     "parse_ratio",
     "setting",
@@ -331,38 +337,93 @@ def _merge_pi_settings(tree: dict[str, Any]) -> dict[str, Any]:
     return tree
 
 
+_JSON5_POSITION = re.compile(r"^<string>:(\d+) (.*) at column (\d+)$", re.DOTALL)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _join_surrogate_pairs(value: Any) -> Any:
+    """
+    Join the escaped surrogate pairs the ``json5`` package leaves split (``"\\ud83e\\udd9e"`` is one
+    character, 🦞, in JSON5 as in JavaScript); lone surrogates stay as they are.
+    """
+    if isinstance(value, str):
+        if _SURROGATE.search(value) is None:
+            return value
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    if isinstance(value, list):
+        return [_join_surrogate_pairs(item) for item in value]
+    if isinstance(value, dict):
+        return {_join_surrogate_pairs(k): _join_surrogate_pairs(v) for k, v in value.items()}
+    return value
+
+
+def parse_config_text(text: str, *, source: Path | str = "<config>") -> tuple[Any, bool]:
+    """
+    Parse the text of a config file as JSON5 (OpenClaw reads ``openclaw.json`` as JSON5).
+
+    Strict JSON is decoded first (msgspec, fast); text that is not strict JSON (comments, trailing commas,
+    unquoted keys, single quotes, hexadecimal numbers, ``Infinity``...) is parsed with the ``json5``
+    package.
+
+    Args:
+        text: The file's text (a leading BOM is allowed).
+        source: The file, named in error messages.
+
+    Returns:
+        ``(value, strict)``: the parsed value (any JSON type) and whether the text was strict JSON.
+
+    Raises:
+        ConfigError: The text is not JSON5; the message names the file, line and column
+            (``openclaw.json:3:7: not valid JSON5: Unexpected "@"``).
+    """
+    body = text.removeprefix("\ufeff")
+    try:
+        return msgspec.json.decode(body), True
+    except (msgspec.DecodeError, RecursionError):
+        pass  # not strict JSON (or a lone surrogate escape, which json5 reads): parse as JSON5
+    try:
+        return _join_surrogate_pairs(json5.loads(body)), False
+    except RecursionError as err:
+        raise ConfigError(f"{source}: not usable JSON5: nested too deeply") from err
+    except ValueError as err:
+        message = str(err)
+        found = _JSON5_POSITION.match(message)
+        if found is not None:
+            line, reason, column = found.groups()
+            raise ConfigError(f"{source}:{line}:{column}: not valid JSON5: {reason}") from err
+        raise ConfigError(f"{source}:1:1: not valid JSON5: {message}") from err
+
+
 def load_config(source: Path | str | Mapping[str, Any] | None = None) -> Config:
     """
     Load a configuration tree.
 
     Args:
-        source: A path to a JSON file (OpenClaw's ``openclaw.json`` or pi's ``settings.json``), a mapping
-            already parsed, or ``None`` for an empty tree (all defaults).
+        source: A path to a JSON5 (or JSON) file (OpenClaw's ``openclaw.json`` or pi's ``settings.json``),
+            a mapping already parsed, or ``None`` for an empty tree (all defaults).
 
     Returns:
         The :class:`Config`. A pi ``settings.json`` (top-level ``compaction`` block) is mapped onto
         ``agents.defaults.compaction``.
 
     Raises:
-        ConfigError: The file cannot be read or is not a JSON object.
+        ConfigError: The file cannot be read, is not JSON5 (the message names file, line and column), or
+            is not an object.
     """
     if source is None:
         return Config()
     if isinstance(source, Mapping):
         return Config(tree=_merge_pi_settings(dict(source)))
-    path = Path(source)
+    path = Path(source).expanduser()
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
         raise ConfigError(f"cannot read config file {path}: {err.strerror or err}") from err
     except UnicodeDecodeError as err:
         raise ConfigError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from err
-    try:
-        tree = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ConfigError(f"{path}:{err.lineno}: not valid JSON: {err.msg}") from err
-    except RecursionError as err:
-        raise ConfigError(f"{path}: not usable JSON: nested too deeply") from err
+    tree, _ = parse_config_text(text, source=path)
     if not isinstance(tree, dict):
         raise ConfigError(f"{path}: the config must be a JSON object")
     return Config(tree=_merge_pi_settings(tree), source=path)

@@ -57,8 +57,12 @@ def test_config_files_are_recognised_by_content(tmp_path: Path) -> None:
     assert read_config_file(_write(tmp_path, {"name": "x"}, "package.json")) is None  # no known key
     assert read_config_file(_write(tmp_path, [1, 2], "list.json")) is None
     json5 = tmp_path / "commented.json"
-    json5.write_text('{\n  // JSON5\n  "session": {}\n}\n')
-    assert read_config_file(json5) is None
+    json5.write_text("{\n  // JSON5, as OpenClaw reads openclaw.json\n  session: {},\n}\n")
+    target = read_config_file(json5)
+    assert target is not None and target.tree == {"session": {}}
+    broken = tmp_path / "broken.json"
+    broken.write_text("{\n  session: {\n}\n")
+    assert read_config_file(broken) is None  # not JSON5
     result = CliRunner().invoke(cli, ["doctor", str(tmp_path / "package.json")])
     assert result.exit_code == 2  # neither a transcript nor a config: bad input
 
@@ -212,3 +216,73 @@ def test_config_checks_come_from_the_registry(tmp_path: Path) -> None:
     assert run.exit_code == 1
     bare = anyio.run(lambda: run_doctor(path, registry=DoctorRegistry()))
     assert bare.files[0].kind == "config" and bare.exit_code == 0
+
+
+_JSON5_LEGACY = """// gateway config, hand-edited
+{
+  gateway: { port: 18789 },  // keep this port
+  session: {
+    /* legacy: moved under session.reset by doctor --fix */
+    idleMinutes: 120,
+    maintenance: { mode: 'enforce', rotateBytes: '10mb', maxEntries: 300, },
+  },
+}
+"""
+
+
+def test_json5_config_is_checked_and_fix_says_comments_were_not_kept(tmp_path: Path) -> None:
+    """Break-it #3: --fix on a JSON5 file backs it up (0600) and says its comments were not kept."""
+    path = tmp_path / "openclaw.json"
+    path.write_text(_JSON5_LEGACY)
+    code, report = _doctor(str(path))
+    assert code == 1
+    assert {f["ids"][0] for f in report["files"][0]["findings"]} == {
+        "session.idleMinutes",
+        "session.maintenance.rotateBytes",
+    }
+    assert path.read_text() == _JSON5_LEGACY  # a check writes nothing
+    code, report = _doctor(str(path), "--fix")
+    assert code == 0
+    (file,) = report["files"]
+    assert file["status"] == "fixed"
+    backup = Path(file["backupPath"])
+    assert backup.read_text() == _JSON5_LEGACY  # the comments survive in the backup
+    assert stat.S_IMODE(backup.stat().st_mode) == 0o600
+    (note,) = file["findings"]
+    assert (note["check"], note["severity"]) == ("json5-formatting-dropped", "info")
+    assert "comments" in note["message"] and backup.name in note["message"]
+    assert note["message"] in file["changes"]
+    assert json.loads(path.read_text()) == {
+        "gateway": {"port": 18789},
+        "session": {
+            "reset": {"mode": "idle", "idleMinutes": 120},
+            "maintenance": {"mode": "enforce", "maxEntries": 300},
+        },
+    }
+
+
+def test_json5_note_shows_in_the_text_output(tmp_path: Path) -> None:
+    path = tmp_path / "openclaw.json"
+    path.write_text(_JSON5_LEGACY)
+    result = CliRunner().invoke(cli, ["doctor", str(path), "--fix"], env={"COLUMNS": "400"})
+    assert result.exit_code == 0
+    assert "comments and JSON5 formatting were not kept" in result.output
+    assert "1 fixed" in result.output
+
+
+def test_strict_json_fix_has_no_json5_note(tmp_path: Path) -> None:
+    path = _write(tmp_path, LEGACY)
+    _, report = _doctor(str(path), "--fix")
+    assert all(f["check"] != "json5-formatting-dropped" for f in report["files"][0]["findings"])
+
+
+def test_a_tree_strict_json_cannot_hold_is_not_rewritten(tmp_path: Path) -> None:
+    path = tmp_path / "openclaw.json"
+    text = "{session: {parentForkMaxTokens: 5, maintenance: {maxEntries: Infinity}}}"
+    path.write_text(text)
+    code, report = _doctor(str(path), "--fix")
+    assert code == 1
+    file = report["files"][0]
+    assert file["backupPath"] is None and file["fixed"] == []
+    assert any("strict JSON cannot write" in f["message"] for f in file["findings"])
+    assert path.read_text() == text

@@ -227,7 +227,7 @@ def test_load_config_file_errors(tmp_path: Path) -> None:
         load_config(tmp_path / "missing.json")
     bad = tmp_path / "bad.json"
     bad.write_text('{"session": ', encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"bad\.json:1: not valid JSON"):
+    with pytest.raises(ConfigError, match=r"bad\.json:1:13: not valid JSON5"):
         load_config(bad)
     array = tmp_path / "array.json"
     array.write_text("[1, 2]", encoding="utf-8")

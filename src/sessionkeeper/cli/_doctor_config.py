@@ -16,6 +16,13 @@ Two built-in :class:`~sessionkeeper.cli._doctor_checks.ConfigCheck` s:
 ``--fix`` writes a 0600 backup (``<name>.bak.<stamp>``) and rewrites the JSON atomically (0600, two-space
 indent) without the legacy keys, with :func:`sessionkeeper.store.migrate_legacy_config` (every other key
 and its order kept; ``session.idleMinutes`` moved under ``session.reset`` with the same effective policy).
+
+Config files are JSON5 (as OpenClaw reads them). The rewrite is strict JSON, as OpenClaw's own
+``doctor --fix`` writes ``openclaw.json`` (``JSON.stringify``): comments, unquoted keys and trailing commas
+of a JSON5 file are not kept. The fix still runs (an operator asking for ``--fix`` wants the legacy keys
+gone, and the backup holds the original text, comments included), and the report says so: an ``info``
+finding ``json5-formatting-dropped`` naming the backup, and the same sentence in ``changes``. A tree
+holding a value strict JSON cannot write (``NaN``, ``Infinity``) is not rewritten (an error finding).
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from typing import Any, Final
 
 import attrs
 
-from sessionkeeper._config import Config, load_config
+from sessionkeeper._config import Config, load_config, parse_config_text
 from sessionkeeper._fs import atomic_write_bytes, backup_file
 from sessionkeeper.cli._doctor_checks import ConfigCheck, ConfigTarget, DoctorRegistry, Finding
 from sessionkeeper.compaction import CompactionSettings
@@ -81,19 +88,19 @@ _SETTINGS: Final[tuple[tuple[str, Callable[[Config], object]], ...]] = (
 
 def read_config_file(path: Path) -> ConfigTarget | None:
     """
-    Recognise a config file by content: one JSON object (not a transcript header) with at least one
-    top-level key of OpenClaw's config (``session``, ``agents``, ``cron``, ...) or of pi's
-    ``settings.json`` (``compaction``, ``defaultProvider``, ...).
+    Recognise a config file by content: one JSON5 object (strict JSON included; not a transcript header)
+    with at least one top-level key of OpenClaw's config (``session``, ``agents``, ``cron``, ...) or of
+    pi's ``settings.json`` (``compaction``, ``defaultProvider``, ...).
 
     Returns:
-        The target, or ``None`` when the file is not such a config (``*.jsonl``, not JSON, JSON5 with
-        comments, not an object, or no known key).
+        The target, or ``None`` when the file is not such a config (``*.jsonl``, not JSON5, not an
+        object, or no known key).
     """
     if path.suffix == ".jsonl" or not path.is_file() or path.stat().st_size > _MAX_CONFIG_BYTES:
         return None
     try:
-        tree = json.loads(path.read_bytes().decode("utf-8-sig"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        tree, _ = parse_config_text(path.read_bytes().decode("utf-8"), source=path)
+    except (UnicodeDecodeError, ConfigError):
         return None
     if not isinstance(tree, dict) or "type" in tree:
         return None
@@ -191,13 +198,28 @@ def _find(target: ConfigTarget, registry: DoctorRegistry) -> list[Finding]:
 
 
 def _encode(tree: dict[str, Any]) -> bytes:
-    return (json.dumps(tree, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    """Strict JSON, two-space indent; ``ValueError`` for a value JSON cannot hold (NaN, Infinity)."""
+    return (json.dumps(tree, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+
+
+_JSON5_CHECK: Final = "json5-formatting-dropped"
+
+
+def _is_strict_json(path: Path) -> bool:
+    try:
+        return parse_config_text(path.read_bytes().decode("utf-8"), source=path)[1]
+    except (UnicodeDecodeError, ConfigError):
+        return False
 
 
 def run_config_checks(target: ConfigTarget, registry: DoctorRegistry, *, fix: bool = False) -> ConfigRun:
     """
     Run the registry's config checks on ``target``; with ``fix``, back the file up (0600) and rewrite it
     without its legacy keys (see the module docstring). Synchronous (small files).
+
+    A JSON5 file (comments, unquoted keys, trailing commas...) is rewritten as strict JSON: the run then
+    carries an ``info`` finding ``json5-formatting-dropped`` naming the backup that keeps the original
+    text, and says the same in ``changes``.
 
     Raises:
         OSError: The backup or the rewrite failed (the original file is then unchanged).
@@ -208,9 +230,26 @@ def run_config_checks(target: ConfigTarget, registry: DoctorRegistry, *, fix: bo
     new_tree, changes = migrate_legacy_config(target.tree)
     if not changes:
         return ConfigRun(findings=tuple(findings))
+    try:
+        data = _encode(new_tree)
+    except ValueError as err:
+        refused = Finding(
+            check="legacy-config-keys",
+            severity="error",
+            message=f"not rewritten: the config holds a value strict JSON cannot write ({err})",
+        )
+        return ConfigRun(findings=(*findings, refused))
+    strict = _is_strict_json(target.path)
     backup = backup_file(target.path)
-    atomic_write_bytes(target.path, _encode(new_tree))
+    atomic_write_bytes(target.path, data)
     remaining = _find(attrs.evolve(target, tree=new_tree), registry)
     left = {(f.check, f.ids) for f in remaining}
     fixed = tuple(f for f in findings if f.fixable and (f.check, f.ids) not in left)
+    if not strict:
+        note = (
+            "the file was JSON5 and was rewritten as strict JSON: its comments and JSON5 formatting were "
+            f"not kept (the original text is in {backup.name})"
+        )
+        remaining.append(Finding(check=_JSON5_CHECK, severity="info", message=note))
+        changes = (*changes, note)
     return ConfigRun(findings=tuple(remaining), fixed=fixed, changes=changes, backup_path=backup)
