@@ -2,12 +2,14 @@
 Crash safety under SIGKILL (DESIGN "Reliability and security targets"; pi-format spec §7.4).
 
 A forked child appends turns to one transcript (through ``TranscriptManager``, under the write lock,
-fsync per append) and rewrites a store file with ``atomic_write_bytes``; after each durable write it
-records an acknowledgement in an ack file. The parent SIGKILLs it at a random moment, then checks:
-every file still loads, no acknowledged entry or store write is missing, and the next write succeeds
-(the parent appends through the lock, reclaiming the dead child's lock file). Some entries are large
-(hundreds of KB, many pages) so a kill can tear a line mid-write; some rounds start from a v1 file so a
-kill can hit the migration rewrite.
+fsync per append), compacts it now and then (about one operation in ten: extractive summary, small
+keep budget, landed under the lock) and rewrites a store file with ``atomic_write_bytes``; after each
+durable write it records an acknowledgement in an ack file. The parent SIGKILLs it at a random moment,
+then checks: every file still loads and its context rebuilds (pi's rules: a compaction on the path
+starts the context with its summary), no acknowledged entry or store write is missing, and the next
+append and the next compaction succeed (the parent writes through the lock, reclaiming the dead
+child's lock file). Some entries are large (hundreds of KB, many pages) so a kill can tear a line
+mid-write; some rounds start from a v1 file so a kill can hit the migration rewrite.
 
 The default run makes ~30 kills; ``--run-slow`` runs the long version (hundreds).
 """
@@ -27,7 +29,8 @@ import anyio
 import pytest
 
 from sessionkeeper._fs import atomic_write_bytes
-from sessionkeeper.transcript import TranscriptManager, UserMessage, load_transcript
+from sessionkeeper.compaction import Compactor
+from sessionkeeper.transcript import CompactionSummaryMessage, TranscriptManager, UserMessage, load_transcript
 from sessionkeeper.transcript._lock_settings import WriteLockSettings
 
 
@@ -36,6 +39,8 @@ LOCK_SETTINGS = WriteLockSettings(acquire_timeout_ms=10_000, watchdog_interval_m
 
 
 TORN = b'{"type":"message","id":"deadbeef","parentId":null,"message":{"role":"us'
+KEEP_TOKENS = 2_000
+COMPACT_EVERY = 0.1  # share of the child's operations that are compactions
 
 
 def _user(text: str) -> UserMessage:
@@ -58,9 +63,16 @@ def _child(transcript: Path, store: Path, acks: Path, seed: int) -> None:
         else:
             manager = await TranscriptManager.create(transcript, cwd="/work", session_id="fault-run")
         manager.write_lock_settings = LOCK_SETTINGS
+        compactor = Compactor()
         counter = 0
         while True:
             counter += 1
+            if rng.random() < COMPACT_EVERY:
+                result = await compactor.compact(manager, keep_recent_tokens=KEEP_TOKENS)
+                if result.entry is not None:
+                    ack(f"T {result.entry.id}")
+                    ack(f"K {result.entry.id}")
+                continue
             size = 300_000 if rng.random() < 0.03 else rng.choice([20, 200, 2_000, 20_000])
             entry = await manager.append_message(_user(f"turn {seed}-{counter} " + "x" * size))
             ack(f"T {entry.id}")
@@ -97,17 +109,30 @@ def _wait_for_ack(acks: Path, child: multiprocessing.process.BaseProcess, limit_
         time.sleep(0.002)
 
 
-async def _parent_append(transcript: Path, text: str) -> str:
+async def _parent_append_and_compact(transcript: Path, text: str) -> tuple[str, str | None]:
     manager = await TranscriptManager.open(transcript)
     manager.write_lock_settings = LOCK_SETTINGS
     entry = await manager.append_message(_user(text))
-    return entry.id
+    result = await Compactor().compact(manager, keep_recent_tokens=KEEP_TOKENS)
+    assert result.status in ("compacted", "nothing_to_summarize", "ineffective"), result.status
+    return entry.id, result.entry.id if result.entry is not None else None
+
+
+def _check_context(index: object) -> bool:
+    """The context rebuilds; with a compaction on the path it starts with that summary (pi §9)."""
+    context = index.build_context()  # type: ignore[attr-defined]
+    path = index.branch(index.leaf_id)  # type: ignore[attr-defined]
+    compacted = any(type(entry).__name__ == "CompactionEntry" for entry in path)
+    if compacted:
+        assert isinstance(context.messages[0], CompactionSummaryMessage)
+    return compacted
 
 
 def _run_kills(tmp_path: Path, rounds: int, seed: int) -> dict[str, int]:
     rng = random.Random(seed)
     ctx = multiprocessing.get_context("fork")
-    stats = {"kills": 0, "torn": 0, "acked": 0, "migrations": 0, "stale_locks": 0}
+    stats = {"kills": 0, "torn": 0, "acked": 0, "migrations": 0, "stale_locks": 0, "compactions": 0}
+    stats["compacted_contexts"] = 0
     transcript = tmp_path / "sessions" / "run.jsonl"
     store = tmp_path / "sessions" / "sessions.json"
     acks = tmp_path / "acks.txt"
@@ -141,6 +166,7 @@ def _run_kills(tmp_path: Path, rounds: int, seed: int) -> dict[str, int]:
         if not transcript.exists():
             continue
         index = load_transcript(transcript)
+        stats["compacted_contexts"] += _check_context(index)
         if store.exists():
             stored = json.loads(store.read_bytes())
             assert isinstance(stored, dict)
@@ -148,6 +174,7 @@ def _run_kills(tmp_path: Path, rounds: int, seed: int) -> dict[str, int]:
         # 2. no acknowledged write is missing
         lines = _complete_lines(acks)
         new_acks = [line.split()[1] for line in lines if line.startswith("T ")]
+        stats["compactions"] += sum(line.startswith("K ") for line in lines)
         acked_entries += new_acks
         stats["acked"] += len(new_acks)
         ids = _file_ids(transcript)
@@ -165,12 +192,13 @@ def _run_kills(tmp_path: Path, rounds: int, seed: int) -> dict[str, int]:
             assert stored["counter"] >= int(last_counter)
         acks.unlink(missing_ok=True)
 
-        # 3. the next write succeeds (through the lock; a dead child's lock file is reclaimed)
+        # 3. the next append and compaction succeed (through the lock; a dead child's lock is reclaimed)
         if transcript.with_name(transcript.name + ".lock").exists():
             stats["stale_locks"] += 1
-        new_id = anyio.run(_parent_append, transcript, f"after kill {round_no}")
-        acked_entries.append(new_id)
-        assert new_id in set(_file_ids(transcript))
+        new_id, compaction_id = anyio.run(_parent_append_and_compact, transcript, f"after kill {round_no}")
+        acked_entries += [new_id] if compaction_id is None else [new_id, compaction_id]
+        assert set(acked_entries) <= set(_file_ids(transcript))
+        _check_context(load_transcript(transcript))
         assert not transcript.with_name(transcript.name + ".lock").exists()
         assert TORN not in transcript.read_bytes()  # a torn fragment never survives the next append
     return stats
@@ -181,6 +209,8 @@ def test_sigkill_during_appends_and_store_writes_loses_nothing(tmp_path: Path) -
     assert stats["kills"] == 30
     assert stats["acked"] >= 20  # two rounds in three kill only after the first acknowledgement
     assert stats["torn"] == 4  # each injected fragment loaded as a torn tail, then was cut by the next append
+    assert stats["compactions"] > 0  # the child compacted between kills
+    assert stats["compacted_contexts"] > 0  # a kill found a compacted transcript and rebuilt its context
 
 
 @pytest.mark.slow
@@ -188,3 +218,4 @@ def test_sigkill_long_run(tmp_path: Path) -> None:
     stats = _run_kills(tmp_path, rounds=300, seed=int(os.environ.get("FAULT_SEED", "11")))
     assert stats["kills"] == 300
     assert stats["torn"] > 0
+    assert stats["compactions"] > 0
