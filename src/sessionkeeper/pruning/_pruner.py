@@ -41,9 +41,12 @@ from sessionkeeper.transcript._messages import (
 __all__ = (
     "DEFAULT_CONTEXT_WINDOW_TOKENS",
     "PRUNED_IMAGE_MARKER",
+    "ContextWindowSource",
     "PruneResult",
     "PruneSkipReason",
     "Pruner",
+    "choose_context_window",
+    "positive_tokens",
     "prune_context_messages",
     "resolve_context_window_tokens",
 )
@@ -104,11 +107,55 @@ class PruneResult:
         return self.chars_before - self.chars_after
 
 
-def _positive_int(value: float | None) -> int | None:
+def positive_tokens(value: float | None) -> int | None:
+    """A token count as OpenClaw reads one: floored; absent, non-finite, boolean or ``<= 0`` -> ``None``."""
     if value is None or isinstance(value, bool) or not math.isfinite(value):
         return None
     number = math.floor(value)
     return number if number > 0 else None
+
+
+ContextWindowSource = Literal["override", "catalogue", "default", "cap"]
+"""Where a context window came from (see :func:`choose_context_window`)."""
+
+
+def choose_context_window(
+    *,
+    override: float | None = None,
+    model_context_tokens: float | None = None,
+    model_context_window: float | None = None,
+    cap: float | None = None,
+    default: int = DEFAULT_CONTEXT_WINDOW_TOKENS,
+) -> tuple[int, ContextWindowSource, int | None]:
+    """
+    The context-window rule of OpenClaw's ``resolveContextWindowInfo`` (spec §5.3, §7; DESIGN D5), shared
+    by pruning (:func:`resolve_context_window_tokens`) and the runtime
+    (:func:`sessionkeeper.runtime.resolve_context_window`).
+
+    The first positive value (:func:`positive_tokens`) of: ``override`` (the models config entry),
+    the model's ``contextTokens``, the model's ``contextWindow``, ``default`` (200000 when ``default`` is
+    not positive either); then ``cap`` (``agents.defaults.contextTokens``) lowers it when smaller. All
+    values in tokens.
+
+    Returns:
+        ``(tokens, source, uncapped)``: the window, where it came from (``"override"``, ``"catalogue"``,
+        ``"default"`` or ``"cap"``), and the window before the cap when the cap lowered it (else
+        ``None``).
+    """
+    explicit = positive_tokens(override)
+    catalogue = positive_tokens(model_context_tokens) or positive_tokens(model_context_window)
+    tokens: int
+    source: ContextWindowSource
+    if explicit is not None:
+        tokens, source = explicit, "override"
+    elif catalogue is not None:
+        tokens, source = catalogue, "catalogue"
+    else:
+        tokens, source = positive_tokens(default) or DEFAULT_CONTEXT_WINDOW_TOKENS, "default"
+    limit = positive_tokens(cap)
+    if limit is not None and limit < tokens:
+        return limit, "cap", tokens
+    return tokens, source, None
 
 
 def resolve_context_window_tokens(
@@ -124,17 +171,18 @@ def resolve_context_window_tokens(
 
     The first positive value of: the models config (``configured``), the model's ``contextTokens``,
     the model's ``contextWindow``, ``default``; then capped by ``agents.defaults.contextTokens``
-    (``context_tokens_cap``) when that is smaller. All values in tokens.
+    (``context_tokens_cap``) when that is smaller. All values in tokens. The rule is
+    :func:`choose_context_window` (the runtime's :func:`~sessionkeeper.runtime.resolve_context_window`
+    uses it too, and adds the source and OpenClaw's guard).
     """
-    tokens = (
-        _positive_int(configured)
-        or _positive_int(model_context_tokens)
-        or _positive_int(model_context_window)
-        or _positive_int(default)
-        or DEFAULT_CONTEXT_WINDOW_TOKENS
+    tokens, _, _ = choose_context_window(
+        override=configured,
+        model_context_tokens=model_context_tokens,
+        model_context_window=model_context_window,
+        cap=context_tokens_cap,
+        default=default,
     )
-    cap = _positive_int(context_tokens_cap)
-    return cap if cap is not None and cap < tokens else tokens
+    return tokens
 
 
 def _tool_result_parts(message: AgentMessage) -> tuple[list[str], bool] | None:

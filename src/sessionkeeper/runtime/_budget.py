@@ -9,6 +9,7 @@ usage from before the latest compaction is stale).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Final, Literal, Self
 
@@ -16,6 +17,12 @@ import attrs
 
 from sessionkeeper._config import Config, setting, structure_settings
 from sessionkeeper.exceptions import ConfigError
+from sessionkeeper.pruning._pruner import (
+    DEFAULT_CONTEXT_WINDOW_TOKENS,
+    ContextWindowSource,
+    choose_context_window,
+    positive_tokens,
+)
 from sessionkeeper.transcript import (
     AgentMessage,
     AssistantMessage,
@@ -35,30 +42,18 @@ __all__ = (
     "resolve_context_window",
 )
 
-DEFAULT_CONTEXT_WINDOW_TOKENS: Final = 200_000
-"""The window assumed when neither the host nor the model catalogue knows it (DESIGN D5)."""
-
 _HARD_MIN_TOKENS: Final = 4000
 _WARN_BELOW_TOKENS: Final = 8000
 _HARD_MIN_RATIO: Final = 0.1
 _WARN_BELOW_RATIO: Final = 0.2
 
-ContextWindowSource = Literal["override", "catalogue", "default", "cap"]
-
-
-def _positive(value: int | float | None) -> int | None:
-    if value is None or isinstance(value, bool):
-        return None
-    number = int(value // 1)
-    return number if number > 0 else None
-
 
 def _optional_positive_int(raw: object, key: str) -> int | None:
     if raw is None:
         return None
-    if isinstance(raw, bool) or not isinstance(raw, int | float) or raw < 0:
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not (0 <= raw < math.inf):
         raise ConfigError(f"expected a positive number of tokens, got {raw!r}", key=key)
-    return _positive(raw)
+    return positive_tokens(raw)
 
 
 @attrs.frozen(kw_only=True)
@@ -126,8 +121,11 @@ def resolve_context_window(
     2. the model catalogue entry given by the host: ``catalogue_context_tokens ?? catalogue_context_window``;
     3. ``default`` (200000).
 
-    Non-positive values count as absent. Then ``cap`` (``agents.defaults.contextTokens``) lowers the window
-    when it is smaller. The guard fields follow OpenClaw's ``evaluateContextWindowGuard``.
+    Non-positive (and non-finite) values count as absent. Then ``cap`` (``agents.defaults.contextTokens``)
+    lowers the window when it is smaller. The rule is pruning's
+    :func:`~sessionkeeper.pruning.resolve_context_window_tokens` (one implementation,
+    ``choose_context_window``); this adds the source and OpenClaw's guard
+    (``evaluateContextWindowGuard``).
 
     Args:
         override: Explicit window, in tokens.
@@ -139,23 +137,15 @@ def resolve_context_window(
     Raises:
         ValueError: ``default`` is not positive.
     """
-    fallback = _positive(default)
-    if fallback is None:
+    if positive_tokens(default) is None:
         raise ValueError(f"default context window must be positive, got {default}")
-    tokens: int
-    source: ContextWindowSource
-    explicit = _positive(override)
-    catalogue = _positive(catalogue_context_tokens) or _positive(catalogue_context_window)
-    if explicit is not None:
-        tokens, source = explicit, "override"
-    elif catalogue is not None:
-        tokens, source = catalogue, "catalogue"
-    else:
-        tokens, source = fallback, "default"
-    reference: int | None = None
-    limit = _positive(cap)
-    if limit is not None and limit < tokens:
-        reference, tokens, source = tokens, limit, "cap"
+    tokens, source, reference = choose_context_window(
+        override=override,
+        model_context_tokens=catalogue_context_tokens,
+        model_context_window=catalogue_context_window,
+        cap=cap,
+        default=default,
+    )
     basis = reference or tokens
     warn_below = max(_WARN_BELOW_TOKENS, int(basis * _WARN_BELOW_RATIO))
     hard_min = min(max(_HARD_MIN_TOKENS, int(basis * _HARD_MIN_RATIO)), max(tokens, _HARD_MIN_TOKENS))
