@@ -413,7 +413,7 @@ class _Builder:
         self.offsets = array("Q", base.offsets if base is not None else ())
         self.old_n = len(self.offsets)
         self.prev: object = base.last_id if base is not None and base.last_id is not None else _START
-        self.buckets: list[list[int]] = [[] for _ in range(256)]
+        self.buckets: list[array[int]] = [array("Q") for _ in range(256)]  # new keys by top byte
         self.events: dict[int, str | None] = {}  # non-linear entries: position -> parent id, None = root
         self.selves: set[int] = set()  # positions of usable thinking_level_change entries
 

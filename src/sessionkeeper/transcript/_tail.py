@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any, Final
 
 import anyio
+import attrs
 import msgspec
 
 from sessionkeeper.exceptions import TranscriptFormatError, TranscriptNotFoundError
@@ -60,6 +62,7 @@ from sessionkeeper.transcript._sidecar import (
 
 __all__ = (
     "DEFAULT_MAX_TAIL_BYTES",
+    "TailContext",
     "TailHeader",
     "TailReader",
     "TailRecord",
@@ -71,6 +74,7 @@ __all__ = (
     "read_header",
     "read_last_messages",
     "read_tail_context",
+    "try_read_tail_context",
 )
 
 DEFAULT_MAX_TAIL_BYTES: Final = 8 << 20
@@ -195,7 +199,16 @@ class TailReader:
 
 def open_transcript_file(path: Path) -> IO[bytes]:
     """Open ``path`` for reading with the loader's errors (:class:`TranscriptNotFoundError`,
-    :class:`TranscriptFormatError` for a directory)."""
+    :class:`TranscriptFormatError` for a directory, or for a FIFO, device or socket, which is never
+    opened: reading it would block or never end)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError as err:
+        raise TranscriptNotFoundError(f"transcript not found: {path}") from err
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        raise TranscriptFormatError(
+            "not a regular file (a FIFO, device or socket), not a transcript", path=path
+        )
     try:
         return path.open("rb")
     except FileNotFoundError as err:
@@ -219,6 +232,7 @@ def _walk_tail(
     first_chunk: int,
     visit: _Visit,
     index_at: tuple[Path, str] | None = None,
+    header_out: list[TailHeader] | None = None,
 ) -> str:
     """
     Follow the leaf's ``parentId`` chain backwards, calling ``visit`` on each path entry from the
@@ -230,13 +244,16 @@ def _walk_tail(
     extended) once the walk passes ``max_bytes``.
 
     Returns ``"stopped"`` (visit said so), ``"root"`` (the path ended: root, missing parent or a
-    cycle), ``"empty"`` (no entries), or ``"full"`` (the full loader must decide).
+    cycle), ``"empty"`` (no entries), or ``"full"`` (the full loader must decide). The header found
+    is appended to ``header_out`` (when given and the walk gets that far).
     """
     st = os.fstat(handle.fileno())
     size = st.st_size
     found = read_header(handle, size)
     if found is None or _version(found.raw) < CURRENT_SESSION_VERSION:
         return "full"
+    if header_out is not None:
+        header_out.append(found)
     reader = TailReader(handle, start=found.entries_offset, end=size, first_chunk=first_chunk)
     latest: dict[str, TailRecord] = {}  # id -> its last occurrence in file order
     starts: dict[str, int] = {}  # id -> offset of that line
@@ -503,7 +520,49 @@ def read_tail_context(
         OSError: It could not be read.
     """
     file = Path(path)
+    found = try_read_tail_context(
+        file, max_tail_bytes=max_tail_bytes, chunk_bytes=chunk_bytes, ancestry_index=ancestry_index
+    )
+    return found.context if found is not None else load_transcript(file).build_context()
+
+
+@attrs.frozen(kw_only=True)
+class TailContext:
+    """
+    A leaf's context found by a tail read, with what identifies it.
+
+    Attributes:
+        context: The context (equal to the full loader's, see :func:`read_tail_context`).
+        session_id: The header's session id.
+        leaf_id: The leaf (the last entry with an id), ``None`` when the file has no entries.
+    """
+
+    context: SessionContext
+    session_id: str
+    leaf_id: str | None
+
+
+def try_read_tail_context(
+    path: Path | str,
+    *,
+    max_tail_bytes: int = DEFAULT_MAX_TAIL_BYTES,
+    chunk_bytes: int = 1 << 20,
+    ancestry_index: bool = True,
+) -> TailContext | None:
+    """
+    :func:`read_tail_context` without its fallback: ``None`` when the full loader must decide (a
+    legacy v1/v2 file, no header in the first 1 MiB, id-less entries, a walk past ``max_tail_bytes``
+    that needs more than the thinking level); otherwise the context with the session id and leaf id
+    (for callers that show them, e.g. the ``context`` command).
+
+    Raises:
+        TranscriptNotFoundError: The file does not exist.
+        TranscriptFormatError: It is a directory, FIFO, device or socket.
+        OSError: It could not be read.
+    """
+    file = Path(path)
     walk = _ContextWalk()
+    headers: list[TailHeader] = []
     with open_transcript_file(file) as handle:
         outcome = _walk_tail(
             handle,
@@ -511,17 +570,20 @@ def read_tail_context(
             first_chunk=chunk_bytes,
             visit=walk,
             index_at=index_path(file) if ancestry_index else None,
+            header_out=headers,
         )
     if outcome == "full":
-        return load_transcript(file).build_context()
+        return None
+    session_id = headers[0].header.id
     if outcome == "empty":
-        return EMPTY_CONTEXT
+        return TailContext(context=EMPTY_CONTEXT, session_id=session_id, leaf_id=None)
     records = walk.path[::-1]
-    return build_context_lazily(
+    context = build_context_lazily(
         kinds=[r.kind for r in records],
         ids=[r.entry_id for r in records],
         entry_at=lambda i: records[i].entry,
     )
+    return TailContext(context=context, session_id=session_id, leaf_id=walk.path[0].entry_id)
 
 
 def _message_of(entry: TranscriptEntry) -> AgentMessage | None:
@@ -601,10 +663,12 @@ def read_last_messages(
 
 
 async def aread_tail_context(
-    path: Path | str, *, max_tail_bytes: int = DEFAULT_MAX_TAIL_BYTES
+    path: Path | str, *, max_tail_bytes: int = DEFAULT_MAX_TAIL_BYTES, ancestry_index: bool = True
 ) -> SessionContext:
     """:func:`read_tail_context` in a worker thread (asyncio and trio); same result and errors."""
-    return await anyio.to_thread.run_sync(lambda: read_tail_context(path, max_tail_bytes=max_tail_bytes))
+    return await anyio.to_thread.run_sync(
+        lambda: read_tail_context(path, max_tail_bytes=max_tail_bytes, ancestry_index=ancestry_index)
+    )
 
 
 async def aread_last_messages(
