@@ -37,7 +37,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sessionkeeper._config import load_config
-from sessionkeeper.cli._sessions import plain, sessions_group
+from sessionkeeper.cli._sessions import plain, sessions_group, store_options
 from sessionkeeper.store import (
     BackendName,
     MaintenanceMode,
@@ -172,14 +172,7 @@ def _print_human(console: Console, report: MaintenanceReport, store_path: Path) 
 
 
 @sessions_group.command("cleanup")
-@click.option(
-    "--store",
-    "store_path",
-    required=True,
-    type=click.Path(path_type=Path, exists=True),
-    help="Sessions directory (<root>/agents/<agentId>/sessions) or its sessions.json / sessions.sqlite.",
-)
-@click.option("--backend", type=click.Choice(["json", "sqlite"]), default=None, help="Store backend.")
+@store_options
 @click.option("--dry-run", is_flag=True, help="Preview: report what would be removed, change nothing.")
 @click.option("--enforce", is_flag=True, help="Apply in enforce mode even when the configured mode is warn.")
 @click.option(

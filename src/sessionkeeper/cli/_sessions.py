@@ -25,11 +25,31 @@ from sessionkeeper.store import SessionEntry, SessionStore, session_entry_to_dic
 from sessionkeeper.store._json import JsonFileStoreBackend
 
 
-__all__ = ("COMMANDS", "session_row", "sessions_group", "status_command")
+__all__ = ("COMMANDS", "session_row", "sessions_group", "status_command", "store_options")
 
 T = TypeVar("T")
 
 _BACKEND_CHOICE = click.Choice(["json", "sqlite"])
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def store_options(command: F) -> F:
+    """The ``--store`` and ``--backend`` options of every command on a sessions store."""
+    command = click.option(
+        "--backend",
+        type=_BACKEND_CHOICE,
+        default=None,
+        help="Store backend (default: the file that exists, else json).",
+    )(command)
+    return click.option(
+        "--store",
+        "store_path",
+        required=True,
+        type=click.Path(path_type=Path, exists=True),
+        help="Sessions directory (<root>/agents/<agentId>/sessions) or its sessions.json / sessions.sqlite.",
+    )(command)
+
 
 _ROW_FIELDS: tuple[tuple[str, str], ...] = (
     ("sessionId", "session_id"),
@@ -107,16 +127,7 @@ def sessions_group() -> None:
 
 
 @sessions_group.command("list")
-@click.option(
-    "--store",
-    "store_path",
-    required=True,
-    type=click.Path(path_type=Path, exists=True),
-    help="Sessions directory (<root>/agents/<agentId>/sessions) or its sessions.json / sessions.sqlite.",
-)
-@click.option(
-    "--backend", type=_BACKEND_CHOICE, default=None, help="Store backend (default: the file that exists)."
-)
+@store_options
 @click.option("--archived", is_flag=True, help="List archived sessions instead of active ones.")
 @click.option("--all", "show_all", is_flag=True, help="List active and archived sessions.")
 @click.option("--limit", type=click.IntRange(min=0), default=None, help="At most N sessions.")
@@ -168,16 +179,7 @@ def list_command(
 
 
 @click.command("status")
-@click.option(
-    "--store",
-    "store_path",
-    required=True,
-    type=click.Path(path_type=Path, exists=True),
-    help="Sessions directory or its sessions.json / sessions.sqlite.",
-)
-@click.option(
-    "--backend", type=_BACKEND_CHOICE, default=None, help="Store backend (default: the file that exists)."
-)
+@store_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (fields documented in docs/store.md).")
 @click.argument("key")
 def status_command(*, store_path: Path, backend: str | None, as_json: bool, key: str) -> None:

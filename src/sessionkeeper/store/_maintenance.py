@@ -45,6 +45,7 @@ from sessionkeeper.store._maintenance_report import (
     DiskBudgetReport,
     EntryRemoval,
     FileAction,
+    FileReason,
     MaintenancePlan,
     MaintenanceReport,
     RemovalReason,
@@ -331,16 +332,25 @@ def _disk_budget(
     referenced = resolver.referenced(sim.entries)
     temp_cutoff = sim.now_ms - STORE_TEMP_STALE_MS
     prompt_refs = prompt_refcounts(sim.entries)
-    # 1. unreferenced prompt blobs older than 5 minutes and stale blob temp files, oldest first
-    blobs = [f for f in sim.files.values() if blob_removable(f, prompt_refs, temp_cutoff, temp_cutoff)]
-    for file in sorted(blobs, key=lambda f: f.mtime_ms):
-        if total <= high_water:
-            break
-        deleted = sim.delete(file.name, "budget-artifact") or 0
+
+    def drop(name: str, reason: FileReason) -> None:
+        """Delete one file and count it (OpenClaw counts only files with bytes)."""
+        nonlocal total, freed, removed_files
+        deleted = sim.delete(name, reason) or 0
         if deleted > 0:
             total -= deleted
             freed += deleted
             removed_files += 1
+
+    def drain(files: Iterable[StoreFile]) -> None:
+        """Delete ``files`` oldest first until the total is at the high-water mark."""
+        for file in sorted(files, key=lambda f: f.mtime_ms):
+            if total <= high_water:
+                break
+            drop(file.name, "budget-artifact")
+
+    # 1. unreferenced prompt blobs older than 5 minutes and stale blob temp files, oldest first
+    drain([f for f in sim.files.values() if blob_removable(f, prompt_refs, temp_cutoff, temp_cutoff)])
 
     def removable(file: StoreFile) -> bool:
         if is_blob(file.name):
@@ -350,15 +360,7 @@ def _disk_budget(
         return is_archive_name(file.name) or _is_unreferenced(file.name, referenced)
 
     # 2. archives, unreferenced transcripts/checkpoints/trajectories and stale temp files, oldest first
-    queue = sorted((f for f in sim.files.values() if removable(f)), key=lambda f: f.mtime_ms)
-    for file in queue:
-        if total <= high_water:
-            break
-        deleted = sim.delete(file.name, "budget-artifact") or 0
-        if deleted > 0:
-            total -= deleted
-            freed += deleted
-            removed_files += 1
+    drain([f for f in sim.files.values() if removable(f)])
     if total > high_water:
         refcounts: dict[str, int] = {}
         for entry in sim.entries.values():
@@ -383,11 +385,7 @@ def _disk_budget(
                     del prompt_refs[digest]
                     blob = sim.files.get(prompt_blob_name(digest))
                     if blob is not None and blob_removable(blob, prompt_refs, temp_cutoff, temp_cutoff):
-                        deleted = sim.delete(blob.name, "budget-entry-file") or 0
-                        if deleted > 0:
-                            total -= deleted
-                            freed += deleted
-                            removed_files += 1
+                        drop(blob.name, "budget-entry-file")
             removed_entries += 1
             sid = session_id_of(entry)
             if sid is None:
@@ -396,11 +394,7 @@ def _disk_budget(
             if refcounts[sid] > 0:
                 continue
             for name in resolver.artifacts(entry):
-                deleted = sim.delete(name, "budget-entry-file") or 0
-                if deleted > 0:
-                    total -= deleted
-                    freed += deleted
-                    removed_files += 1
+                drop(name, "budget-entry-file")
     if total > high_water:
         sim.warnings.append(
             f"session disk budget still above high-water target ({total} > {high_water} bytes)"

@@ -174,10 +174,7 @@ class SqliteStoreBackend:
             conn.close()
             raise
         except sqlite3.DatabaseError as err:
-            conn.close()
-            if isinstance(err, sqlite3.OperationalError) and "locked" in str(err):
-                raise self._busy(err) from err
-            raise self._corrupt(f"not a usable SQLite store ({err})", err) from err
+            raise self._open_failed(conn, err) from err
         for suffix in ("-wal", "-shm"):
             side = self.path.with_name(self.path.name + suffix)
             if side.exists():
@@ -202,7 +199,7 @@ class SqliteStoreBackend:
                 uri, uri=True, timeout=self.busy_timeout_s, isolation_level=None, check_same_thread=False
             )
         except sqlite3.Error as err:
-            raise self._unreadable(f"cannot open the database read-only ({err})", err) from err
+            raise self._corrupt(f"cannot open the database read-only ({err})", err) from err
         try:
             conn.execute("PRAGMA query_only=1")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -215,15 +212,17 @@ class SqliteStoreBackend:
             conn.close()
             raise
         except sqlite3.DatabaseError as err:
-            conn.close()
-            if isinstance(err, sqlite3.OperationalError) and ("locked" in str(err) or "busy" in str(err)):
-                raise self._busy(err) from err
-            raise self._unreadable(f"not a usable SQLite store ({err})", err) from err
+            raise self._open_failed(conn, err) from err
         return conn
 
-    def _unreadable(self, message: str, cause: Exception) -> StoreCorruptError:
-        """A read-only open writes nothing, not even a backup."""
-        return StoreCorruptError(f"{message}; the file was left unchanged", path=self.path)
+    def _open_failed(
+        self, conn: sqlite3.Connection, err: sqlite3.DatabaseError
+    ) -> SessionBusyError | StoreCorruptError:
+        """Close a connection that failed while opening; the error to raise (busy, or not a store)."""
+        conn.close()
+        if isinstance(err, sqlite3.OperationalError) and ("locked" in str(err) or "busy" in str(err)):
+            return self._busy(err)
+        return self._corrupt(f"not a usable SQLite store ({err})", err)
 
     def _enable_wal(self, conn: sqlite3.Connection) -> None:
         """
@@ -248,8 +247,9 @@ class SqliteStoreBackend:
                 delay = min(delay * 2, 0.05)
 
     def _corrupt(self, message: str, cause: Exception) -> StoreCorruptError:
+        """The error for an unusable file; backed up (0600) first unless read-only (which writes nothing)."""
         backup = None
-        if self.path.exists() and self.path.stat().st_size > 0:
+        if not self.read_only and self.path.exists() and self.path.stat().st_size > 0:
             backup = backup_file(self.path, reuse_identical=True)  # other processes read it too
         return StoreCorruptError(
             f"{message}; the file was left unchanged" + (f", backup: {backup}" if backup else ""),

@@ -268,15 +268,21 @@ class SessionStore:
             patch = fn(current)
             if patch is None:
                 return None
-            return merge_session_entry(
-                current,
-                patch,
-                now_ms=now,
-                preserve_activity=preserve_activity,
-                new_session_id=self._new_session_id,
-            )
+            return self._merge(current, patch, now_ms=now, preserve_activity=preserve_activity)
 
         return await self.backend.update(session_key, apply)
+
+    def _merge(
+        self, current: SessionEntry | None, patch: EntryPatch, *, now_ms: int, preserve_activity: bool
+    ) -> SessionEntry:
+        """OpenClaw's ``mergeSessionEntry`` with this store's session id factory (§1.3)."""
+        return merge_session_entry(
+            current,
+            patch,
+            now_ms=now_ms,
+            preserve_activity=preserve_activity,
+            new_session_id=self._new_session_id,
+        )
 
     async def patch(
         self,
@@ -316,13 +322,7 @@ class SessionStore:
         def apply(current: SessionEntry | None) -> SessionEntry:
             if current is None and not create:
                 raise SessionNotFoundError(session_key)
-            return merge_session_entry(
-                current,
-                patch,
-                now_ms=now,
-                preserve_activity=preserve_activity,
-                new_session_id=self._new_session_id,
-            )
+            return self._merge(current, patch, now_ms=now, preserve_activity=preserve_activity)
 
         result = await self.backend.update(session_key, apply)
         assert result is not None
@@ -417,7 +417,7 @@ class SessionStore:
                 totalTokens=0,
                 totalTokensFresh=True,
             )
-            merged = merge_session_entry(current, patch, now_ms=now, new_session_id=self._new_session_id)
+            merged = self._merge(current, patch, now_ms=now, preserve_activity=False)
             # refuse before anything is written: a sessionFile outside the sessions directory would
             # otherwise leave the store pointing at a new id whose transcript cannot be created
             self.transcript_file(merged)
