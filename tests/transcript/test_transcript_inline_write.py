@@ -2,7 +2,7 @@
 Inline appends (issue #7, "durable append of one turn"): the write runs on the event-loop thread while
 writes stay within ``inline_write_budget_ms``, else in a worker thread; same bytes, same errors.
 
-Where a write ran is observed through seams, never through timing: ``append_if_clean`` (the plain
+Where a write ran is observed through seams, never through timing: ``append_following`` (the plain
 append) is wrapped to record the thread it ran on, ``anyio.to_thread.run_sync`` is wrapped to count
 thread hops, and the gate's ``timer`` is a fake whose writes "take" what the test says.
 """
@@ -77,7 +77,7 @@ class WriteLog:
 @pytest.fixture
 def write_log(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], WriteLog]]:
     logs: list[WriteLog] = []
-    real_append = manager_module.append_if_clean
+    real_append = manager_module.append_following
     real_run_sync = anyio.to_thread.run_sync
 
     def make() -> WriteLog:
@@ -95,7 +95,7 @@ def write_log(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], WriteLog
             logs[-1].hops += 1
         return await real_run_sync(func, *args, **kwargs)
 
-    monkeypatch.setattr(manager_module, "append_if_clean", recording)
+    monkeypatch.setattr(manager_module, "append_following", recording)
     monkeypatch.setattr(anyio.to_thread, "run_sync", counting)
     yield make
 

@@ -407,6 +407,10 @@ class PendingWrite:
         self.foreign: ForeignLines | None = None
         self.mark: FileMark | None = None
 
+    def __len__(self) -> int:
+        """How many lines the write appends."""
+        return len(self.lines)
+
     def rebase(self, foreign: ForeignLines) -> None:
         """Re-link the entries after ``foreign`` (new parent when following; colliding ids redrawn)."""
         parent: str | UnsetType | None = UNSET

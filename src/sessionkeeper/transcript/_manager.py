@@ -15,7 +15,7 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, cast
 
 import anyio
 import anyio.lowlevel
@@ -25,7 +25,7 @@ from msgspec import UNSET, UnsetType
 
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
 from sessionkeeper._fs import check_safe_name
-from sessionkeeper.exceptions import EntryNotFoundError, TranscriptError, TranscriptFormatError
+from sessionkeeper.exceptions import EntryNotFoundError, TranscriptChangedError, TranscriptFormatError
 from sessionkeeper.transcript._codec import encode_entry, encode_header, entry_from_json
 from sessionkeeper.transcript._context import SessionContext
 from sessionkeeper.transcript._diagnostics import TranscriptDiagnostics
@@ -43,10 +43,19 @@ from sessionkeeper.transcript._entries import (
     ThinkingLevelChangeEntry,
     TranscriptEntry,
 )
+from sessionkeeper.transcript._follow import (
+    FileMark,
+    ForeignLines,
+    PendingWrite,
+    append_following,
+    apply_foreign,
+    mark_after_load,
+    mark_of_file,
+    read_foreign_lines,
+)
 from sessionkeeper.transcript._io import (
     InlineWriteGate,
     TailRepair,
-    append_if_clean,
     append_lines,
     create_exclusive,
     rewrite_lines,
@@ -117,7 +126,7 @@ def _check_unchanged_since_load(path: Path, index: TranscriptIndex) -> None:
     the rewrite would drop those lines.
 
     Raises:
-        TranscriptError: The file changed; nothing was written (reopen it and append again).
+        TranscriptChangedError: The file changed; nothing was written (reopen it and append again).
     """
     if index.source_stat is None:
         return
@@ -128,9 +137,10 @@ def _check_unchanged_since_load(path: Path, index: TranscriptIndex) -> None:
     else:
         current = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
     if current != index.source_stat:
-        raise TranscriptError(
-            f"{path}: transcript changed on disk since it was loaded, and the rewrite that migrates "
-            "it would overwrite the change; nothing was written (reopen it and append again)"
+        raise TranscriptChangedError(
+            "transcript changed on disk since it was loaded, and the rewrite that migrates "
+            "it would overwrite the change; nothing was written (reopen it and append again)",
+            path=path,
         )
 
 
@@ -161,6 +171,19 @@ class TranscriptManager:
 
     The leaf is not persisted (spec §4): on load it is the last entry in file order, so navigation that
     appends nothing (:meth:`branch`, :meth:`reset_leaf`) is lost when the file is reopened.
+
+    Several writers on one file (other managers, other processes; issue #7): each append, under the
+    write lock, first picks up the complete lines other writers appended since this manager last saw
+    the file (the ``fstat`` the append makes anyway says whether it grew; only the new bytes are
+    read, with the loader's line rules) and adds them to the index, so ids stay unique and
+    :meth:`get_branch` sees them. If the leaf was the last entry the manager knew (it was at the tip),
+    the new entry becomes a child of the new last entry: writers that never navigate build one chain,
+    and nothing they wrote ends up on a side branch. A manager that navigated away (:meth:`branch`,
+    :meth:`reset_leaf`, :meth:`branch_with_summary`) keeps appending where it chose. A file that
+    shrank, was replaced (another inode) or whose bytes before the known end changed raises
+    :class:`~sessionkeeper.exceptions.TranscriptChangedError` and nothing is written: reopen it.
+    :meth:`refresh` picks up without writing (readers). A line another writer is still writing is
+    read once complete.
     """
 
     def __init__(
@@ -192,6 +215,7 @@ class TranscriptManager:
         self.write_lock_settings: WriteLockSettings | None = None
         """Settings of that lock (``None``: :meth:`WriteLockSettings.from_config`, i.e. the environment)."""
         self._held_lock: SessionWriteLock | None = None
+        self._mark: FileMark | None = None  # how much of the file the index holds (see _follow)
 
     # -- construction ------------------------------------------------------------------------------
 
@@ -232,16 +256,21 @@ class TranscriptManager:
         check_safe_name(file.name, what="transcript file name")
         now = clock.now_ms()
         header = cls._new_header(now, cwd=cwd, session_id=session_id, parent_session=parent_session)
-        await anyio.to_thread.run_sync(
-            lambda: create_exclusive(file, [encode_header(header)], fsync=durability == "fsync")
-        )
-        return cls(
+
+        def write() -> FileMark:
+            create_exclusive(file, [encode_header(header)], fsync=durability == "fsync")
+            return mark_of_file(file, lines=1)
+
+        mark = await anyio.to_thread.run_sync(write)
+        manager = cls(
             TranscriptIndex.empty(header, path=file),
             path=file,
             clock=clock,
             durability=durability,
             inline_write_budget_ms=inline_write_budget_ms,
         )
+        manager._mark = mark
+        return manager
 
     @classmethod
     def in_memory(
@@ -281,14 +310,21 @@ class TranscriptManager:
         """
         file = Path(path)
         InlineWriteGate(inline_write_budget_ms)  # validate before loading
-        index = await anyio.to_thread.run_sync(load_transcript, file)
-        return cls(
+
+        def load() -> tuple[TranscriptIndex, FileMark | None]:
+            index = load_transcript(file)
+            return index, mark_after_load(file, index)
+
+        index, mark = await anyio.to_thread.run_sync(load)
+        manager = cls(
             index,
             path=file,
             clock=clock,
             durability=durability,
             inline_write_budget_ms=inline_write_budget_ms,
         )
+        manager._mark = mark
+        return manager
 
     @staticmethod
     def _new_header(
@@ -456,11 +492,55 @@ class TranscriptManager:
             finally:
                 self._held_lock = None
 
-    async def _write_lines(self, lines: Sequence[bytes]) -> None:
+    @property
+    def held_write_lock(self) -> SessionWriteLock | None:
+        """The lock :meth:`hold_write_lock` holds right now, or ``None``."""
+        return self._held_lock
+
+    async def refresh(self) -> int:
         """
-        The one place where this manager mutates its file: append ``lines`` (complete JSON lines,
-        without newlines) in one write. A pending migration rewrites the whole file instead (after a
-        backup); a torn tail is backed up and cut first. No-op for in-memory transcripts.
+        Pick up the complete lines other writers appended since this manager last saw its file, without
+        writing and without the write lock (for readers; appends do it by themselves).
+
+        The lines are indexed with the loader's rules; when the leaf was the last entry the manager knew
+        (at the tip), it moves to the new last entry. A line still being written is read once complete.
+        No-op for in-memory transcripts and for a v1/v2 file migrated in memory (not written yet).
+
+        Returns:
+            How many entries were added.
+
+        Raises:
+            TranscriptChangedError: The file shrank, was replaced, or its bytes before the known end
+                changed (reopen it).
+            TranscriptNotFoundError: The file does not exist any more.
+        """
+        path = self._path
+        if path is None or self._pending_rewrite:
+            return 0
+        async with self._write_lock:
+            mark = self._mark
+            if mark is None:
+                return 0
+            foreign, new_mark = await anyio.to_thread.run_sync(read_foreign_lines, path, mark)
+            at_tip = self._leaf_id == self._index.leaf_id
+            added = self._take_foreign(foreign, new_mark)
+            if at_tip:
+                self._leaf_id = self._index.leaf_id
+            return added
+
+    def _take_foreign(self, foreign: ForeignLines | None, mark: FileMark | None) -> int:
+        """Index other writers' lines picked up under ``mark`` (on the thread that owns the index)."""
+        if mark is not None:
+            self._mark = mark
+        return apply_foreign(self._index, foreign) if foreign is not None else 0
+
+    async def _write_lines(self, pending: PendingWrite) -> None:
+        """
+        The one place where this manager mutates its file: append ``pending.lines`` (complete JSON
+        lines, without newlines) in one write, after picking up other writers' lines (class
+        docstring; ``pending`` is re-linked when it follows the tip). A pending migration rewrites the
+        whole file instead (after a backup); a torn tail is backed up and cut first. No-op for
+        in-memory transcripts.
 
         Runs under the transcript's write lock: the one held by :meth:`hold_write_lock` (checked on
         disk first), else one taken for this write alone (unless :attr:`locking` is ``False``). The
@@ -474,18 +554,20 @@ class TranscriptManager:
         if held is not None:
             held.ensure_held()
         if self._pending_rewrite:
-            await self._rewrite(path, lines, held)
+            await self._rewrite(path, pending, held)
+            self._take_foreign(None, pending.mark)
             return
         fsync = self._durability == "fsync"
         gate = self._inline_gate
+        mark = self._mark
 
         def plain() -> bool:
-            """Verify the held lock, then append if the tail is clean; timed for the gate."""
+            """Verify the held lock, then pick up and append if the tail is clean; timed for the gate."""
             if held is not None:
                 held.verify_file()
             start = gate.timer()
             try:
-                return append_if_clean(path, lines, fsync=fsync)
+                return append_following(path, pending, mark=mark, fsync=fsync)
             finally:
                 gate.record(gate.timer() - start)
 
@@ -503,13 +585,22 @@ class TranscriptManager:
                 written = plain()
             if written:
                 self.last_repair = None
+                self._take_foreign(pending.foreign, pending.mark)
                 return
         now = self._clock.now_ms()
 
         def in_thread() -> TailRepair | None:
             if plain():
                 return None
-            return append_lines(path, lines, fsync=fsync, now_ms=now)
+            for _ in range(3):  # repair the tail (cut a torn line, end a whole one), then append
+                repair = append_lines(path, (), fsync=False, now_ms=now)
+                if plain():
+                    return repair
+            raise TranscriptChangedError(
+                "its last line kept changing while this manager repaired it (a writer that does not "
+                "take the write lock?); nothing was written",
+                path=path,
+            )
 
         if held is None and self.locking:
             repair = await run_locked(path, in_thread, settings=self.write_lock_settings, clock=self._clock)
@@ -518,8 +609,9 @@ class TranscriptManager:
         self.last_repair = repair
         if repair is not None and repair.backup_path is not None:
             self.last_backup = repair.backup_path
+        self._take_foreign(pending.foreign, pending.mark)
 
-    async def _rewrite(self, path: Path, lines: Sequence[bytes], held: SessionWriteLock | None) -> None:
+    async def _rewrite(self, path: Path, pending: PendingWrite, held: SessionWriteLock | None) -> None:
         """The first write of a migrated v1/v2 file: backup, then the whole file atomically (D7)."""
         fsync = self._durability == "fsync"
         now = self._clock.now_ms()
@@ -529,8 +621,10 @@ class TranscriptManager:
             if held is not None:
                 held.verify_file()
             _check_unchanged_since_load(path, index)
-            content = [encode_header(index.header_raw), *index.lines, *lines]
-            return rewrite_lines(path, content, fsync=fsync, now_ms=now)
+            content = [encode_header(index.header_raw), *index.lines, *pending.lines]
+            backup = rewrite_lines(path, content, fsync=fsync, now_ms=now)
+            pending.mark = mark_of_file(path, lines=len(content))
+            return backup
 
         if held is None and self.locking:
             backup = await run_locked(path, write, settings=self.write_lock_settings, clock=self._clock)
@@ -547,8 +641,13 @@ class TranscriptManager:
             self._stamp_second = second
         return f"{self._stamp_prefix}{millis:03d}Z"
 
-    async def _append(self, build: Any) -> Any:
+    async def _append(self, build: Any, *, follow: bool = True) -> Any:
+        """
+        Build, write and index one entry as a child of the leaf; ``follow``: move it under the new last
+        entry when other writers appended and the leaf was at the tip (class docstring).
+        """
         async with self._write_lock:
+            at_tip = follow and self._leaf_id == self._index.leaf_id
             entry_id = _draw_entry_id(self._index.by_id)
             timestamp = self._timestamp()
             entry: TranscriptEntry = build(entry_id, self._leaf_id, timestamp)
@@ -561,7 +660,9 @@ class TranscriptManager:
                 ) from err
             if b"\xef\xbf\xbd" in line:  # lone surrogates were replaced: keep what the file holds
                 entry = entry_from_json(msgspec.json.decode(line))
-            await self._write_lines([line])
+            pending = PendingWrite([entry], [line], follow=at_tip, known=self._index.by_id)
+            await self._write_lines(pending)
+            entry, line = pending.entries[0], pending.lines[0]
             self._index.add(entry, line)
             self._leaf_id = entry.id
             return entry
@@ -609,6 +710,7 @@ class TranscriptManager:
         if not messages:
             return []
         async with self._write_lock:
+            at_tip = self._leaf_id == self._index.leaf_id
             timestamp = self._timestamp()
             parent = self._leaf_id
             drawn: set[str] = set()
@@ -634,11 +736,12 @@ class TranscriptManager:
                 entries.append(entry)
                 lines.append(line)
                 parent = entry_id
-            await self._write_lines(lines)
-            for entry, line in zip(entries, lines, strict=True):
-                self._index.add(entry, line)
-            self._leaf_id = parent
-            return entries
+            pending = PendingWrite(entries, lines, follow=at_tip, known=self._index.by_id)
+            await self._write_lines(pending)
+            for written, line in zip(pending.entries, pending.lines, strict=True):
+                self._index.add(written, line)
+            self._leaf_id = pending.entries[-1].id
+            return cast("list[MessageEntry]", pending.entries)  # re-linked at most, same types
 
     async def append_thinking_level_change(self, thinking_level: str) -> ThinkingLevelChangeEntry:
         """Append a ``thinking_level_change`` (spec §5.2): ``off|minimal|low|medium|high|xhigh``."""
@@ -772,7 +875,8 @@ class TranscriptManager:
                 summary=summary,
                 details=details,
                 from_hook=from_hook,
-            )
+            ),
+            follow=False,  # hangs where it was asked to, whatever others appended
         )
         return result
 
@@ -875,14 +979,23 @@ class TranscriptManager:
             check_safe_name(target.name, what="transcript file name")
             all_lines = [encode_header(header), *lines]
             fsync = self._durability == "fsync"
-            await anyio.to_thread.run_sync(lambda: create_exclusive(target, all_lines, fsync=fsync))
-        return TranscriptManager(
+
+            def write() -> FileMark:
+                create_exclusive(target, all_lines, fsync=fsync)
+                return mark_of_file(target, lines=len(all_lines))
+
+            mark: FileMark | None = await anyio.to_thread.run_sync(write)
+        else:
+            mark = None
+        manager = TranscriptManager(
             new_index,
             path=target,
             clock=self._clock,
             durability=self._durability if target is not None else "none",
             inline_write_budget_ms=self.inline_write_budget_ms,
         )
+        manager._mark = mark
+        return manager
 
     def __repr__(self) -> str:
         where = str(self._path) if self._path is not None else "<memory>"
