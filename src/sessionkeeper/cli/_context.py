@@ -3,8 +3,11 @@
 
 ``context --json`` prints pi's ``SessionContext`` exactly (``{"messages", "thinkingLevel", "model"}``,
 one line); ``--llm`` adds ``llmMessages`` (``convertToLlm``) like pi-oracle's ``context.mjs``. Without
-``--json`` a readable view is printed with rich. The text helpers here (``_snippet``, ``_message_text``,
-``_content_text``, ``_load``) are shared with ``cli/_tree.py``.
+``--json`` a readable view is printed with rich. For the default leaf the context comes from a bounded
+tail read (:func:`try_read_tail_context`, same result as the full load; the full loader decides when the
+tail cannot, and always with ``--leaf``). ``--last N`` prints the last N messages of the current branch
+(:func:`read_last_messages`; ``--json``: ``{"messages": [...]}``). The text helpers here (``_snippet``,
+``_message_text``, ``_content_text``, ``_load``) are shared with ``cli/_tree.py``.
 
 Exit codes: 0 ok; 1 error; 2 bad input (not a transcript, missing file, unknown ``--leaf`` id).
 """
@@ -28,7 +31,9 @@ from sessionkeeper.transcript import (
     estimate_tokens,
     load_transcript,
     message_to_builtins,
+    read_last_messages,
 )
+from sessionkeeper.transcript._tail import try_read_tail_context
 
 
 __all__ = ("COMMANDS", "context_command")
@@ -102,11 +107,25 @@ def _resolve_leaf(index: TranscriptIndex, leaf: str | None) -> str | None:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print pi's SessionContext JSON (one line).")
 @click.option("--llm", is_flag=True, help="With --json: add llmMessages (convertToLlm).")
-def context_command(file: Path, leaf: str | None, as_json: bool, llm: bool) -> None:
+@click.option(
+    "--last",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Print the last N messages of the current branch instead (history: no compaction applied).",
+)
+def context_command(file: Path, leaf: str | None, as_json: bool, llm: bool, last: int | None) -> None:
     """Print the model context rebuilt from a transcript FILE (pi's buildSessionContext)."""
-    index = _load(file)
-    leaf_id = _resolve_leaf(index, leaf)
-    ctx = index.build_context(leaf_id)
+    if last is not None:
+        _print_last(file, last, leaf=leaf, as_json=as_json, llm=llm)
+        return
+    # the default leaf: a bounded tail read (the full loader decides when the tail cannot)
+    tail = try_read_tail_context(file) if leaf is None else None
+    if tail is not None:
+        ctx, leaf_id, session_id = tail.context, tail.leaf_id, tail.session_id
+    else:
+        index = _load(file)
+        leaf_id = _resolve_leaf(index, leaf)
+        ctx, session_id = index.build_context(leaf_id), index.header.id
     if as_json:
         payload = ctx.to_json()
         if llm:
@@ -116,12 +135,27 @@ def context_command(file: Path, leaf: str | None, as_json: bool, llm: bool) -> N
     console = Console()
     estimate = estimate_context_tokens(ctx.messages)
     model = f"{ctx.model.provider}/{ctx.model.model_id}" if ctx.model else "-"
-    console.print(f"[bold]{escape(str(file))}[/bold]  session {escape(index.header.id)}")
+    console.print(f"[bold]{escape(str(file))}[/bold]  session {escape(session_id)}")
     console.print(
         f"leaf {leaf_id or 'null'} · {len(ctx.messages)} messages · thinking {escape(ctx.thinking_level)} · "
         f"model {escape(model)} · ~{estimate.tokens} context tokens"
     )
     for number, message in enumerate(ctx.messages, 1):
+        _print_message(console, number, message)
+
+
+def _print_last(file: Path, n: int, *, leaf: str | None, as_json: bool, llm: bool) -> None:
+    """``--last N``: the last N messages of the current branch (:func:`read_last_messages`)."""
+    if leaf is not None or llm:
+        fail("--last cannot be combined with --leaf or --llm", code=EXIT_BAD_INPUT)
+    messages = read_last_messages(file, n)
+    if as_json:
+        payload = {"messages": [message_to_builtins(m) for m in messages]}
+        click.echo(msgspec.json.encode(payload).decode("utf-8"))
+        return
+    console = Console()
+    console.print(f"[bold]{escape(str(file))}[/bold]  last {len(messages)} messages of the current branch")
+    for number, message in enumerate(messages, 1):
         _print_message(console, number, message)
 
 
