@@ -451,3 +451,18 @@ def test_random_trees_and_appends_equal_the_full_loader(
         _append(path, rest)
     _check(path)
     _check(path)
+
+
+def test_no_home_and_no_cache_variables_reads_without_an_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("SESSIONKEEPER_CACHE_DIR", "XDG_CACHE_HOME", "HOME"):
+        monkeypatch.delenv(name, raising=False)
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", no_home)
+    objs, _ = scenario_b(level="high")
+    path = _write(tmp_path / "t.jsonl", objs)
+    assert _check(path).thinking_level == "high"

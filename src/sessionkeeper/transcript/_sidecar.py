@@ -37,6 +37,7 @@ import mmap
 import operator
 import os
 import struct
+import threading
 import zlib
 from array import array
 from collections.abc import Iterable, Sequence
@@ -337,6 +338,7 @@ def load_index(
 
 
 _VERIFIED: dict[tuple[int, int, int, int], None] = {}  # index files whose arrays were checked
+_VERIFIED_LOCK: Final = threading.Lock()
 
 
 def _parse(
@@ -374,9 +376,10 @@ def _parse(
         if zlib.crc32(view[at:]) != data_crc:
             view.release()
             raise CorruptIndexError
-        _VERIFIED[identity] = None
-        while len(_VERIFIED) > 256:
-            del _VERIFIED[next(iter(_VERIFIED))]
+        with _VERIFIED_LOCK:
+            _VERIFIED[identity] = None
+            while len(_VERIFIED) > 256:
+                del _VERIFIED[next(iter(_VERIFIED))]
     sections: list[memoryview[int]] = []
     for count, width in ((n, 8), (n, 8), (m, 8), (n, 4)):
         part = view[at : at + count * width]

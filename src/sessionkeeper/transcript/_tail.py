@@ -359,7 +359,7 @@ def _from_index(
         if pos is None:
             return "root"  # the parent is not in the file
         record = index.thinking_record(fd, pos)
-    except (CorruptIndexError, OSError, ValueError, IndexError) as err:
+    except (CorruptIndexError, OSError, ValueError, IndexError, msgspec.MsgspecError) as err:
         _log.debug("ancestry index %s ignored: %s", index.real_path, str(err) or "corrupt")
         return None
     if record is None:
@@ -526,6 +526,15 @@ def read_tail_context(
     return found.context if found is not None else load_transcript(file).build_context()
 
 
+def _index_target(file: Path) -> tuple[Path, str] | None:
+    """Where the ancestry index of ``file`` lives; ``None`` when no cache directory can be named."""
+    try:
+        return index_path(file)
+    except (RuntimeError, OSError, KeyError) as err:  # Path.home() without HOME or a passwd entry
+        _log.debug("no ancestry index for %s: %s", file, err)
+        return None
+
+
 @attrs.frozen(kw_only=True)
 class TailContext:
     """
@@ -569,7 +578,7 @@ def try_read_tail_context(
             max_bytes=max_tail_bytes,
             first_chunk=chunk_bytes,
             visit=walk,
-            index_at=index_path(file) if ancestry_index else None,
+            index_at=_index_target(file) if ancestry_index else None,
             header_out=headers,
         )
     if outcome == "full":
