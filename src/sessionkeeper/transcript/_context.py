@@ -4,7 +4,9 @@ Context reconstruction: the messages, thinking level and model of one leaf (pi-f
 :func:`build_session_context` is pi 0.73.1's ``buildSessionContext`` (DESIGN decision 1: exact, nothing
 added or dropped), with one safety difference: a ``parentId`` cycle ends the path walk at the first
 entry that would repeat (pi would loop forever). Entries of a known type with an unexpected shape
-(:class:`UnknownEntry`) are interpreted from their JSON the way pi's untyped code reads them.
+(:class:`UnknownEntry`) are interpreted from their JSON the way pi's untyped code reads them; ids,
+parent ids and ``firstKeptEntryId`` that are JSON numbers or booleans compare as pi's ``===`` and ``Map``
+do (:func:`entry_key`: ``1`` is not ``"1"``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from sessionkeeper.transcript._entries import (
     ThinkingLevelChangeEntry,
     TranscriptEntry,
     UnknownEntry,
+    entry_key,
 )
 from sessionkeeper.transcript._messages import (
     AgentMessage,
@@ -102,7 +105,9 @@ def walk_path(leaf: TranscriptEntry, by_id: Mapping[str, TranscriptEntry]) -> li
     """
     Return the path from a root to ``leaf`` (root first) by following ``parentId`` links.
 
-    The walk stops at a ``None``/empty/missing parent (spec §9 item 2). Cycle guard (deviation from
+    The walk stops at a ``None``/empty/missing parent, or a falsy one as JavaScript sees it (the number
+    ``0``, ``false``: see :class:`NonStringId`), as pi's ``current.parentId ? ... : undefined`` does
+    (spec §9 item 2). Cycle guard (deviation from
     pi, which loops forever): when the next parent is an entry already on the path, the walk stops and
     the current entry is treated as the root.
     """
@@ -299,7 +304,8 @@ def build_context_lazily(
     if isinstance(compaction, CompactionEntry):
         first_kept: Any = compaction.first_kept_entry_id
     else:
-        first_kept = compaction.raw.get("firstKeptEntryId") if isinstance(compaction, UnknownEntry) else None
+        raw_kept = compaction.raw.get("firstKeptEntryId") if isinstance(compaction, UnknownEntry) else None
+        first_kept = entry_key(raw_kept)  # compared as pi's ===: the number 3 is not the string "3"
     if first_kept is not None:
         try:
             kept_from = ids.index(first_kept, 0, first_index)

@@ -10,16 +10,19 @@ rewrite (spec §5.10).
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal, TypeAlias
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from sessionkeeper.transcript._estimate import js_json_stringify
 from sessionkeeper.transcript._messages import AgentMessage, UserContent
 
 
 __all__ = (
     "CURRENT_SESSION_VERSION",
+    "BooleanId",
     "BranchSummaryEntry",
     "CompactionEntry",
     "CustomEntry",
@@ -27,18 +30,114 @@ __all__ = (
     "LabelEntry",
     "MessageEntry",
     "ModelChangeEntry",
+    "NonStringId",
+    "NumberId",
     "SessionHeader",
     "SessionInfoEntry",
     "ThinkingLevel",
     "ThinkingLevelChangeEntry",
     "TranscriptEntry",
     "UnknownEntry",
+    "entry_key",
+    "key_to_json",
 )
 
 CURRENT_SESSION_VERSION = 3
 """The transcript format version this library writes (pi-format spec §5.11)."""
 
 ThinkingLevel: TypeAlias = Literal["off", "minimal", "low", "medium", "high", "xhigh"]
+
+
+# --------------------------------------------------------------------------- entry ids as pi keys them
+
+
+class NonStringId(str):
+    """
+    A JSON number or boolean found where pi expects an entry id (``id``, ``parentId``, ``targetId``,
+    ``firstKeptEntryId``) in a hand-edited or foreign file, as an index key with pi's semantics.
+
+    pi indexes entries in a JavaScript ``Map`` keyed by the raw JSON values, so the number ``1`` and
+    the string ``"1"`` are different ids, and its path walk follows a ``parentId`` only when it is
+    truthy. A ``NonStringId`` is a ``str`` (its text is the value as JavaScript prints it: ``"1"``,
+    ``"2.5"``, ``"true"``) so it flows through every ``str``-typed id in this library, but it never
+    equals a plain string (nor an id of the other subclass), and its truth value is JavaScript's
+    (``0`` and ``false`` are falsy). :func:`key_to_json` gives the JSON value back. Build them
+    with :func:`entry_key`.
+    """
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and str.__eq__(self, other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, str(self)))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self!s})"
+
+
+class NumberId(NonStringId):
+    """A JSON number id (``1``, ``1.0`` and ``1e0`` are one key, as in JavaScript); falsy when ``0``."""
+
+    __slots__ = ()
+
+    def __bool__(self) -> bool:
+        return float(self) != 0
+
+    def to_json(self) -> int | float:
+        """The number: an ``int`` when integral, else a ``float``."""
+        value = float(self)
+        return int(value) if value.is_integer() else value
+
+
+class BooleanId(NonStringId):
+    """A JSON boolean id (``"true"`` or ``"false"``); falsy when ``false``."""
+
+    __slots__ = ()
+
+    def __bool__(self) -> bool:
+        return str.__eq__(self, "true")
+
+    def to_json(self) -> bool:
+        """``True`` or ``False``."""
+        return str.__eq__(self, "true")
+
+
+def entry_key(value: Any) -> str | None:
+    """
+    The index key pi's ``byId`` map would use for a raw JSON id value (pi-format spec §4).
+
+    A string is its own key; a number becomes a :class:`NumberId` holding the value JavaScript reads
+    (``JSON.parse`` gives doubles: ``9007199254740993`` reads as ``9007199254740992``, ``-0`` as ``0``);
+    a boolean becomes a :class:`BooleanId`. ``None`` for ``null``, a missing value, objects and arrays
+    (such entries are kept in file order but are not part of the tree).
+
+    Example: ``entry_key(1) == entry_key(1.0)``, ``entry_key(1) != "1"``, ``bool(entry_key(0)) is False``.
+    """
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return BooleanId("true" if value else "false")
+    if isinstance(value, int | float):
+        try:
+            number = float(value)
+        except OverflowError:  # an integer literal beyond any double: JavaScript reads Infinity
+            return None
+        if math.isnan(number) or math.isinf(number):
+            return None
+        return NumberId(js_json_stringify(number))
+    return None
+
+
+def key_to_json(key: str | None) -> str | int | float | bool | None:
+    """The JSON value of an index key (the inverse of :func:`entry_key` for the values it accepts)."""
+    if isinstance(key, NumberId | BooleanId):
+        return key.to_json()
+    return key
 
 
 class _Record(
@@ -247,15 +346,18 @@ class UnknownEntry:
 
     @property
     def id(self) -> str:
-        """The ``id`` value (``""`` when absent or not a string)."""
-        value = self.raw.get("id")
-        return value if isinstance(value, str) else ""
+        """
+        The ``id`` as an index key (:func:`entry_key`: a number or boolean id is a :class:`NonStringId`);
+        ``""`` when absent, ``null``, an object or an array.
+        """
+        key = entry_key(self.raw.get("id"))
+        return key if key is not None else ""
 
     @property
     def parent_id(self) -> str | None:
-        """The ``parentId`` value, ``None`` when absent or not a string."""
-        value = self.raw.get("parentId")
-        return value if isinstance(value, str) else None
+        """The ``parentId`` as an index key (:func:`entry_key`); ``None`` when absent, ``null`` or neither
+        a string, a number nor a boolean."""
+        return entry_key(self.raw.get("parentId"))
 
     @property
     def timestamp(self) -> str:

@@ -32,6 +32,7 @@ from sessionkeeper.transcript._entries import (
     SessionInfoEntry,
     TranscriptEntry,
     UnknownEntry,
+    entry_key,
 )
 
 
@@ -182,8 +183,11 @@ class TranscriptIndex:
         return None if pos is None else self.entry_at(pos)
 
     def path_positions(self, leaf_id: str | None) -> list[int]:
-        """Positions from a root to ``leaf_id`` (root first); empty for ``None`` or an unknown id."""
-        if leaf_id is None:
+        """
+        Positions from a root to ``leaf_id`` (root first); empty for ``None``, an unknown id, or a falsy
+        one (``""``, the number ``0``, ``false``: pi's ``getBranch`` starts only from a truthy id).
+        """
+        if not leaf_id:
             return []
         pos = self.by_id.get(leaf_id)
         if pos is None:
@@ -259,8 +263,8 @@ class TranscriptIndex:
                 if isinstance(entry, CompactionEntry):
                     first_kept = entry.first_kept_entry_id
                 elif isinstance(entry, UnknownEntry):
-                    first_kept = entry.raw.get("firstKeptEntryId")
-                kept_seen = not isinstance(first_kept, str)
+                    first_kept = entry_key(entry.raw.get("firstKeptEntryId"))
+                kept_seen = first_kept is None
             elif compaction_seen and not kept_seen and ids[current] == first_kept:
                 kept_seen = True
             if not thinking_seen and kind == "thinking_level_change":
@@ -370,7 +374,8 @@ class TranscriptIndex:
                 label: Any = entry.label
             else:
                 target, label = entry.raw.get("targetId"), entry.raw.get("label")
-            if not isinstance(target, str):
+            target = entry_key(target)  # pi keys labels by the raw targetId (1 and "1" differ)
+            if target is None:
                 return
             if isinstance(label, str) and label:
                 self._labels[target] = label

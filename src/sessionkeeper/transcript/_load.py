@@ -12,8 +12,11 @@ about as much as splitting it into lines. Rules, as pi 0.73.1 reads files, with 
 - Lines that are not valid JSON (or nested too deeply to decode), or not a JSON object, are skipped
   and reported. A last line without
   newline that does not parse is a *torn tail* (reported separately; cut off before the next append).
-- Later ``session`` lines are ignored; entries with a repeated id: the later one wins in the index;
-  entries without a string id are kept in file order but are not part of the tree.
+- Later ``session`` lines are ignored; entries with a repeated id: the later one wins in the index.
+  Ids are keyed as pi's ``byId`` map keys them (:func:`entry_key`): a number or boolean ``id`` or
+  ``parentId`` is a key of its own (``1`` and ``"1"`` differ, ``1`` and ``1.0`` do not) and a falsy
+  ``parentId`` (``0``, ``false``, ``""``) ends the path walk; entries whose ``id`` is ``null``, missing,
+  an object or an array are kept in file order but are not part of the tree.
 - Leaf = the last entry (with an id) in file order. Labels are replayed in file order (last write wins,
   empty clears; the label entry's timestamp is kept). Session name = the latest ``session_info``.
 - Versions 1 and 2 are migrated in memory (v1: fresh ids chained in file order, ``firstKeptEntryIndex``
@@ -38,7 +41,7 @@ import msgspec
 from sessionkeeper.exceptions import TranscriptFormatError, TranscriptNotFoundError
 from sessionkeeper.transcript._codec import decode_json_line, header_from_json
 from sessionkeeper.transcript._diagnostics import TornTail, TranscriptDiagnostics
-from sessionkeeper.transcript._entries import CURRENT_SESSION_VERSION
+from sessionkeeper.transcript._entries import CURRENT_SESSION_VERSION, entry_key
 from sessionkeeper.transcript._index import TranscriptIndex, decode_line, js_trim, new_entry_id
 from sessionkeeper.transcript._messages import (
     AgentMessage,
@@ -328,8 +331,8 @@ def _scan_careful(data: bytes, path: Path | None) -> _Scan:
             scan.repeated.append(line_no)
             scan.order.append(None)
             continue
-        entry_id = head.id if isinstance(head.id, str) else None
-        parent = head.parentId if isinstance(head.parentId, str) else None
+        entry_id = entry_key(head.id)
+        parent = entry_key(head.parentId)
         if entry_id is None and scan.version >= 2:
             scan.without_id.append(line_no)
         entry_pos = index._push(kind if isinstance(kind, str) else "", entry_id, parent, line_no)
