@@ -1,5 +1,5 @@
 """
-Blocking file operations of :class:`TranscriptManager` (run through ``anyio.to_thread``).
+Blocking file operations of :class:`TranscriptManager` (run inline or through ``anyio.to_thread``).
 
 - :func:`create_exclusive`: a new transcript appears complete or not at all (temp file + hard link,
   which fails if the target exists), mode 0600, directories 0700.
