@@ -59,6 +59,8 @@ _REASONS: dict[str, str] = {
     "nothing_to_summarize": "no message before the kept recent tail: nothing to summarise",
     "pending_tool_results": "the last tool calls have no results yet: compact once they arrive",
     "ineffective": "the summary would not be smaller than the history it replaces",
+    "superseded": "another writer compacted this branch (or moved the leaf off it) while the summary was"
+    " made: nothing was written",
 }
 # Statuses where nothing was written because there was nothing to do (exit 0).
 _NOTHING_TO_DO = frozenset({"empty", "already_compacted", "nothing_to_summarize"})

@@ -38,6 +38,7 @@ from sessionkeeper._model_client import ModelClient
 from sessionkeeper.compaction._budget import DEFAULT_CONTEXT_WINDOW
 from sessionkeeper.compaction._cut import entry_kind, message_role
 from sessionkeeper.compaction._extractive import extractive_summary, message_text
+from sessionkeeper.compaction._landing import landing
 from sessionkeeper.compaction._llm import LlmSummarizer
 from sessionkeeper.compaction._prepare import CompactionPreparation, prepare_compaction
 from sessionkeeper.compaction._prompts import build_structured_instructions, structured_fallback_summary
@@ -64,6 +65,7 @@ CompactionStatus: TypeAlias = Literal[
     "nothing_to_summarize",
     "pending_tool_results",
     "ineffective",
+    "superseded",
 ]
 _SILENT_TEXTS = frozenset({"NO_REPLY", "HEARTBEAT_OK"})
 
@@ -77,8 +79,10 @@ class CompactionResult:
         status: ``"compacted"`` (an entry was written); ``"empty"`` (no branch); ``"already_compacted"``
             (the branch ends with a compaction); ``"nothing_to_summarize"`` (DESIGN D2);
             ``"pending_tool_results"`` (the leaf's tool calls have no results yet, field report B06);
-            ``"ineffective"`` (the summary would not be smaller than what it replaces, B11). Only
-            ``"compacted"`` writes anything.
+            ``"ineffective"`` (the summary would not be smaller than what it replaces, B11);
+            ``"superseded"`` (while the summary was made, another compaction landed on the branch or
+            the leaf moved to another branch: issue #7, see :mod:`._landing`). Only ``"compacted"``
+            writes anything.
         entry: The written entry, or ``None``.
         preparation: The plan, or ``None`` when there was none.
         summary: The summary written (``None`` when nothing was written).
@@ -227,6 +231,12 @@ class Compactor:
         if self.hooks is not None:
             errors.extend(await self.hooks.notify(event))
 
+    async def _rotate(self, transcript: TranscriptManager) -> SuccessorTranscript | None:
+        """The successor transcript when ``truncate_after_compaction`` is on (inside the landing)."""
+        if not self.settings.truncate_after_compaction:
+            return None
+        return await rotate_after_compaction(transcript, clock=self._clock)
+
     async def compact(
         self,
         transcript: TranscriptManager,
@@ -345,17 +355,18 @@ class Compactor:
         elif isinstance(hook_result, CompactionHookOverride):
             override = hook_result
         if override is not None and override.summary.strip():
-            entry = await transcript.append_compaction(
-                summary=override.summary,
-                first_kept_entry_id=override.first_kept_entry_id,
-                tokens_before=override.tokens_before,
-                details=UNSET if override.details is None else override.details,
-                from_hook=True,
-            )
+            async with landing(transcript, branch) as check:
+                if check.superseded:
+                    return attrs.evolve(base, status="superseded", provider="hook")
+                entry = await transcript.append_compaction(
+                    summary=override.summary,
+                    first_kept_entry_id=check.first_kept_entry_id(override.first_kept_entry_id),
+                    tokens_before=override.tokens_before,
+                    details=UNSET if override.details is None else override.details,
+                    from_hook=True,
+                )
+                successor = await self._rotate(transcript)
             await self._notify(SessionCompactEvent(compaction_entry=entry, from_hook=True), hook_errors)
-            successor = None
-            if self.settings.truncate_after_compaction:
-                successor = await rotate_after_compaction(transcript, clock=self._clock)
             return attrs.evolve(
                 base,
                 status="compacted",
@@ -376,20 +387,20 @@ class Compactor:
             return attrs.evolve(base, status="ineffective", provider=provider, fallbacks=fallbacks)
 
         details = plan.file_ops.details()
-        if plan.first_kept_entry_id is None:
-            entry = await _append_checkpoint(transcript, summary=summary, plan=plan, details=details)
-        else:
+        async with landing(transcript, branch) as check:
+            if check.superseded:
+                return attrs.evolve(base, status="superseded", provider=provider, fallbacks=fallbacks)
+            # None: a strict checkpoint (firstKeptEntryId = its own id, OpenClaw spec §5.8; pi §9 6b),
+            # which keeps only what other writers appended during the summarisation
             entry = await transcript.append_compaction(
                 summary=summary,
-                first_kept_entry_id=plan.first_kept_entry_id,
+                first_kept_entry_id=check.first_kept_entry_id(plan.first_kept_entry_id),
                 tokens_before=plan.tokens_before,
                 details=details,
                 from_hook=False,
             )
+            successor = await self._rotate(transcript)
         await self._notify(SessionCompactEvent(compaction_entry=entry, from_hook=False), hook_errors)
-        successor = None
-        if self.settings.truncate_after_compaction:
-            successor = await rotate_after_compaction(transcript, clock=self._clock)
         return attrs.evolve(
             base,
             status="compacted",
@@ -494,19 +505,3 @@ class Compactor:
         if safeguard:
             return cap_preserving_suffix(body, suffix), "extractive", tuple(fallbacks)
         return body + format_file_operations(read_files, modified_files), "extractive", tuple(fallbacks)
-
-
-async def _append_checkpoint(
-    transcript: TranscriptManager, *, summary: str, plan: CompactionPreparation, details: dict[str, list[str]]
-) -> CompactionEntry:
-    """
-    Write a strict checkpoint: ``firstKeptEntryId`` is the entry's own id, so nothing before it is kept
-    (OpenClaw's hardened boundary, spec §5.8; pi's context rebuild then keeps nothing, spec §9 6b).
-    """
-    return await transcript.append_compaction(
-        summary=summary,
-        first_kept_entry_id=None,
-        tokens_before=plan.tokens_before,
-        details=details,
-        from_hook=False,
-    )

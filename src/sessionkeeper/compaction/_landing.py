@@ -1,0 +1,137 @@
+"""
+Landing a compaction safely when other writers share the transcript (issue #7).
+
+A compaction is planned and summarised without the write lock (a summary takes seconds), from a
+snapshot of the branch. It then *lands* in one critical section (:func:`landing`): with the write
+lock held (and one landing at a time per manager in this process), the manager picks up what other
+writers appended meanwhile (``TranscriptManager.refresh``), :func:`check_landing` compares the path
+it would now hang from with the planned branch, and the caller writes the entry (and a successor
+transcript) before the lock is released. The rules:
+
+- the planned branch's last entry is no longer on the path to the leaf the entry would hang from
+  (someone branched away): ``superseded``, nothing is written;
+- a ``compaction`` entry that was not on the planned branch is on that path (another compactor landed
+  first): ``superseded``, nothing is written (two compactions planned from one snapshot never both
+  land);
+- otherwise the entry lands as a child of the tip: every entry appended during the summarisation
+  comes after it on the path and stays in the context (after ``firstKeptEntryId``). A strict
+  checkpoint (planned ``firstKeptEntryId`` = its own id) that others wrote after keeps those
+  entries: its ``firstKeptEntryId`` becomes the first of them (:attr:`LandingCheck.first_kept_entry_id`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from collections.abc import AsyncIterator, Sequence
+from typing import Literal, TypeAlias
+
+import anyio
+import attrs
+
+from sessionkeeper.compaction._cut import entry_kind
+from sessionkeeper.transcript import TranscriptEntry
+from sessionkeeper.transcript._manager import TranscriptManager
+
+
+__all__ = ("LandingCheck", "LandingVerdict", "check_landing", "landing")
+
+LandingVerdict: TypeAlias = Literal["land", "superseded"]
+
+
+@attrs.frozen(kw_only=True)
+class LandingCheck:
+    """
+    Whether a planned compaction may still be written, and where.
+
+    Attributes:
+        verdict: ``"land"`` or ``"superseded"`` (write nothing).
+        reason: Why it was superseded (``None`` when it lands).
+        arrived: Ids of the entries on the path after the planned branch (written meanwhile), in
+            path order.
+        parent_id: The entry the compaction will hang from (the leaf after the pick-up).
+    """
+
+    verdict: LandingVerdict
+    reason: str | None = None
+    arrived: tuple[str, ...] = ()
+    parent_id: str | None = None
+
+    @property
+    def superseded(self) -> bool:
+        """Whether nothing may be written."""
+        return self.verdict == "superseded"
+
+    def first_kept_entry_id(self, planned: str | None) -> str | None:
+        """
+        The ``firstKeptEntryId`` to write for a planned one (``None`` = a strict checkpoint, the entry's
+        own id): a strict checkpoint keeps the entries that arrived during the summarisation.
+        """
+        if planned is None and self.arrived:
+            return self.arrived[0]
+        return planned
+
+
+def check_landing(planned: Sequence[TranscriptEntry], path: Sequence[TranscriptEntry]) -> LandingCheck:
+    """
+    Decide whether a compaction planned on ``planned`` may land on ``path`` (module docstring).
+
+    Args:
+        planned: The branch the compaction was planned from, root first (non-empty).
+        path: The path, root first, to the leaf the entry would hang from now (after picking up other
+            writers' lines).
+
+    Returns:
+        The :class:`LandingCheck`.
+    """
+    parent_id = path[-1].id if path else None
+    if not planned:
+        return LandingCheck(verdict="land", arrived=tuple(e.id for e in path), parent_id=parent_id)
+    last = planned[-1].id
+    position = next((i for i in range(len(path) - 1, -1, -1) if path[i].id == last), -1)
+    if position < 0:
+        return LandingCheck(
+            verdict="superseded",
+            reason=f"the planned branch (ending at {last}) is no longer on the path to the leaf",
+            parent_id=parent_id,
+        )
+    arrived = path[position + 1 :]
+    other = next((e for e in arrived if entry_kind(e) == "compaction"), None)
+    if other is not None:
+        return LandingCheck(
+            verdict="superseded",
+            reason=f"another compaction ({other.id}) landed on this branch first",
+            arrived=tuple(e.id for e in arrived),
+            parent_id=parent_id,
+        )
+    return LandingCheck(verdict="land", arrived=tuple(e.id for e in arrived), parent_id=parent_id)
+
+
+_LANDING_LOCKS: weakref.WeakKeyDictionary[TranscriptManager, anyio.Lock] = weakref.WeakKeyDictionary()
+
+
+@contextlib.asynccontextmanager
+async def landing(
+    transcript: TranscriptManager, planned: Sequence[TranscriptEntry]
+) -> AsyncIterator[LandingCheck]:
+    """
+    The critical section of a compaction's landing: yields the :class:`LandingCheck`; write the entry
+    (and anything that must see the same file state, e.g. a successor transcript) inside it.
+
+    Holds, for the whole block: one landing at a time per manager in this process, and the
+    transcript's write lock (unless the manager already holds it, :meth:`TranscriptManager.hold_write_lock`,
+    or has :attr:`TranscriptManager.locking` off, or has no file). Picks up other writers' lines first
+    (:meth:`TranscriptManager.refresh`).
+
+    Raises:
+        SessionBusyError: The write lock was not acquired in time.
+        TranscriptChangedError: The file was replaced or shrank since the manager read it.
+    """
+    lock = _LANDING_LOCKS.get(transcript)
+    if lock is None:
+        lock = _LANDING_LOCKS[transcript] = anyio.Lock()
+    async with lock:
+        needs_lock = transcript.path is not None and transcript.locking and transcript.held_write_lock is None
+        async with transcript.hold_write_lock() if needs_lock else contextlib.nullcontext():
+            await transcript.refresh()
+            yield check_landing(planned, transcript.get_branch())
