@@ -466,3 +466,23 @@ def test_no_home_and_no_cache_variables_reads_without_an_index(
     objs, _ = scenario_b(level="high")
     path = _write(tmp_path / "t.jsonl", objs)
     assert _check(path).thinking_level == "high"
+
+
+def test_indexes_of_deleted_transcripts_and_stale_temp_files_are_pruned(
+    tmp_path: Path, cache_dir: Path
+) -> None:
+    objs, _ = scenario_b(level="high")
+    gone = _write(tmp_path / "gone.jsonl", objs)
+    kept = _write(tmp_path / "kept.jsonl", objs)
+    _check(gone)
+    _check(kept)
+    gone.unlink()
+    stale, fresh, other = cache_dir / "x.idx.1.a.tmp", cache_dir / "y.idx.1.b.tmp", cache_dir / "notes.txt"
+    for item in (stale, fresh, other):
+        item.write_text("x")
+    os.utime(stale, (1, 1))
+    (cache_dir / "junk.idx").write_bytes(b"junk")
+    assert sidecar.prune_index_dir(cache_dir) == 2
+    assert sorted(p.name for p in cache_dir.iterdir()) == sorted(
+        [_index_file(kept).name, fresh.name, other.name, "junk.idx"]
+    )

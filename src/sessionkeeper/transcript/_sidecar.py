@@ -19,13 +19,14 @@ prefix id nor name a parent that a prefix entry is missing) and extended from ``
 Where it lives: ``$SESSIONKEEPER_CACHE_DIR``, else ``$XDG_CACHE_HOME/sessionkeeper``, else
 ``~/.cache/sessionkeeper``; subdirectory ``tail-index/`` (0700), one file per transcript (0600) named by
 a hash of its real path; never next to the transcript (pi and OpenClaw list and clean the sessions
-directory). Written atomically (:func:`atomic_write_bytes`). It is validated against the file on every
-use: the real path, the header's session id, device and inode, and a BLAKE2b hash of the 4 KiB before
-``covered`` (a rewritten, replaced or truncated file is rejected). A corrupt, foreign or unwritable
-index is ignored (a debug log): the reader falls back to the walk. The header and its variable part are
-checksummed (BLAKE2b), the arrays too (CRC-32, checked once per index file and process: about 7 ms for
-the 26 MB index of a 1 GiB transcript); every value used is range-checked and the lines it points to
-are verified.
+directory). Written atomically (:func:`atomic_write_bytes`); the indexes of transcripts that no
+longer exist are deleted when a process saves its first index (:func:`prune_index_dir`). It is
+validated against the file on every use: the real path, the header's session id, device and inode,
+and a BLAKE2b hash of the 4 KiB before ``covered`` (a rewritten, replaced or truncated file is
+rejected). A corrupt, foreign or unwritable index is ignored (a debug log): the reader falls back to
+the walk. The header and its variable part are checksummed (BLAKE2b), the arrays too (CRC-32, checked
+once per index file and process: about 7 ms for the 24 MB index of a 1 GiB transcript); every value
+used is range-checked and the lines it points to are verified.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import operator
 import os
 import struct
 import threading
+import time
 import zlib
 from array import array
 from collections.abc import Iterable, Sequence
@@ -59,6 +61,7 @@ __all__ = (
     "index_cache_dir",
     "index_path",
     "load_index",
+    "prune_index_dir",
     "save_index",
 )
 
@@ -308,7 +311,53 @@ def save_index(index: AncestryIndex, target: Path) -> bool:
     except OSError as err:
         _log.debug("ancestry index not written to %s: %s", target, err)
         return False
+    if target.parent not in _PRUNED:
+        _PRUNED.add(target.parent)
+        prune_index_dir(target.parent)
     return True
+
+
+def _indexed_path(item: Path) -> bool | None:
+    """Whether the transcript an index file names still exists (``None``: not an index we can read)."""
+    with item.open("rb") as handle:
+        head = handle.read(_HEAD.size)
+        if len(head) != _HEAD.size or head[:8] != _MAGIC:
+            return None
+        var_len = _HEAD.unpack(head)[10]
+        if not 0 < var_len < 1 << 16:
+            return None
+        var = msgspec.json.decode(handle.read(var_len), type=_Var)
+    return Path(var.path).exists()
+
+
+_PRUNED: set[Path] = set()  # index directories pruned by this process (once each)
+_STALE_TEMP_S: Final = 3600
+
+
+def prune_index_dir(folder: Path) -> int:
+    """
+    Delete the indexes in ``folder`` whose transcript no longer exists, and temp files older than an
+    hour (left by a crash). Called once per directory and process, after the first index saved.
+    Returns how many files were deleted; never raises for an I/O error.
+    """
+    removed = 0
+    try:
+        items = list(folder.iterdir())
+    except OSError:
+        return 0
+    now = time.time()
+    for item in items:
+        try:
+            if item.name.endswith(".tmp"):
+                if now - item.stat().st_mtime > _STALE_TEMP_S:
+                    item.unlink()
+                    removed += 1
+            elif item.suffix == ".idx" and _indexed_path(item) is False:
+                item.unlink()
+                removed += 1
+        except (OSError, ValueError, struct.error, msgspec.DecodeError):
+            continue
+    return removed
 
 
 def load_index(
