@@ -6,16 +6,18 @@ import json
 import os
 import shutil
 import stat
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sessionkeeper.transcript import _sidecar as sidecar
 from sessionkeeper.transcript import load_transcript
-from sessionkeeper.transcript._tail import read_tail_context
+from sessionkeeper.transcript._tail import aread_tail_context, read_tail_context
 
 
 TS = "2026-01-01T00:00:00.000Z"
@@ -486,3 +488,26 @@ def test_indexes_of_deleted_transcripts_and_stale_temp_files_are_pruned(
     assert sorted(p.name for p in cache_dir.iterdir()) == sorted(
         [_index_file(kept).name, fresh.name, other.name, "junk.idx"]
     )
+
+
+def test_concurrent_first_reads_agree(tmp_path: Path, cache_dir: Path) -> None:
+    objs, _ = scenario_b(turns=200, level="high")
+    path = _write(tmp_path / "t.jsonl", objs)
+    expected = load_transcript(path).build_context()
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(
+            pool.map(lambda _: read_tail_context(path, max_tail_bytes=BUDGET, chunk_bytes=512), range(8))
+        )
+    assert all(result == expected for result in results)
+    assert [p.suffix for p in cache_dir.iterdir()] == [".idx"]  # one index, no temp file left
+
+
+@pytest.mark.anyio
+async def test_async_variant_uses_the_index(tmp_path: Path, cache_dir: Path) -> None:
+    objs, _ = scenario_b(turns=3000, level="minimal")  # 1.5 MB: more than the first 1 MiB read
+    path = _write(tmp_path / "t.jsonl", objs)
+    context = await aread_tail_context(path, max_tail_bytes=BUDGET)
+    assert context == load_transcript(path).build_context()
+    assert context.thinking_level == "minimal"
+    assert await anyio.Path(_index_file(path)).exists()
+    assert await aread_tail_context(path, max_tail_bytes=BUDGET, ancestry_index=False) == context
