@@ -183,8 +183,9 @@ class TranscriptManager:
     read, with the loader's line rules) and adds them to the index, so ids stay unique and
     :meth:`get_branch` sees them. If the leaf was the last entry the manager knew (it was at the tip),
     the new entry becomes a child of the new last entry: writers that never navigate build one chain,
-    and nothing they wrote ends up on a side branch. A manager that navigated away (:meth:`branch`,
-    :meth:`reset_leaf`, :meth:`branch_with_summary`) keeps appending where it chose. A file that
+    and nothing they wrote ends up on a side branch. A manager that navigated (:meth:`branch`,
+    :meth:`reset_leaf`; :meth:`branch_with_summary` hangs its entry where asked) appends its next
+    entry where it chose, even on the entry that was its tip; after that it is at the tip again. A file that
     shrank, was replaced (another inode) or whose bytes before the known end changed raises
     :class:`~sessionkeeper.exceptions.TranscriptChangedError` and nothing is written: reopen it.
     :meth:`refresh` picks up without writing (readers). A line another writer is still writing is
@@ -221,6 +222,7 @@ class TranscriptManager:
         """Settings of that lock (``None``: :meth:`WriteLockSettings.from_config`, i.e. the environment)."""
         self._held_lock: SessionWriteLock | None = None
         self._mark: FileMark | None = None  # how much of the file the index holds (see _follow)
+        self._navigated = False  # branch()/reset_leaf() since the last append: do not follow the tip
 
     # -- construction ------------------------------------------------------------------------------
 
@@ -459,7 +461,8 @@ class TranscriptManager:
 
     def branch(self, entry_id: str) -> None:
         """
-        Move the leaf to an existing entry; the next append starts a new branch there (not persisted).
+        Move the leaf to an existing entry; the next append starts a new branch there (not persisted),
+        whatever other writers appended meanwhile (it does not follow the tip, see the class docstring).
 
         Raises:
             EntryNotFoundError: ``entry_id`` is not in the transcript.
@@ -467,10 +470,12 @@ class TranscriptManager:
         if entry_id not in self._index.by_id:
             raise EntryNotFoundError(entry_id)
         self._leaf_id = entry_id
+        self._navigated = True
 
     def reset_leaf(self) -> None:
-        """Set the leaf to ``None``: the next append creates a new root (not persisted)."""
+        """Set the leaf to ``None``: the next append creates a new root (not persisted; no tip following)."""
         self._leaf_id = None
+        self._navigated = True
 
     # -- writing -------------------------------------------------------------------------------------
 
@@ -508,8 +513,9 @@ class TranscriptManager:
         writing and without the write lock (for readers; appends do it by themselves).
 
         The lines are indexed with the loader's rules; when the leaf was the last entry the manager knew
-        (at the tip), it moves to the new last entry. A line still being written is read once complete.
-        No-op for in-memory transcripts and for a v1/v2 file migrated in memory (not written yet).
+        (at the tip, not moved by :meth:`branch` or :meth:`reset_leaf`), it moves to the new last
+        entry. A line still being written is read once complete. No-op for in-memory transcripts and
+        for a v1/v2 file migrated in memory (not written yet).
 
         Returns:
             How many entries were added.
@@ -527,7 +533,7 @@ class TranscriptManager:
             if mark is None:
                 return 0
             foreign, new_mark = await anyio.to_thread.run_sync(read_foreign_lines, path, mark)
-            at_tip = self._leaf_id == self._index.leaf_id
+            at_tip = not self._navigated and self._leaf_id == self._index.leaf_id
             added = self._take_foreign(foreign, new_mark)
             if at_tip:
                 self._leaf_id = self._index.leaf_id
@@ -652,7 +658,7 @@ class TranscriptManager:
         entry when other writers appended and the leaf was at the tip (class docstring).
         """
         async with self._write_lock:
-            at_tip = follow and self._leaf_id == self._index.leaf_id
+            at_tip = follow and not self._navigated and self._leaf_id == self._index.leaf_id
             entry_id = _draw_entry_id(self._index.by_id)
             timestamp = self._timestamp()
             entry: TranscriptEntry = build(entry_id, self._leaf_id, timestamp)
@@ -670,6 +676,7 @@ class TranscriptManager:
             entry, line = pending.entries[0], pending.lines[0]
             self._index.add(entry, line)
             self._leaf_id = entry.id
+            self._navigated = False
             return entry
 
     async def append_message(self, message: AgentMessage) -> MessageEntry:
@@ -715,7 +722,7 @@ class TranscriptManager:
         if not messages:
             return []
         async with self._write_lock:
-            at_tip = self._leaf_id == self._index.leaf_id
+            at_tip = not self._navigated and self._leaf_id == self._index.leaf_id
             timestamp = self._timestamp()
             parent = self._leaf_id
             drawn: set[str] = set()
@@ -746,6 +753,7 @@ class TranscriptManager:
             for written, line in zip(pending.entries, pending.lines, strict=True):
                 self._index.add(written, line)
             self._leaf_id = pending.entries[-1].id
+            self._navigated = False
             return cast("list[MessageEntry]", pending.entries)  # re-linked at most, same types
 
     async def append_thinking_level_change(self, thinking_level: str) -> ThinkingLevelChangeEntry:
