@@ -469,8 +469,8 @@ class _Builder:
         self.events: dict[int, str | None] = {}  # non-linear entries: position -> parent id, None = root
         self.selves: set[int] = set()  # positions of usable thinking_level_change entries
 
-    def add_lines(self, block: bytes, base_offset: int) -> None:
-        lines = block.split(b"\n")
+    def add_lines(self, lines: list[bytes], base_offset: int) -> None:
+        """Index complete lines (without their newlines), the first one starting at ``base_offset``."""
         starts = list(accumulate(map(operator.add, map(len, lines), repeat(1)), initial=base_offset))
         kinds, ids, parents, datas, offsets = entry_heads_at(lines, starts[:-1])
         keep = [entry_id is not None for entry_id in ids]
@@ -574,23 +574,28 @@ def build_index(
     """
     builder = _Builder(fd, base)
     pos = base.covered if base is not None else start
-    carry = b""
+    carry: list[bytes] = []  # the pieces of a line not ended yet
+    carry_len = 0
     while pos < size:
         data = os.pread(fd, min(_READ_CHUNK, size - pos), pos)
         if not data:
             return None
         pos += len(data)
-        buffer = carry + data if carry else data
-        cut = buffer.rfind(b"\n")
-        if cut < 0:
-            carry = buffer
+        lines = data.split(b"\n")  # no copy of the whole chunk: the partial ends are joined apart
+        if len(lines) == 1:
+            carry.append(data)
+            carry_len += len(data)
             continue
-        carry = buffer[cut + 1 :]
+        first = pos - len(data) - carry_len
+        if carry:
+            lines[0] = b"".join([*carry, lines[0]])
+        last = lines.pop()
+        carry, carry_len = ([last], len(last)) if last else ([], 0)
         try:
-            builder.add_lines(buffer[:cut], pos - len(buffer))
+            builder.add_lines(lines, first)
         except _NotSimpleError:
-            return _unsupported(fd, real_path, session_id, st, pos - len(carry))
-    covered = pos - len(carry)
+            return _unsupported(fd, real_path, session_id, st, pos - carry_len)
+    covered = pos - carry_len
     try:
         return _finish(builder, fd, base, real_path=real_path, session_id=session_id, st=st, covered=covered)
     except _NotSimpleError:
