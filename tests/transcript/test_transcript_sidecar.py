@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from sessionkeeper.transcript import _sidecar as sidecar
 from sessionkeeper.transcript import load_transcript
+from sessionkeeper.transcript._sidecar_build import build_index
 from sessionkeeper.transcript._tail import aread_tail_context, read_tail_context
 
 
@@ -137,7 +138,7 @@ def test_the_index_maps_every_entry_to_its_nearest_thinking_change(tmp_path: Pat
     st_ = path.stat()
     with path.open("rb") as handle:
         start = len(_line(_header()))
-        index = sidecar.build_index(
+        index = build_index(
             handle.fileno(), start=start, size=st_.st_size, real_path=str(path), session_id="sess-1", st=st_
         )
         assert index is not None and not index.unsupported

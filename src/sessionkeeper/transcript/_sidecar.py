@@ -11,10 +11,11 @@ ancestor-or-self ``thinking_level_change`` with a usable level (``-1``: none); p
 the prefix. Every id match found through a crc is verified by reading that line, so the answer never
 depends on a hash. The thinking level on a path is then one lookup and one line read.
 
-It is only built for "simple" prefixes (what pi writes): ids are unique and every parent precedes its
-child. A prefix with a duplicated id or a forward reference is recorded as unsupported and readers walk
-the file instead. Growth is append-only: a longer file is checked (the ids appended must not repeat a
-prefix id nor name a parent that a prefix entry is missing) and extended from ``covered``.
+It is built (and extended) by :mod:`._sidecar_build`, only for "simple" prefixes (what pi writes): ids
+are unique and every parent precedes its child. A prefix with a duplicated id or a forward reference is
+recorded as unsupported and readers walk the file instead. Growth is append-only: a longer file is
+checked (the ids appended must not repeat a prefix id nor name a parent that a prefix entry is
+missing) and extended from ``covered``.
 
 Where it lives: ``$SESSIONKEEPER_CACHE_DIR``, else ``$XDG_CACHE_HOME/sessionkeeper``, else
 ``~/.cache/sessionkeeper``; subdirectory ``tail-index/`` (0700), one file per transcript (0600) named by
@@ -43,7 +44,6 @@ import time
 import zlib
 from array import array
 from collections.abc import Iterable, Sequence
-from itertools import accumulate, chain, compress, repeat
 from pathlib import Path
 from typing import Any, Final, cast
 
@@ -51,15 +51,18 @@ import msgspec
 
 from sessionkeeper._fs import atomic_write_bytes
 from sessionkeeper.transcript._context import entry_thinking_level
-from sessionkeeper.transcript._lines import TailRecord, entry_heads_at, parse_entry_line
+from sessionkeeper.transcript._lines import TailRecord, parse_entry_line
 
 
 __all__ = (
     "AncestryIndex",
     "CorruptIndexError",
-    "build_index",
+    "candidates",
+    "end_hash_before",
+    "id_crc",
     "index_cache_dir",
     "index_path",
+    "line_at",
     "load_index",
     "prune_index_dir",
     "save_index",
@@ -79,7 +82,6 @@ _READ_CHUNK: Final = 1 << 20
 _TLC: Final = "thinking_level_change"
 _ENCODE: Final = operator.methodcaller("encode", "utf-8", "surrogatepass")
 _POS_MASK: Final = 0xFFFFFFFF
-_MAX_ENTRIES: Final = 1 << 31
 
 
 class _Var(msgspec.Struct, frozen=True):
@@ -108,13 +110,14 @@ def index_path(transcript: Path | str, *, cache_dir: Path | None = None) -> tupl
     return (cache_dir if cache_dir is not None else index_cache_dir()) / f"{digest}.idx", real
 
 
-def _end_hash(fd: int, covered: int) -> bytes:
+def end_hash_before(fd: int, covered: int) -> bytes:
+    """BLAKE2b-128 of the (at most) 4 KiB of the open file ``fd`` before offset ``covered``."""
     start = max(0, covered - _CHECK_BYTES)
     data = os.pread(fd, covered - start, start)
     return hashlib.blake2b(data, digest_size=16).digest()
 
 
-def _line_at(fd: int, offset: int, limit: int) -> bytes:
+def line_at(fd: int, offset: int, limit: int) -> bytes:
     """The line starting at ``offset`` (without its newline), read up to ``limit``."""
     parts: list[bytes] = []
     step = 4096
@@ -132,11 +135,12 @@ def _line_at(fd: int, offset: int, limit: int) -> bytes:
     return b"".join(parts)
 
 
-def _crc(entry_id: str) -> int:
+def id_crc(entry_id: str) -> int:
+    """CRC-32 of an entry id's UTF-8 bytes (the key of the id tables; matches are always verified)."""
     return zlib.crc32(_ENCODE(entry_id))
 
 
-def _candidates(table: Sequence[int], crc: int) -> list[int]:
+def candidates(table: Sequence[int], crc: int) -> list[int]:
     """Positions stored in a sorted ``crc << 32 | position`` table under ``crc``."""
     at = bisect.bisect_left(table, crc << 32)
     found = []
@@ -226,14 +230,14 @@ class AncestryIndex:
         offset = self.offsets[pos]
         if offset >= self.covered:
             raise CorruptIndexError
-        record = parse_entry_line(_line_at(fd, offset, self.covered))
+        record = parse_entry_line(line_at(fd, offset, self.covered))
         if record is None or record.entry_id is None:
             raise CorruptIndexError
         return record
 
     def find(self, fd: int, entry_id: str) -> int | None:
         """The position of the entry with this id in the prefix (verified), ``None`` if absent."""
-        for pos in _candidates(self.keys, _crc(entry_id)):
+        for pos in candidates(self.keys, id_crc(entry_id)):
             if self.record_at(fd, pos).entry_id == entry_id:
                 return pos
         return None
@@ -247,7 +251,7 @@ class AncestryIndex:
         for entry_id in later_ids:
             if self.find(fd, entry_id) is not None:
                 return False
-            for child in _candidates(self.unresolved, _crc(entry_id)):
+            for child in candidates(self.unresolved, id_crc(entry_id)):
                 if self.record_at(fd, child).parent_id == entry_id:
                     return False
         return True
@@ -415,7 +419,7 @@ def _parse(
     var = msgspec.json.decode(var_bytes, type=_Var)
     if var.path != real_path or var.sessionId != session_id or (dev, ino) != (st.st_dev, st.st_ino):
         return None  # another file (or the same path replaced by another file)
-    if covered > st.st_size or _end_hash(fd, covered) != end_hash:
+    if covered > st.st_size or end_hash_before(fd, covered) != end_hash:
         return None  # rewritten or truncated
     at = _HEAD.size + _pad8(var_len)
     if len(mapping) != at + 20 * n + 8 * m:
@@ -451,239 +455,3 @@ def _parse(
         thinking=sections[3],
         mapping=mapping,
     )
-
-
-class _NotSimpleError(Exception):
-    """The prefix has a duplicated id or a forward reference."""
-
-
-class _Builder:
-    """Scans entry lines forward and grows the arrays (see :func:`build_index`)."""
-
-    def __init__(self, fd: int, base: AncestryIndex | None) -> None:
-        self.fd = fd
-        self.offsets = array("Q", base.offsets if base is not None else ())
-        self.old_n = len(self.offsets)
-        self.prev: object = base.last_id if base is not None and base.last_id is not None else _START
-        self.buckets: list[array[int]] = [array("Q") for _ in range(256)]  # new keys by top byte
-        self.events: dict[int, str | None] = {}  # non-linear entries: position -> parent id, None = root
-        self.selves: set[int] = set()  # positions of usable thinking_level_change entries
-
-    def add_lines(self, lines: list[bytes], base_offset: int) -> None:
-        """Index complete lines (without their newlines), the first one starting at ``base_offset``."""
-        starts = list(accumulate(map(operator.add, map(len, lines), repeat(1)), initial=base_offset))
-        kinds, ids, parents, datas, offsets = entry_heads_at(lines, starts[:-1])
-        keep = [entry_id is not None for entry_id in ids]
-        if not all(keep):
-            kinds, ids, parents = (
-                list(compress(kinds, keep)),
-                list(compress(ids, keep)),
-                list(compress(parents, keep)),
-            )
-            datas, offsets = list(compress(datas, keep)), list(compress(offsets, keep))
-        count = len(ids)
-        if not count:
-            return
-        first = len(self.offsets)
-        if first + count >= _MAX_ENTRIES:
-            raise _NotSimpleError
-        self.offsets.extend(offsets)
-        parents = [parent or None for parent in parents]
-        previous: list[object] = [self.prev, *ids[:-1]]
-        self.prev = ids[-1]
-        linear = list(map(operator.eq, parents, previous))
-        for k in compress(range(count), map(operator.not_, linear)):
-            self.events[first + k] = parents[k]
-        at = -1
-        while (at := _index_of(kinds, _TLC, at + 1)) >= 0:
-            record = parse_entry_line(datas[at])
-            if record is not None and entry_thinking_level(record.entry) is not None:
-                self.selves.add(first + at)
-        crcs = map(zlib.crc32, map(_ENCODE, cast("list[str]", ids)))
-        buckets = self.buckets
-        for key in map(operator.or_, map(operator.lshift, crcs, repeat(32)), range(first, first + count)):
-            buckets[key >> 56].append(key)
-
-    def record(self, pos: int, covered: int) -> TailRecord:
-        record = parse_entry_line(_line_at(self.fd, self.offsets[pos], covered))
-        if record is None or record.entry_id is None:
-            raise CorruptIndexError
-        return record
-
-    def merge_keys(self, old: Sequence[int], covered: int) -> array[int]:
-        """All keys sorted; raises :class:`_NotSimpleError` when a new id repeats another id."""
-        keys = array("Q")
-        lo = 0
-        for top, new in enumerate(self.buckets):
-            hi = bisect.bisect_left(old, (top + 1) << 56, lo)
-            if not new:
-                keys.extend(old[lo:hi])
-                lo = hi
-                continue
-            merged = sorted(chain(old[lo:hi], new))
-            lo = hi
-            crcs = list(map(operator.rshift, merged, repeat(32)))
-            if len(set(crcs)) != len(crcs):
-                self._check_collisions(merged, crcs, covered)
-            keys.extend(merged)
-        self.buckets = []
-        return keys
-
-    def _check_collisions(self, merged: list[int], crcs: list[int], covered: int) -> None:
-        start = 0
-        while start < len(merged):
-            end = start + 1
-            while end < len(merged) and crcs[end] == crcs[start]:
-                end += 1
-            group = [key & _POS_MASK for key in merged[start:end]]
-            if end - start > 1 and max(group) >= self.old_n:
-                seen = [self.record(pos, covered).entry_id for pos in group]
-                if len(set(seen)) != len(seen):
-                    raise _NotSimpleError
-            start = end
-
-
-_START: Final = object()
-
-
-def _index_of(values: list[str], value: str, start: int) -> int:
-    try:
-        return values.index(value, start)
-    except ValueError:
-        return -1
-
-
-def build_index(
-    fd: int,
-    *,
-    start: int,
-    size: int,
-    real_path: str,
-    session_id: str,
-    st: os.stat_result,
-    base: AncestryIndex | None = None,
-) -> AncestryIndex | None:
-    """
-    Build the ancestry index of the open transcript ``fd`` up to its last newline before ``size``:
-    from ``start`` (where entries begin) or, with ``base``, by extending that index from its
-    ``covered`` offset (the caller checked that ``base`` describes this file).
-
-    Lines are read with the loader's rules (:func:`parse_entry_line`). Returns the index (an
-    ``unsupported`` one, without arrays, when the prefix has a duplicated id or a forward reference),
-    or ``None`` when the file changed while it was read. Raises ``OSError`` if it cannot be read.
-    """
-    builder = _Builder(fd, base)
-    pos = base.covered if base is not None else start
-    carry: list[bytes] = []  # the pieces of a line not ended yet
-    carry_len = 0
-    while pos < size:
-        data = os.pread(fd, min(_READ_CHUNK, size - pos), pos)
-        if not data:
-            return None
-        pos += len(data)
-        lines = data.split(b"\n")  # no copy of the whole chunk: the partial ends are joined apart
-        if len(lines) == 1:
-            carry.append(data)
-            carry_len += len(data)
-            continue
-        first = pos - len(data) - carry_len
-        if carry:
-            lines[0] = b"".join([*carry, lines[0]])
-        last = lines.pop()
-        carry, carry_len = ([last], len(last)) if last else ([], 0)
-        try:
-            builder.add_lines(lines, first)
-        except _NotSimpleError:
-            return _unsupported(fd, real_path, session_id, st, pos - carry_len)
-    covered = pos - carry_len
-    try:
-        return _finish(builder, fd, base, real_path=real_path, session_id=session_id, st=st, covered=covered)
-    except _NotSimpleError:
-        return _unsupported(fd, real_path, session_id, st, covered)
-
-
-def _unsupported(fd: int, real_path: str, session_id: str, st: os.stat_result, covered: int) -> AncestryIndex:
-    return AncestryIndex(
-        real_path=real_path,
-        session_id=session_id,
-        dev=st.st_dev,
-        ino=st.st_ino,
-        covered=covered,
-        end_hash=_end_hash(fd, covered),
-        last_id=None,
-        unsupported=True,
-    )
-
-
-def _finish(
-    builder: _Builder,
-    fd: int,
-    base: AncestryIndex | None,
-    *,
-    real_path: str,
-    session_id: str,
-    st: os.stat_result,
-    covered: int,
-) -> AncestryIndex:
-    old_keys: Sequence[int] = base.keys if base is not None else ()
-    keys = builder.merge_keys(old_keys, covered)
-    count = len(builder.offsets)
-    unresolved: list[int] = []
-    if base is not None:  # a parent a prefix entry missed must not have appeared since
-        for key in base.unresolved:
-            crc, child = key >> 32, key & _POS_MASK
-            wanted = builder.record(child, covered).parent_id
-            for pos in _candidates(keys, crc):
-                if pos >= builder.old_n and builder.record(pos, covered).entry_id == wanted:
-                    raise _NotSimpleError
-            unresolved.append(key)
-    thinking = array("i", base.thinking if base is not None else ())
-    thinking.extend(repeat(-1, count - len(thinking)))
-    value = thinking[builder.old_n - 1] if builder.old_n else -1
-    run_start = builder.old_n
-    events = builder.events
-    for pos in sorted(events.keys() | builder.selves):
-        if pos > run_start:
-            thinking[run_start:pos] = array("i", (value,)) * (pos - run_start)
-        parent_id = events.get(pos)
-        parent = (
-            -1
-            if parent_id is None
-            else _resolve(builder, keys, pos, parent_id, covered=covered, unresolved=unresolved)
-        )
-        if pos in builder.selves:
-            value = pos
-        elif pos in events:
-            value = thinking[parent] if parent >= 0 else -1
-        thinking[pos] = value
-        run_start = pos + 1
-    if count > run_start:
-        thinking[run_start:count] = array("i", (value,)) * (count - run_start)
-    last_id = builder.prev if isinstance(builder.prev, str) else None
-    return AncestryIndex(
-        real_path=real_path,
-        session_id=session_id,
-        dev=st.st_dev,
-        ino=st.st_ino,
-        covered=covered,
-        end_hash=_end_hash(fd, covered),
-        last_id=last_id,
-        offsets=builder.offsets,
-        thinking=thinking,
-        keys=keys,
-        unresolved=array("Q", sorted(unresolved)),
-    )
-
-
-def _resolve(
-    builder: _Builder, keys: Sequence[int], child: int, parent_id: str, *, covered: int, unresolved: list[int]
-) -> int:
-    """The position of ``parent_id`` (which must precede ``child``), -1 when it is not in the prefix."""
-    crc = _crc(parent_id)
-    for pos in _candidates(keys, crc):
-        if builder.record(pos, covered).entry_id == parent_id:
-            if pos >= child:
-                raise _NotSimpleError
-            return pos
-    unresolved.append(crc << 32 | child)
-    return -1

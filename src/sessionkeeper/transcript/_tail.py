@@ -53,11 +53,11 @@ from sessionkeeper.transcript._messages import AgentMessage
 from sessionkeeper.transcript._sidecar import (
     AncestryIndex,
     CorruptIndexError,
-    build_index,
     index_path,
     load_index,
     save_index,
 )
+from sessionkeeper.transcript._sidecar_build import build_index
 
 
 __all__ = (
