@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 from collections.abc import Container, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 import attrs
 import msgspec
@@ -66,10 +66,9 @@ _CLOEXEC: Final = getattr(os, "O_CLOEXEC", 0)
 _CHUNK: Final = 1 << 20
 
 
-@attrs.frozen(kw_only=True)
-class FileMark:
+class FileMark(NamedTuple):
     """
-    What a manager has seen of its transcript file.
+    What a manager has seen of its transcript file (a named tuple: one is made per append).
 
     Attributes:
         dev: ``st_dev`` of the file.
@@ -456,26 +455,24 @@ def append_following(path: Path, pending: PendingWrite, *, mark: FileMark | None
             return False
         if mark is None:
             mark = _mark(fd, st, size, 0)  # line numbers of later foreign lines: diagnostics only
-        _check_identity(path, mark, st)
+        if st.st_ino != mark.ino or st.st_dev != mark.dev or size < mark.end:
+            _check_identity(path, mark, st)  # raises
         foreign = None
         if size != mark.end:
             foreign, mark = _pick_up(fd, path, mark, size)
             if foreign is not None:
                 pending.rebase(foreign)
-        payload = b"".join(line + b"\n" for line in pending.lines)
-        _write_all(fd, payload)
+        payload = b"\n".join(pending.lines) + b"\n"
+        written = os.write(fd, payload)
+        if written != len(payload):
+            _write_all(fd, payload[written:])
         if fsync:
             os.fsync(fd)
     finally:
         os.close(fd)
     pending.foreign = foreign
-    pending.mark = FileMark(
-        dev=mark.dev,
-        ino=mark.ino,
-        end=size + len(payload),
-        tail=(mark.tail + payload)[-CHECK_BYTES:],
-        lines=mark.lines + len(pending.lines),
-    )
+    tail = payload[-CHECK_BYTES:] if len(payload) >= CHECK_BYTES else (mark.tail + payload)[-CHECK_BYTES:]
+    pending.mark = FileMark(mark.dev, mark.ino, size + len(payload), tail, mark.lines + len(pending.lines))
     return True
 
 
