@@ -10,7 +10,7 @@ Use the session-scoped ``pi_oracle`` fixture::
 
 The fixture finds ``node``/``npm`` (skips with the reason when absent or when ``shared/`` is missing),
 copies ``shared/tools/pi-oracle`` to ``~/.cache/sessionkeeper/pi-oracle-<package-lock sha256[:16]>``
-(``$SESSIONKEEPER_CACHE`` overrides the cache root) and runs ``npm ci`` there once, when
+(``$SESSIONKEEPER_ORACLE_CACHE`` overrides the cache root) and runs ``npm ci`` there once, when
 ``node_modules`` is missing. ``$SESSIONKEEPER_PI_ORACLE_DIR`` may name a ready installed copy instead.
 Calls are batched: one ``context.mjs`` run answers every leaf (``--all-leaves``) or the meta and cut
 point of the current leaf.
@@ -150,7 +150,7 @@ def find_pi_oracle() -> PiOracle | str:
     if source is None or not (source / "package-lock.json").is_file():
         return "shared/tools/pi-oracle not found (set $SESSIONKEEPER_SHARED)"
     digest = hashlib.sha256((source / "package-lock.json").read_bytes()).hexdigest()[:16]
-    cache_root = Path(os.environ.get("SESSIONKEEPER_CACHE", Path.home() / ".cache" / "sessionkeeper"))
+    cache_root = Path(os.environ.get("SESSIONKEEPER_ORACLE_CACHE", Path.home() / ".cache" / "sessionkeeper"))
     root = cache_root / f"pi-oracle-{digest}"
     with _file_lock(cache_root / f"pi-oracle-{digest}.lock"):
         if not (root / "node_modules").is_dir():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,16 @@ def shared_dir() -> Path | None:
     env = os.environ.get("SESSIONKEEPER_SHARED")
     candidate = Path(env) if env else REPO.parent / "shared"
     return candidate if candidate.is_dir() else None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """
+    Keep the suite out of the user's cache: the tail reader persists ancestry indexes under
+    ``$SESSIONKEEPER_CACHE_DIR`` (default ``~/.cache/sessionkeeper``), so every test run, and every CLI
+    subprocess it starts, gets a fresh temporary cache dir (unless the caller set one).
+    """
+    if "SESSIONKEEPER_CACHE_DIR" not in os.environ:
+        os.environ["SESSIONKEEPER_CACHE_DIR"] = tempfile.mkdtemp(prefix="sessionkeeper-test-cache-")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

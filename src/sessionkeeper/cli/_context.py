@@ -32,8 +32,8 @@ from sessionkeeper.transcript import (
     load_transcript,
     message_to_builtins,
     read_last_messages,
+    try_read_tail_context,
 )
-from sessionkeeper.transcript._tail import try_read_tail_context
 
 
 __all__ = ("COMMANDS", "context_command")

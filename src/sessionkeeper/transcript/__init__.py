@@ -104,10 +104,12 @@ from sessionkeeper.transcript._messages import (
     UserMessage,
 )
 from sessionkeeper.transcript._tail import (
+    TailContext,
     aread_last_messages,
     aread_tail_context,
     read_last_messages,
     read_tail_context,
+    try_read_tail_context,
 )
 from sessionkeeper.transcript._tree import TreeNode, build_tree
 
@@ -148,6 +150,7 @@ __all__ = (
     "SessionWriteLock",
     "StaleLockReport",
     "StopReason",
+    "TailContext",
     "TailRepair",
     "TextContent",
     "ThinkingContent",
@@ -200,6 +203,7 @@ __all__ = (
     "run_locked",
     "scan_transcript",
     "shared_index_cache",
+    "try_read_tail_context",
     "utf16_len",
     "walk_path",
 )
