@@ -33,7 +33,7 @@ from sessionkeeper.exceptions import LockNotHeldError, SessionBusyError, Transcr
 from sessionkeeper.testing import FakeClock
 from sessionkeeper.transcript import TranscriptManager, UserMessage, load_transcript
 from sessionkeeper.transcript import _manager as manager_module
-from sessionkeeper.transcript._io import InlineWriteGate, append_if_clean
+from sessionkeeper.transcript._io import InlineWriteGate
 from sessionkeeper.transcript._lock import SessionWriteLock, run_locked, run_locked_now
 from sessionkeeper.transcript._lock_inspect import iso_ms, parse_lock_payload
 from sessionkeeper.transcript._lock_settings import WriteLockSettings
@@ -617,19 +617,6 @@ def test_gate_asks_for_a_yield_once_per_budget_of_inline_writes() -> None:
         answers.append(gate.take_yield())
         gate.record(0.0004)
     assert answers == [False, False, False, True, False, False, True, False, False]
-
-
-def test_append_if_clean_leaves_a_damaged_tail_alone(tmp_path: Path) -> None:
-    path = tmp_path / "s.jsonl"
-    path.write_bytes(b'{"type":"session"}\n{"torn')
-    assert append_if_clean(path, [b'{"a":1}'], fsync=True) is False
-    assert path.read_bytes() == b'{"type":"session"}\n{"torn'
-    empty = tmp_path / "e.jsonl"
-    empty.write_bytes(b"")
-    assert append_if_clean(empty, [b"{}", b"[]"], fsync=False) is True
-    assert empty.read_bytes() == b"{}\n[]\n"
-    with pytest.raises(TranscriptNotFoundError):
-        append_if_clean(tmp_path / "missing.jsonl", [b"{}"], fsync=False)
 
 
 @given(st.integers(min_value=-(10**13), max_value=10**14), st.lists(st.integers(0, 5000), max_size=20))

@@ -3,8 +3,6 @@ Blocking file operations of :class:`TranscriptManager` (run inline or through ``
 
 - :func:`create_exclusive`: a new transcript appears complete or not at all (temp file + hard link,
   which fails if the target exists), mode 0600, directories 0700.
-- :func:`append_if_clean`: the fast path of an append (short enough to run on the event-loop thread):
-  one ``write`` when the file ends with ``\n``, else nothing (the caller then runs :func:`append_lines`).
 - :func:`append_lines`: one ``write`` of complete ``\\n``-terminated lines with ``O_APPEND``, after
   checking the file's real tail (field reports B01/B02): a valid last line without newline gets one; a
   torn last line (no newline, does not parse) is backed up (0600) with the whole file and cut off, so a
@@ -42,7 +40,6 @@ from sessionkeeper.transcript._codec import decode_json_line
 __all__ = (
     "InlineWriteGate",
     "TailRepair",
-    "append_if_clean",
     "append_lines",
     "create_exclusive",
     "rewrite_lines",
@@ -139,40 +136,6 @@ def _open_for_append(path: Path) -> int:
         raise TranscriptNotFoundError(
             f"transcript not found: {path} (archived or removed since it was opened; nothing was written)"
         ) from err
-
-
-def append_if_clean(path: Path, lines: Sequence[bytes], *, fsync: bool) -> bool:
-    """
-    Append complete lines in one write if the file's tail needs no repair; else write nothing.
-
-    The per-append fast path: ``open``, ``fstat``, a 1-byte ``pread`` of the last byte, one ``write``
-    (``O_APPEND``), optional ``fsync``, ``close``. A file that is empty or ends with ``\n`` gets the
-    lines; any other tail (a torn line, a valid line missing its ``\n``) is left untouched for
-    :func:`append_lines`, which repairs it (with a backup) and appends.
-
-    Args:
-        path: The transcript.
-        lines: JSON lines without newline.
-        fsync: fsync the file after writing.
-
-    Returns:
-        ``True`` when the lines were written; ``False`` when the tail needs a repair (nothing written).
-
-    Raises:
-        TranscriptNotFoundError: The transcript vanished (e.g. archived by a reset or a cleanup).
-        OSError: The write failed.
-    """
-    fd = _open_for_append(path)
-    try:
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            return False
-        _write_all(fd, _payload(lines))
-        if fsync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-    return True
 
 
 def append_lines(path: Path, lines: Sequence[bytes], *, fsync: bool, now_ms: int) -> TailRepair | None:
