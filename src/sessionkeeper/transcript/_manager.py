@@ -373,7 +373,12 @@ class TranscriptManager:
 
     @property
     def writes_inline(self) -> bool:
-        """Whether the next append's write will run on the event-loop thread (see the class docstring)."""
+        """
+        Whether the next append's write is sent inline, to the event-loop thread (class docstring).
+
+        With a lock per append, a lock that is taken, or the first lock taken in a directory, still
+        sends that write to a worker thread.
+        """
         return self._inline_gate.inline and self._path is not None
 
     @property
