@@ -6,6 +6,7 @@ depth and width, lines fitted to the width with the entry id never cut.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -190,3 +191,13 @@ def test_tree_any_shape_any_width_every_entry_once(
     path = _write(tmp_path_factory.mktemp("t") / "t.jsonl", parents)
     lines = _tree(path, width)
     _assert_every_entry_once(lines, len(parents), width)
+
+
+def test_tree_styled_on_a_terminal_is_the_plain_text_with_colours(tmp_path: Path) -> None:
+    path = _write(tmp_path / "t.jsonl", _nested(6), labels={2: "mark"})
+    args = ["tree", str(path), "--width", "50"]
+    plain = CliRunner().invoke(cli, args)
+    styled = CliRunner().invoke(cli, args, env={"FORCE_COLOR": "1"})
+    assert styled.exit_code == plain.exit_code == 0
+    assert "\x1b[" in styled.stdout and "\x1b[" not in plain.stdout
+    assert re.sub(r"\x1b\[[0-9;]*m", "", styled.stdout) == plain.stdout

@@ -62,6 +62,20 @@ def _entry_label(entry: TranscriptEntry) -> str:
     return kind or "(no type)"
 
 
+class _Gutter:
+    """
+    One gutter of a row's prefix (pi's ``{position, show}``), linked to the gutters of the levels above:
+    rows share their ancestors' chains, so a deep tree costs no per-row copies.
+    """
+
+    __slots__ = ("level", "outer", "show")
+
+    def __init__(self, level: int, show: bool, outer: _Gutter | None) -> None:
+        self.level = level
+        self.show = show
+        self.outer = outer
+
+
 @attrs.frozen(kw_only=True)
 class _Row:
     """One line of the flattened tree: pi's ``FlatNode`` (``tree-selector.js`` ``flattenTree``)."""
@@ -70,11 +84,11 @@ class _Row:
     indent: int
     show_connector: bool
     is_last: bool
-    gutters: tuple[tuple[int, bool], ...]  # (level, draw "│")
+    gutters: _Gutter | None  # innermost first; levels never increase along ``outer``
     is_virtual_root_child: bool
 
 
-_Pending = tuple[TreeNode, int, bool, bool, bool, tuple[tuple[int, bool], ...], bool]
+_Pending = tuple[TreeNode, int, bool, bool, bool, _Gutter | None, bool]
 
 
 def _flatten(roots: tuple[TreeNode, ...], leaf_id: str | None) -> list[_Row]:
@@ -99,15 +113,19 @@ def _flatten(roots: tuple[TreeNode, ...], leaf_id: str | None) -> list[_Row]:
             id(child) in holds_leaf for child in node.children
         ):
             holds_leaf.add(id(node))
+    del order
 
-    def leaf_first(nodes: tuple[TreeNode, ...]) -> list[TreeNode]:
-        return [n for n in nodes if id(n) in holds_leaf] + [n for n in nodes if id(n) not in holds_leaf]
+    def leaf_first(nodes: tuple[TreeNode, ...]) -> tuple[TreeNode, ...]:
+        if len(nodes) < 2:
+            return nodes
+        first = tuple(n for n in nodes if id(n) in holds_leaf)
+        return first + tuple(n for n in nodes if id(n) not in holds_leaf) if first else nodes
 
     several_roots = len(roots) > 1
     ordered_roots = leaf_first(roots)
     last = len(ordered_roots) - 1
     stack: list[_Pending] = [
-        (root, int(several_roots), several_roots, several_roots, i == last, (), several_roots)
+        (root, int(several_roots), several_roots, several_roots, i == last, None, several_roots)
         for i, root in reversed(list(enumerate(ordered_roots)))
     ]
     rows: list[_Row] = []
@@ -128,7 +146,7 @@ def _flatten(roots: tuple[TreeNode, ...], leaf_id: str | None) -> list[_Row]:
         child_gutters = gutters
         if show_connector and not virtual_child:
             shown = max(0, indent - 1) if several_roots else indent
-            child_gutters = (*gutters, (max(0, shown - 1), not is_last))
+            child_gutters = _Gutter(max(0, shown - 1), not is_last, gutters)
         children = leaf_first(node.children)
         for i in range(len(children) - 1, -1, -1):
             is_last_child = i == len(children) - 1
@@ -140,7 +158,7 @@ def _prefix(row: _Row, *, several_roots: bool, room: int) -> str:
     """
     The gutter and connector prefix of a row, three cells per level, drawn as pi draws it, in at most
     ``room`` cells: a deeper prefix keeps its right end (the connector) and starts with ``…``, so deep
-    forks never push the entry id off the line.
+    forks never push the entry id off the line. Costs the levels shown, not the depth.
     """
     levels = max(0, row.indent - 1) if several_roots else row.indent
     if room <= 0:
@@ -148,9 +166,10 @@ def _prefix(row: _Row, *, several_roots: bool, room: int) -> str:
     first = 0 if levels * 3 <= room else max(0, levels - room // 3 - 1)
     connector_level = levels - 1 if row.show_connector and not row.is_virtual_root_child else -1
     gutters: dict[int, bool] = {}
-    for level, show in row.gutters:
-        if level >= first:
-            gutters.setdefault(level, show)  # pi uses the first gutter recorded at a level
+    gutter = row.gutters
+    while gutter is not None and gutter.level >= first:
+        gutters[gutter.level] = gutter.show  # walking inwards-out, the outermost (pi's first) wins
+        gutter = gutter.outer
     cells: list[str] = []
     for level in range(first, levels):
         if level in gutters:
@@ -174,22 +193,25 @@ def _cut(text: str, room: int) -> str:
     return set_cell_size(text, room - 1) + "…" if room > 0 else ""
 
 
-def _row_text(row: _Row, *, several_roots: bool, leaf_id: str | None, on_path: bool, width: int) -> Text:
+_Part = tuple[str, str]  # (text, rich style)
+
+
+def _row_parts(
+    row: _Row, *, several_roots: bool, leaf_id: str | None, on_path: bool, width: int
+) -> list[_Part]:
     """
-    One output line of at most ``width`` cells (when the entry id fits): prefix, active-path marker
-    ``•``, entry id, leaf mark, label, description. The prefix shrinks first (to at most half the
-    width), then what follows the id is cut with ``…``; the entry id is never cut (a width narrower
-    than the id makes the line overflow instead).
+    One output line of at most ``width`` cells (when the entry id fits), as styled parts: prefix,
+    active-path marker ``•``, entry id, leaf mark, label, description. The prefix shrinks first (to at
+    most half the width), then what follows the id is cut with ``…``; the entry id is never cut (a width
+    narrower than the id makes the line overflow instead).
     """
     entry = row.node.entry
     marker = "• " if on_path else ""
     essential = len(marker) + cell_len(entry.id)
     prefix = _prefix(row, several_roots=several_roots, room=min(width // 2, width - essential - 1))
-    line = Text(prefix, style="dim")
-    line.append(marker, style="cyan")
-    line.append(entry.id, style="dim")
+    parts: list[_Part] = [(prefix, "dim"), (marker, "cyan"), (entry.id, "dim")]
     room = width - len(prefix) - essential
-    tail: list[tuple[str, str]] = []
+    tail: list[_Part] = []
     if entry.id == leaf_id:
         tail.append((" ◀ leaf", "bold green"))
     if row.node.label:
@@ -199,10 +221,9 @@ def _row_text(row: _Row, *, several_roots: bool, leaf_id: str | None, on_path: b
         if room <= 1:  # no room for more than "…": stop after the id
             break
         fitted = _cut(piece, room)
-        line.append(fitted, style=style)
+        parts.append((fitted, style))
         room -= cell_len(fitted)
-    line.rstrip()
-    return line
+    return parts
 
 
 @click.command("tree")
@@ -223,26 +244,29 @@ def tree_command(file: Path, width: int | None) -> None:
     indexed = (index.entry_at(pos) for pos in sorted(index.by_id.values()))
     roots = build_tree(indexed, labels=index.labels, label_timestamps=index.label_timestamps)
     console = Console(width=width) if width is not None else Console()
-    header = Text(str(file), style="bold")
-    header.append(f" · session {index.header.id}")
-    if index.session_name:
-        header.append(f" · {index.session_name}")
-    console.print(header, soft_wrap=True)
+    name = f" · {index.session_name}" if index.session_name else ""
+    header: list[_Part] = [(str(file), "bold"), (f" · session {index.header.id}{name}", "")]
     leaf_id = index.leaf_id
     on_path = {index.entry_at(pos).id for pos in index.path_positions(leaf_id)}
     several_roots = len(roots) > 1
-    lines = [
-        _row_text(
+    cells = console.width  # a property that asks the terminal: read it once
+    rows = [
+        _row_parts(
             row,
             several_roots=several_roots,
             leaf_id=leaf_id,
             on_path=row.node.entry.id in on_path,
-            width=console.width,
+            width=cells,
         )
         for row in _flatten(roots, leaf_id)
     ]
-    if lines:
+    if console.is_terminal and console.color_system is not None:
+        lines = [Text.assemble(*parts) for parts in (header, *rows)]
+        for line in lines:
+            line.rstrip()
         console.print(Text("\n").join(lines), soft_wrap=True)
+    else:  # piped or colourless: plain text, written at once (rich's layout would dominate the time)
+        click.echo("\n".join("".join(text for text, _ in parts).rstrip() for parts in (header, *rows)))
     if index.diagnostics.clean is False:
         click.echo(f"note: {_diagnostic_summary(index)}", err=True)
 
