@@ -15,9 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests import _pi_oracle
 from tests._pi_oracle import PiOracle
-from tests.transcript.test_transcript_numeric_ids_oracle import _exact, _header, _user, ours, run_probe
+from tests.transcript.test_transcript_numeric_ids_oracle import DATA, _exact, _header, _user, ours, run_probe
 
-from sessionkeeper.transcript import load_transcript_bytes
+from sessionkeeper.transcript import TranscriptManager, UserMessage, load_transcript_bytes
 from sessionkeeper.transcript._entries import BooleanId, NumberId, entry_key, key_to_json
 
 
@@ -160,3 +160,40 @@ def test_random_files_match_pi(pi_oracle: PiOracle, tmp_path: Path) -> None:
     expected = run_probe(pi_oracle.node, pi_oracle.root, files)
     for file in files:
         assert _exact(ours(file)) == _exact(expected[file.stem]), file.read_text()
+
+
+# --------------------------------------------------------------------------- writing after numeric ids
+
+
+async def _write_after_numeric_ids(tmp: Path) -> Path:
+    """A copy of the numeric-chain fixture with a reply, a label and a branch summary appended."""
+    path = tmp / "numeric-chain.jsonl"
+    path.write_bytes((DATA / "numeric-chain.jsonl").read_bytes())
+    manager = await TranscriptManager.open(path)
+    await manager.append_message(UserMessage(content="five", timestamp=5))
+    await manager.append_label(entry_key(2), "two")  # type: ignore[arg-type]
+    await manager.branch_with_summary(entry_key(1), "went back to one")  # type: ignore[arg-type]
+    return path
+
+
+@pytest.mark.anyio
+async def test_appends_after_a_numeric_leaf_write_the_number_as_pi_does(tmp_path: Path) -> None:
+    path = await _write_after_numeric_ids(tmp_path)
+    added = [json.loads(line) for line in path.read_text("utf-8").splitlines()[5:]]
+    assert added[0]["parentId"] == 4 and type(added[0]["parentId"]) is int
+    assert added[1]["targetId"] == 2 and type(added[1]["targetId"]) is int
+    assert (added[2]["parentId"], added[2]["fromId"]) == (1, 1)
+    index = load_transcript_bytes(path.read_bytes())
+    assert index.labels == {entry_key(2): "two"}
+    roles = [m["role"] for m in index.build_context().to_json()["messages"]]
+    assert roles == ["user", "branchSummary"]
+
+
+@pytest.mark.oracle
+@pytest.mark.anyio
+async def test_appends_after_numeric_ids_read_back_in_pi_as_in_ours(
+    pi_oracle: PiOracle, tmp_path: Path
+) -> None:
+    path = await _write_after_numeric_ids(tmp_path)
+    expected = run_probe(pi_oracle.node, pi_oracle.root, [path])[path.stem]
+    assert _exact(ours(path)) == _exact(expected)

@@ -42,6 +42,7 @@ from sessionkeeper.transcript._entries import (
     MessageEntry,
     TranscriptEntry,
     UnknownEntry,
+    key_to_json,
 )
 from sessionkeeper.transcript._messages import (
     AgentMessage,
@@ -284,11 +285,14 @@ class CompactionPreparation:
         return self.first_kept_entry_id is None
 
     def to_json(self) -> dict[str, Any]:
-        """The ``compact --dry-run --json`` fields (DESIGN "CLI JSON" item 6), camelCase."""
+        """
+        The ``compact --dry-run --json`` fields (DESIGN "CLI JSON" item 6), camelCase; an entry id that
+        is a JSON number or boolean in the file is given as that value (as pi's ``cutPoint`` does).
+        """
         return {
-            "firstKeptEntryId": self.first_kept_entry_id,
+            "firstKeptEntryId": key_to_json(self.first_kept_entry_id),
             "isSplitTurn": self.is_split_turn,
-            "turnStartEntryId": self.turn_start_entry_id,
+            "turnStartEntryId": key_to_json(self.turn_start_entry_id),
             "tokensBefore": self.tokens_before,
             "messagesToSummarize": len(self.messages_to_summarize),
             "turnPrefixMessages": len(self.turn_prefix_messages),
@@ -297,7 +301,7 @@ class CompactionPreparation:
             "keepRecentTokens": self.keep_recent_tokens,
             "nothingToSummarize": self.nothing_to_summarize,
             "deviation": self.deviation,
-            "piFirstKeptEntryId": self.pi_first_kept_entry_id,
+            "piFirstKeptEntryId": key_to_json(self.pi_first_kept_entry_id),
             "strictCheckpoint": self.strict_checkpoint,
             "pendingToolCallIds": list(self.pending_tool_call_ids),
             "fileOps": {"read": self.file_ops.read_files, "modified": self.file_ops.modified_files},

@@ -24,6 +24,7 @@ from typing import Any, Final
 import msgspec
 
 from sessionkeeper.transcript._entries import (
+    BooleanId,
     BranchSummaryEntry,
     CompactionEntry,
     CustomEntry,
@@ -31,6 +32,7 @@ from sessionkeeper.transcript._entries import (
     LabelEntry,
     MessageEntry,
     ModelChangeEntry,
+    NumberId,
     SessionHeader,
     SessionInfoEntry,
     ThinkingLevelChangeEntry,
@@ -131,6 +133,8 @@ def scrub_surrogates(value: Any) -> Any:
 def _enc_hook(obj: Any) -> Any:
     if isinstance(obj, UnknownMessage | UnknownEntry):
         return obj.raw
+    if isinstance(obj, NumberId | BooleanId):  # a non-string id is written back as its JSON value, as pi
+        return obj.to_json()
     raise NotImplementedError(f"cannot encode {type(obj).__name__}")
 
 
