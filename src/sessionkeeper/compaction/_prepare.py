@@ -42,6 +42,7 @@ from sessionkeeper.transcript._entries import (
     MessageEntry,
     TranscriptEntry,
     UnknownEntry,
+    entry_key,
     key_to_json,
 )
 from sessionkeeper.transcript._messages import (
@@ -339,7 +340,7 @@ def _messages(branch: Sequence[TranscriptEntry], start: int, stop: int) -> tuple
 
 
 def _context_messages(
-    branch: Sequence[TranscriptEntry], previous_index: int, previous: CompactionEntry | None
+    branch: Sequence[TranscriptEntry], previous_index: int, previous: _Previous | None
 ) -> list[AgentMessage]:
     """
     The messages of ``build_session_context(branch)`` (pi spec §9 items 4-6) without the settings scan
@@ -361,12 +362,45 @@ def _context_messages(
     if previous is None:
         add(0, len(branch))
         return out
-    out.append(entry_message(previous, include_compaction=True))  # type: ignore[arg-type]
+    out.append(entry_message(branch[previous_index], include_compaction=True))  # type: ignore[arg-type]
     kept_id = previous.first_kept_entry_id
     kept_at = next((i for i in range(previous_index - 1, -1, -1) if branch[i].id == kept_id), previous_index)
     add(kept_at, previous_index)
     add(previous_index + 1, len(branch))
     return out
+
+
+@attrs.frozen(kw_only=True)
+class _Previous:
+    """The fields of the previous compaction on the branch that planning reads, typed or not."""
+
+    first_kept_entry_id: str | None
+    summary: str | None
+    details: Any
+    from_hook: Any
+
+    @classmethod
+    def of(cls, entry: TranscriptEntry) -> _Previous:
+        """
+        Read them from a ``compaction`` entry; one kept as :class:`UnknownEntry` (an id or
+        ``firstKeptEntryId`` that is a JSON number, an extra field) is read from its JSON the way pi's
+        untyped code reads it, its ``firstKeptEntryId`` keyed as pi compares it (``3`` is not ``"3"``).
+        """
+        if isinstance(entry, CompactionEntry):
+            return cls(
+                first_kept_entry_id=entry.first_kept_entry_id,
+                summary=entry.summary,
+                details=entry.details,
+                from_hook=entry.from_hook,
+            )
+        raw = entry.raw if isinstance(entry, UnknownEntry) else {}
+        summary = raw.get("summary")
+        return cls(
+            first_kept_entry_id=entry_key(raw.get("firstKeptEntryId")),
+            summary=summary if isinstance(summary, str) else None,
+            details=raw.get("details"),
+            from_hook=raw.get("fromHook"),
+        )
 
 
 def _kept(branch: Sequence[TranscriptEntry], start: int) -> tuple[int, int]:
@@ -413,24 +447,22 @@ def prepare_compaction(
     Returns:
         The :class:`CompactionPreparation`, or ``None`` when there is nothing to compact.
     """
-    if not branch or isinstance(branch[-1], CompactionEntry):
+    if not branch or entry_kind(branch[-1]) == "compaction":
         return None
     previous_index = -1
     for index in range(len(branch) - 1, -1, -1):
-        if isinstance(branch[index], CompactionEntry):
+        if entry_kind(branch[index]) == "compaction":
             previous_index = index
             break
-    previous: CompactionEntry | None = None
+    previous: _Previous | None = None
     start = 0
     if previous_index >= 0:
-        entry = branch[previous_index]
-        assert isinstance(entry, CompactionEntry)
-        previous = entry
+        previous = _Previous.of(branch[previous_index])
         # Entries on one path are distinct nodes with distinct ids, so searching backwards from the
         # compaction finds pi's ``findIndex`` result without scanning the whole branch.
         kept_id = previous.first_kept_entry_id
         kept_at = next((i for i in range(previous_index - 1, -1, -1) if branch[i].id == kept_id), -1)
-        start = kept_at if kept_at >= 0 else previous_index + 1
+        start = kept_at if kept_at >= 0 and kept_id is not None else previous_index + 1
 
     tokens_before = estimate_context_tokens(_context_messages(branch, previous_index, previous)).tokens
     pending = pending_tool_call_ids(branch)
