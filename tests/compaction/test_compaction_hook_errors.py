@@ -12,6 +12,8 @@ from typing import Any
 
 import anyio
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tests.compaction._build import assistant, manager, result, user
 
 from sessionkeeper._hooks import (
@@ -223,3 +225,39 @@ async def test_notify_lets_cancellation_through() -> None:
     with anyio.move_on_after(0.01) as scope:
         await reg.notify(SessionStartEvent(reason="new"))
     assert scope.cancelled_caught
+
+
+@settings(max_examples=60, deadline=None)
+@given(plan=st.lists(st.sampled_from(["ok", "raise", "async-raise", "wrong-result"]), max_size=8))
+def test_notify_runs_all_handlers_and_reports_exactly_the_failures(plan: list[str]) -> None:
+    reg = HookRegistry()
+    ran: list[int] = []
+
+    def make(n: int, kind: str) -> Any:
+        if kind.startswith("async"):
+
+            async def handler(event: SessionStartEvent) -> None:
+                ran.append(n)
+                raise HandlerBrokeError(str(n))
+
+            return handler
+
+        def sync_handler(event: SessionStartEvent) -> Any:
+            ran.append(n)
+            if kind == "raise":
+                raise HandlerBrokeError(str(n))
+            return "oops" if kind == "wrong-result" else None
+
+        return sync_handler
+
+    for n, kind in enumerate(plan):
+        reg.on(SessionStartEvent, make(n, kind))
+    errors = anyio.run(reg.notify, SessionStartEvent(reason="new"))
+    assert ran == list(range(len(plan)))
+    failing = [n for n, kind in enumerate(plan) if kind != "ok"]
+    assert [e.event for e in errors] == ["session_start"] * len(failing)
+    got = [(type(e.error), str(e.error) if isinstance(e.error, HandlerBrokeError) else None) for e in errors]
+    expected = [
+        (TypeError, None) if plan[n] == "wrong-result" else (HandlerBrokeError, str(n)) for n in failing
+    ]
+    assert got == expected
