@@ -260,3 +260,14 @@ async def test_in_memory_transcripts_still_compact() -> None:
     assert result.status == "compacted"
     assert isinstance(ours.get_branch()[-1], CompactionEntry)
     assert isinstance(ours.build_session_context().messages[0], CompactionSummaryMessage)
+
+
+def test_compact_json_explains_a_superseded_compaction() -> None:
+    from sessionkeeper.cli._compact import _NOTHING_TO_DO, _with_reason
+    from sessionkeeper.compaction import CompactionResult
+
+    data = _with_reason(CompactionResult(status="superseded").to_json())
+    assert data["status"] == "superseded"
+    assert data["entryId"] is None
+    assert "another writer" in data["reason"]
+    assert "superseded" not in _NOTHING_TO_DO  # nothing was written by this run: exit 1

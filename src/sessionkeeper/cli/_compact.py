@@ -18,7 +18,8 @@ a compaction).
 
 Exit codes: 0 ok (dry run; an entry was written; or there was nothing to compact: empty branch,
 already compacted, nothing to summarise); 1 nothing was written although there was history to
-compact (pending tool results, ineffective summary) or an error; 2 bad input.
+compact (pending tool results, ineffective summary, superseded by another writer's compaction or
+branch) or an error; 2 bad input.
 """
 
 from __future__ import annotations
