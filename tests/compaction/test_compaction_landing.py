@@ -271,3 +271,21 @@ def test_compact_json_explains_a_superseded_compaction() -> None:
     assert data["entryId"] is None
     assert "another writer" in data["reason"]
     assert "superseded" not in _NOTHING_TO_DO  # nothing was written by this run: exit 1
+
+
+async def test_a_standalone_rotation_picks_up_other_writers_first(tmp_path: Path) -> None:
+    from sessionkeeper.compaction import rotate_after_compaction
+
+    _, ours, other = await _session(tmp_path)
+    landed = await Compactor().compact(ours, keep_recent_tokens=50)
+    assert landed.status == "compacted"
+    await other.append_message(_user("written elsewhere"))
+    async with ours.hold_write_lock():  # under a lock the caller holds: no wait for itself
+        successor = await rotate_after_compaction(ours)
+    assert successor is not None
+    assert ours.leaf_id == other.leaf_id
+    rotated = load_transcript(successor.path)
+    assert successor.leaf_id == rotated.leaf_id == other.leaf_id
+    again = await rotate_after_compaction(ours)  # taking the lock itself
+    assert again is not None
+    assert again.entries_written == successor.entries_written

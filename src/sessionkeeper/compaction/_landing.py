@@ -34,7 +34,7 @@ from sessionkeeper.transcript import TranscriptEntry
 from sessionkeeper.transcript._manager import TranscriptManager
 
 
-__all__ = ("LandingCheck", "LandingVerdict", "check_landing", "landing")
+__all__ = ("LandingCheck", "LandingVerdict", "check_landing", "landing", "locked_and_current")
 
 LandingVerdict: TypeAlias = Literal["land", "superseded"]
 
@@ -111,6 +111,25 @@ _LANDING_LOCKS: weakref.WeakKeyDictionary[TranscriptManager, anyio.Lock] = weakr
 
 
 @contextlib.asynccontextmanager
+async def locked_and_current(transcript: TranscriptManager) -> AsyncIterator[None]:
+    """
+    Hold the transcript's write lock for the block and pick up other writers' lines first
+    (:meth:`TranscriptManager.refresh`), so what the block reads is the file as it is and stays so.
+
+    The lock is not taken when the manager already holds it (:meth:`TranscriptManager.hold_write_lock`,
+    e.g. inside :func:`landing`), has :attr:`TranscriptManager.locking` off, or has no file.
+
+    Raises:
+        SessionBusyError: The write lock was not acquired in time.
+        TranscriptChangedError: The file was replaced or shrank since the manager read it.
+    """
+    needs_lock = transcript.path is not None and transcript.locking and transcript.held_write_lock is None
+    async with transcript.hold_write_lock() if needs_lock else contextlib.nullcontext():
+        await transcript.refresh()
+        yield
+
+
+@contextlib.asynccontextmanager
 async def landing(
     transcript: TranscriptManager, planned: Sequence[TranscriptEntry]
 ) -> AsyncIterator[LandingCheck]:
@@ -119,9 +138,8 @@ async def landing(
     (and anything that must see the same file state, e.g. a successor transcript) inside it.
 
     Holds, for the whole block: one landing at a time per manager in this process, and the
-    transcript's write lock (unless the manager already holds it, :meth:`TranscriptManager.hold_write_lock`,
-    or has :attr:`TranscriptManager.locking` off, or has no file). Picks up other writers' lines first
-    (:meth:`TranscriptManager.refresh`).
+    transcript's write lock (see :func:`locked_and_current`, which also picks up other writers' lines
+    first).
 
     Raises:
         SessionBusyError: The write lock was not acquired in time.
@@ -130,8 +148,5 @@ async def landing(
     lock = _LANDING_LOCKS.get(transcript)
     if lock is None:
         lock = _LANDING_LOCKS[transcript] = anyio.Lock()
-    async with lock:
-        needs_lock = transcript.path is not None and transcript.locking and transcript.held_write_lock is None
-        async with transcript.hold_write_lock() if needs_lock else contextlib.nullcontext():
-            await transcript.refresh()
-            yield check_landing(planned, transcript.get_branch())
+    async with lock, locked_and_current(transcript):
+        yield check_landing(planned, transcript.get_branch())

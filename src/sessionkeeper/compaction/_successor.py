@@ -24,6 +24,7 @@ from msgspec import UNSET
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
 from sessionkeeper._fs import atomic_write_bytes
 from sessionkeeper.compaction._cut import entry_kind, message_of
+from sessionkeeper.compaction._landing import locked_and_current
 from sessionkeeper.transcript import (
     AssistantMessage,
     CompactionEntry,
@@ -270,6 +271,10 @@ async def rotate_after_compaction(
     """
     Write the successor of a compacted file transcript (OpenClaw spec §5.8); the old file is kept.
 
+    Runs under the transcript's write lock (taken unless the manager already holds it, as inside a
+    compaction's landing), after picking up what other writers appended (issue #7): the successor
+    holds every entry the old file holds at that moment.
+
     Args:
         transcript: A file transcript whose branch ends at (or after) a compaction.
         clock: Time of the new header and file name.
@@ -280,10 +285,20 @@ async def rotate_after_compaction(
         compaction, or nothing to write.
 
     Raises:
+        SessionBusyError: The write lock was not acquired in time.
+        TranscriptChangedError: The old file shrank or was replaced since the manager read it.
         OSError: The file could not be written (nothing is left behind: the write is atomic).
     """
     if transcript.path is None:
         return None
+    async with locked_and_current(transcript):
+        return await _rotate(transcript, clock=clock, session_id=session_id)
+
+
+async def _rotate(
+    transcript: TranscriptManager, *, clock: Clock, session_id: str | None
+) -> SuccessorTranscript | None:
+    assert transcript.path is not None
     branch = transcript.get_branch()
     entries = build_successor_entries(transcript.entries(), branch)
     if not entries:
