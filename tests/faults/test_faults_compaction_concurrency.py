@@ -94,7 +94,9 @@ def _compactor(transcript: Path, acks: Path, done: Path, backend: str) -> None:
     ack_fd = os.open(acks, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 
     async def task(manager: TranscriptManager, compactor: Compactor) -> None:
-        while not await anyio.Path(done).exists():
+        finished = False
+        while not finished:  # one last round after the appenders are done: it has history to compact
+            finished = await anyio.Path(done).exists()
             await manager.refresh()
             planned_leaf = manager.leaf_id  # compact() plans from it before its first await
             result = await compactor.compact(manager, keep_recent_tokens=KEEP_TOKENS)
