@@ -53,6 +53,7 @@ from sessionkeeper.compaction._suffix import (
 )
 from sessionkeeper.exceptions import CompactionCancelled, CompactionError, ModelClientError
 from sessionkeeper.transcript import CompactionEntry, TranscriptEntry, estimate_tokens
+from sessionkeeper.transcript._entries import key_to_json
 from sessionkeeper.transcript._manager import TranscriptManager
 
 
@@ -126,7 +127,7 @@ class CompactionResult:
             }
         )
         if self.entry is not None:
-            out["firstKeptEntryId"] = self.entry.first_kept_entry_id
+            out["firstKeptEntryId"] = key_to_json(self.entry.first_kept_entry_id)  # numeric: a number
         if self.hook_errors:
             out["hookErrors"] = [error.to_json() for error in self.hook_errors]
         if self.successor is not None:
