@@ -325,3 +325,12 @@ def regenerate(oracle_dir: Path) -> None:
 
 if __name__ == "__main__":
     regenerate(Path(sys.argv[1] if len(sys.argv) > 1 else os.environ.get("PI_ORACLE", "/tmp/pi-oracle")))
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_tail_read_context_of_numeric_ids_is_pi_context(name: str) -> None:
+    # The bounded tail reader (CLI ``context``'s default path) follows the same id rules as the loader.
+    from sessionkeeper.transcript import read_tail_context
+
+    got = read_tail_context(DATA / f"{name}.jsonl").to_json()
+    assert _exact(got) == _exact(GOLDEN_CASES[name]["context"]), name

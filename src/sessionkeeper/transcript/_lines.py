@@ -15,7 +15,7 @@ from typing import Any, Final
 import msgspec
 
 from sessionkeeper.transcript._codec import decode_json_line, entry_from_json
-from sessionkeeper.transcript._entries import TranscriptEntry
+from sessionkeeper.transcript._entries import TranscriptEntry, entry_key
 from sessionkeeper.transcript._index import decode_line
 
 
@@ -90,12 +90,7 @@ def parse_entry_line(line: bytes) -> TailRecord | None:
         kind, entry_id, parent = value.type, value.id, value.parentId
     if kind == "session":
         return None
-    return TailRecord(
-        kind if isinstance(kind, str) else "",
-        entry_id if isinstance(entry_id, str) else None,
-        parent if isinstance(parent, str) else None,
-        data,
-    )
+    return TailRecord(kind if isinstance(kind, str) else "", entry_key(entry_id), entry_key(parent), data)
 
 
 class _StrictHead(msgspec.Struct, gc=False):

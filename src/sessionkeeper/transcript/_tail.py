@@ -45,6 +45,7 @@ from sessionkeeper.transcript._entries import (
     SessionHeader,
     TranscriptEntry,
     UnknownEntry,
+    entry_key,
 )
 from sessionkeeper.transcript._index import TranscriptIndex, decode_line
 from sessionkeeper.transcript._lines import TailRecord, chunk_heads, decode_object, parse_entry_line
@@ -470,8 +471,8 @@ class _ContextWalk:
         self.path.append(record)
         if not self.compaction_seen and kind == "compaction":
             self.compaction_seen = True
-            self.first_kept = _first_kept_of(record.entry)
-            self.kept_seen = not isinstance(self.first_kept, str)
+            self.first_kept = entry_key(_first_kept_of(record.entry))
+            self.kept_seen = self.first_kept is None
         elif self.compaction_seen and not self.kept_seen and record.entry_id == self.first_kept:
             self.kept_seen = True
         if not self.thinking_seen and kind == "thinking_level_change":
