@@ -371,6 +371,34 @@ async def test_memory_flush_at_turn_start_once_per_cycle() -> None:
     assert again.memory_flush is None and len(flush.requests) == 1
 
 
+async def test_raising_memory_flush_hooks_are_reported_not_raised() -> None:
+    # Notifications never raise after the fact: the flush ran and was recorded; the failures ride on
+    # the outcome (and are logged), as for session_compact.
+    flush = FlushRecorder()
+    hooks = HookRegistry()
+
+    def broken(event: object) -> None:
+        raise RuntimeError(f"handler broke on {type(event).__name__}")
+
+    hooks.on(MemoryFlushStartEvent, broken)
+    hooks.on(MemoryFlushEndEvent, broken)
+    runtime, store, _ = make_runtime(
+        model=ModelInfo(provider="openai", model_id="m", context_window=16_000),
+        memory_flush_runner=flush,
+        hooks=hooks,
+    )
+    session = await runtime.open(KEY)
+    await runtime.before_model_call(session, prompt="x")
+    await runtime.after_turn(session, messages=[reply("y", input_tokens=4500, provider="openai")])
+    plan = await runtime.before_model_call(session, prompt="more")
+    outcome = plan.memory_flush
+    assert outcome is not None and outcome.ok
+    assert [e.event for e in outcome.hook_errors] == ["memory_flush_start", "memory_flush_end"]
+    assert all(isinstance(e.error, RuntimeError) for e in outcome.hook_errors)
+    assert [e["event"] for e in outcome.to_json()["hookErrors"]] == ["memory_flush_start", "memory_flush_end"]
+    assert isinstance((await store.require(KEY)).memory_flush_at, int)  # the flush was recorded
+
+
 async def test_memory_flush_failure_is_counted() -> None:
     flush = FlushRecorder(fail=True)
     runtime, store, _ = make_runtime(

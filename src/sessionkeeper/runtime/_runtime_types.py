@@ -13,6 +13,7 @@ from typing import Any, Literal, Self, TypeAlias
 import attrs
 
 from sessionkeeper._config import Config
+from sessionkeeper._hooks import HookError
 from sessionkeeper.compaction import CompactionResult, CompactionSettings
 from sessionkeeper.pruning import HygieneResult, PruneResult, PruningSettings
 from sessionkeeper.runtime._budget import ContextWindowSettings
@@ -153,6 +154,9 @@ class MemoryFlushOutcome:
         exhausted: 3 failures in a row: the cycle is closed.
         diagnostic: ``"memoryFlushSkipped"`` when the flush failed right before a compaction, which
             still runs (B14).
+        hook_errors: Failures of ``memory_flush_start`` / ``memory_flush_end`` handlers, in order:
+            notifications report, never raise (:meth:`HookRegistry.notify`), so a raising handler
+            cannot hide a flush that already ran and was recorded. Empty when every handler succeeded.
     """
 
     trigger: str
@@ -165,6 +169,7 @@ class MemoryFlushOutcome:
     error: str | None = None
     exhausted: bool = False
     diagnostic: str | None = None
+    hook_errors: tuple[HookError, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """camelCase JSON."""
@@ -179,6 +184,7 @@ class MemoryFlushOutcome:
             "memoryFile": self.memory_file,
             "error": self.error,
             "exhausted": self.exhausted,
+            **({"hookErrors": [error.to_json() for error in self.hook_errors]} if self.hook_errors else {}),
         }
 
 

@@ -940,12 +940,14 @@ class SessionRuntime:
             decision=decision,
             trigger=trigger,
         )
-        await self.hooks.emit(
-            MemoryFlushStartEvent(
-                session_key=session.session_key,
-                context_tokens=decision.context_tokens or 0,
-                threshold_tokens=decision.threshold,
-                forced=decision.forced,
+        hook_errors = list(
+            await self.hooks.notify(
+                MemoryFlushStartEvent(
+                    session_key=session.session_key,
+                    context_tokens=decision.context_tokens or 0,
+                    threshold_tokens=decision.threshold,
+                    forced=decision.forced,
+                )
             )
         )
         session.in_flush_turn = True
@@ -962,7 +964,7 @@ class SessionRuntime:
                 pending_compaction=pending_compaction,
             )
             await self._patch(session, record.to_entry_patch())
-            await self.hooks.emit(
+            hook_errors += await self.hooks.notify(
                 MemoryFlushEndEvent(
                     session_key=session.session_key,
                     ok=False,
@@ -979,13 +981,14 @@ class SessionRuntime:
                 error=record.memory_flush_last_failure_error,
                 exhausted=record.exhausted,
                 diagnostic=record.diagnostic,
+                hook_errors=tuple(hook_errors),
             )
         session.in_flush_turn = False
         record = self.flush_policy.record_success(
             compaction_count_at_start=start_count, now_ms=self.clock.now_ms()
         )
         await self._patch(session, record.to_entry_patch())
-        await self.hooks.emit(MemoryFlushEndEvent(session_key=session.session_key, ok=True))
+        hook_errors += await self.hooks.notify(MemoryFlushEndEvent(session_key=session.session_key, ok=True))
         silent = reply is None or is_silent_reply_payload(reply) or not reply.strip()
         memory_file = None
         if not silent and self.workspace_dir is not None and self._flush_runner == self._default_flush_runner:
@@ -998,6 +1001,7 @@ class SessionRuntime:
             threshold=decision.threshold,
             reply_silent=silent,
             memory_file=memory_file,
+            hook_errors=tuple(hook_errors),
         )
 
     async def _default_flush_runner(self, request: MemoryFlushRequest) -> str | None:
