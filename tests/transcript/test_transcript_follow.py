@@ -328,3 +328,22 @@ async def test_forked_sessions_follow_their_own_file(tmp_path: Path) -> None:
     f1 = await fork.append_message(_user("fork"))
     assert f1.parent_id == o1.id
     assert path.read_bytes().count(b"fork") == 0
+
+
+async def test_labelling_an_entry_another_writer_just_added_picks_it_up(tmp_path: Path) -> None:
+    path, a, b = await _pair(tmp_path)
+    a1 = await a.append_message(_user("a1"))
+    label = await b.append_label(a1.id, "checkpoint")  # b has not read a1 yet
+    assert label.target_id == a1.id
+    assert b.get_label(a1.id) == "checkpoint"
+    assert load_transcript(path).labels[a1.id] == "checkpoint"
+
+
+async def test_labelling_an_unknown_entry_still_fails(tmp_path: Path) -> None:
+    from sessionkeeper.exceptions import EntryNotFoundError
+
+    path, _, b = await _pair(tmp_path)
+    before = path.read_bytes()
+    with pytest.raises(EntryNotFoundError):
+        await b.append_label("nope", "x")
+    assert path.read_bytes() == before

@@ -848,11 +848,17 @@ class TranscriptManager:
         """
         Set (non-empty ``label``) or clear (``None`` or ``""``) the label of ``target_id`` (spec §5.8).
 
+        An id this manager has not seen is looked for among the lines other writers appended since it
+        last read the file (:meth:`refresh`) before the call fails.
+
         Raises:
             EntryNotFoundError: ``target_id`` is not in the transcript.
+            TranscriptChangedError: Looking for it found the file shrunk or replaced (see :meth:`refresh`).
         """
         if target_id not in self._index.by_id:
-            raise EntryNotFoundError(target_id)
+            await self.refresh()
+            if target_id not in self._index.by_id:
+                raise EntryNotFoundError(target_id)
         value: str | UnsetType = UNSET if label is None else label
         result: LabelEntry = await self._append(
             lambda i, p, t: LabelEntry(id=i, parent_id=p, timestamp=t, target_id=target_id, label=value)
