@@ -487,6 +487,38 @@ async def test_overflow_compacts_then_retry_overflow_gives_a_typed_error_and_kee
     assert sum(isinstance(e, CompactionEntry) for e in session.transcript.entries()) == 1
 
 
+async def test_overflow_recovery_retries_when_another_writer_compacted_meanwhile() -> None:
+    # While this compaction summarises, another writer's compaction lands on the branch: ours is
+    # "superseded" (nothing written), but the context is compacted, so recovery retries the call.
+    from sessionkeeper._hooks import SessionBeforeCompactEvent
+
+    hooks = HookRegistry()
+    runtime, store, _ = make_runtime(compaction=_small(), hooks=hooks)
+    session = await runtime.open(KEY)
+    await _fill(runtime, session, 3)
+    await runtime.before_model_call(session, prompt="go")
+    branch = session.transcript.get_branch()
+
+    async def other_writer(event: SessionBeforeCompactEvent) -> None:
+        await session.transcript.append_compaction(
+            summary="summary written by another gateway",
+            first_kept_entry_id=branch[-2].id,
+            tokens_before=9000,
+        )
+
+    hooks.on(SessionBeforeCompactEvent, other_writer)
+    outcome = await runtime.on_model_error(session, "context_length_exceeded")
+    assert outcome.action == "compacted"
+    assert outcome.compaction is not None and outcome.compaction.status == "superseded"
+    assert outcome.compaction.context_compacted and not outcome.compaction.compacted
+    assert outcome.compaction.tokens_after < outcome.compaction.tokens_before
+    compactions = [e for e in session.transcript.entries() if isinstance(e, CompactionEntry)]
+    assert [c.summary for c in compactions] == ["summary written by another gateway"]
+    assert (await store.require(KEY)).compaction_count in (0, None)  # ours wrote nothing
+    retry = await runtime.before_model_call(session)
+    assert isinstance(retry.messages[0], CompactionSummaryMessage)
+
+
 async def test_overflow_after_a_successful_reply_may_compact_again() -> None:
     runtime, store, _ = make_runtime(compaction=_small())
     session = await runtime.open(KEY)

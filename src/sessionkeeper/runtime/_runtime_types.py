@@ -220,6 +220,15 @@ class CompactionOutcome:
         """Whether a compaction entry was written."""
         return self.result is not None and self.result.compacted
 
+    @property
+    def context_compacted(self) -> bool:
+        """
+        Whether the context is now compacted: this run wrote the entry, or another writer's compaction
+        landed on the branch while this one was summarising (status ``"superseded"``; nothing written
+        here). Overflow and timeout recovery retry the model call in both cases.
+        """
+        return self.result is not None and (self.result.compacted or self.result.status == "superseded")
+
     def to_json(self) -> dict[str, Any]:
         """camelCase JSON."""
         result = self.result

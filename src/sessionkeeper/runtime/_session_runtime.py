@@ -709,8 +709,8 @@ class SessionRuntime:
             compaction = await self._auto_compact(
                 session, trigger="overflow", tokens_before=count.tokens, synthetic=count
             )
-            session.recovery = session.recovery.after_compaction(succeeded=compaction.compacted)
-            if compaction.compacted:
+            session.recovery = session.recovery.after_compaction(succeeded=compaction.context_compacted)
+            if compaction.context_compacted:
                 return RecoveryOutcome(
                     action="compacted",
                     reason=decision.reason,
@@ -756,7 +756,7 @@ class SessionRuntime:
             session, context_tokens=tokens, pending_compaction=True, trigger="timeout"
         )
         compaction = await self._auto_compact(session, trigger="timeout", tokens_before=tokens)
-        if not compaction.compacted:
+        if not compaction.context_compacted:
             return None
         return RecoveryOutcome(
             action="compacted",
@@ -873,7 +873,13 @@ class SessionRuntime:
             will_retry=trigger in ("overflow", "timeout"),
         )
         threshold = self.compaction_threshold
-        after = self.context_tokens(session) if result.compacted else tokens_before
+        # "superseded": another writer's compaction landed on this branch meanwhile (picked up by the
+        # landing), so the context did shrink: measure it again.
+        after = (
+            self.context_tokens(session)
+            if result.compacted or result.status == "superseded"
+            else tokens_before
+        )
         progress = compaction_progress(tokens_before=tokens_before, tokens_after=after, threshold=threshold)
         if result.compacted:
             session.truncate_tool_results = False
