@@ -452,12 +452,20 @@ def _print_step(console: Console, index: int, record: dict[str, Any]) -> None:
     "--workdir",
     type=click.Path(path_type=Path, file_okay=False),
     default=None,
-    help="Keep the work files here (default: a temporary directory, removed afterwards).",
+    help="Keep the work files here: a new or empty directory (default: a temporary one, removed afterwards).",
 )
 def demo_command(as_json: bool, workdir: Path | None) -> None:
     """Run the library on the bundled sample sessions and show what it does."""
     if workdir is not None and workdir.exists() and not workdir.is_dir():
         fail(f"--workdir {workdir} is not a directory", code=EXIT_BAD_INPUT)
+    if workdir is not None and workdir.is_dir():
+        # The demo writes sessions/, repair/ and runtime/ there: never over someone's files.
+        try:
+            used = any(workdir.iterdir())
+        except OSError as err:
+            fail(f"--workdir {workdir}: {err.strerror or err}", code=EXIT_BAD_INPUT)
+        if used:
+            fail(f"--workdir {workdir} is not empty; give a new or empty directory", code=EXIT_BAD_INPUT)
     console = Console(highlight=False)
     counter = iter(range(1, 1000))
 
