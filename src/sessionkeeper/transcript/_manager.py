@@ -493,19 +493,31 @@ class TranscriptManager:
         the watchdog released it after ``max_hold_ms``, they raise
         :class:`~sessionkeeper.exceptions.LockNotHeldError` instead of writing without the lock.
 
+        The lock is taken and given back between this manager's own writes (under the lock that
+        serialises them): an append of another task of this manager that is already waiting for the
+        file lock finishes first (else it would wait for a lock its own manager holds, and the
+        holder's writes for it), and one in flight with the held lock is never left writing after
+        the lock file is removed.
+
         Raises:
             SessionBusyError: The lock was not acquired in time (OpenClaw spec §3).
         """
         if self._path is None:
             raise RuntimeError("an in-memory transcript has no write lock")
-        async with SessionWriteLock.acquire(
-            self._path, settings=self.write_lock_settings, clock=self._clock, timeout_ms=timeout_ms
-        ) as lock:
+        async with self._write_lock:
+            lock = await SessionWriteLock.acquire(
+                self._path, settings=self.write_lock_settings, clock=self._clock, timeout_ms=timeout_ms
+            )
             self._held_lock = lock
-            try:
-                yield lock
-            finally:
-                self._held_lock = None
+        try:
+            yield lock
+        finally:
+            with anyio.CancelScope(shield=True):
+                try:
+                    async with self._write_lock:
+                        self._held_lock = None
+                finally:
+                    await lock.release()
 
     @property
     def held_write_lock(self) -> SessionWriteLock | None:
