@@ -20,6 +20,7 @@ converter. Every error is a :class:`~sessionkeeper.exceptions.ConfigError` namin
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import re
 import warnings
@@ -359,6 +360,11 @@ def _join_surrogate_pairs(value: Any) -> Any:
     return value
 
 
+def _not_json_constant(name: str) -> Any:
+    """``NaN`` / ``Infinity`` are JSON5, not JSON: the stdlib decoder must not take them as strict JSON."""
+    raise ValueError(f"{name} is not JSON")
+
+
 def parse_config_text(text: str, *, source: Path | str = "<config>") -> tuple[Any, bool]:
     """
     Parse the text of a config file as JSON5 (OpenClaw reads ``openclaw.json`` as JSON5).
@@ -382,7 +388,11 @@ def parse_config_text(text: str, *, source: Path | str = "<config>") -> tuple[An
     try:
         return msgspec.json.decode(body), True
     except (msgspec.DecodeError, RecursionError):
-        pass  # not strict JSON (or a lone surrogate escape, which json5 reads): parse as JSON5
+        pass  # not strict JSON, or strict JSON with a lone surrogate escape, which msgspec refuses
+    try:
+        return json.loads(body, parse_constant=_not_json_constant), True
+    except (ValueError, RecursionError):
+        pass  # not strict JSON: parse as JSON5
     try:
         return _join_surrogate_pairs(json5.loads(body)), False
     except RecursionError as err:

@@ -113,7 +113,14 @@ def test_a_json5_root_that_is_not_an_object_is_refused(tmp_path: Path) -> None:
 
 
 _keys = st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJ_$0123456789 -", min_size=1, max_size=8)
-_scalars = st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(max_size=12)
+# No NUL: json5.dumps writes "\x000" as "\00", which JSON5 forbids (\0 before a digit), so the text it
+# writes would not read back, through no fault of the reader.
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | st.text(st.characters(exclude_characters="\x00"), max_size=12)
+)
 _trees = st.recursive(
     _scalars,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_keys, inner, max_size=4),
