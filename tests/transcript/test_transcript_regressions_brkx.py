@@ -116,3 +116,59 @@ async def test_appends_of_one_manager_while_its_compaction_lands(tmp_path: Path)
     texts = [getattr(msg, "content", None) for msg in m.build_session_context().messages]
     missing = [i for i in range(30) if f"during {i}" not in texts]
     assert not missing, (missing, chain, results[0].entry)
+
+
+async def test_nested_reentrant_hold_write_lock_keeps_the_outer_block_holding(tmp_path: Path) -> None:
+    # With allow_reentrant, a helper that holds the lock inside a run that holds it shares the lock.
+    # Leaving the inner block used to forget the outer hold: the run's next append waited for its
+    # own lock and failed with SessionBusyError after acquire_timeout_ms.
+    path = tmp_path / "t.jsonl"
+    m = await TranscriptManager.create(path, cwd="/w")
+    m.write_lock_settings = WriteLockSettings(
+        acquire_timeout_ms=2_000, watchdog_interval_ms=0, allow_reentrant=True
+    )
+    lock_file = path.with_name(path.name + ".lock")
+    with anyio.fail_after(10):
+        async with m.hold_write_lock() as outer:
+            async with m.hold_write_lock():
+                await m.append_message(_user("inner"))
+            assert m.held_write_lock is outer
+            assert lock_file.exists()
+            await m.append_message(_user("after the inner block"))
+        assert m.held_write_lock is None
+    assert not lock_file.exists()
+    assert len(_ids_and_parents(path)) == 2
+
+
+async def test_overlapping_reentrant_holds_of_two_tasks_leave_the_lock_to_the_one_still_open(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "t.jsonl"
+    m = await TranscriptManager.create(path, cwd="/w")
+    m.write_lock_settings = WriteLockSettings(
+        acquire_timeout_ms=2_000, watchdog_interval_ms=0, allow_reentrant=True
+    )
+    first_in, second_in, first_out = anyio.Event(), anyio.Event(), anyio.Event()
+
+    async def first() -> None:
+        async with m.hold_write_lock():
+            first_in.set()
+            await m.append_message(_user("first"))
+            await second_in.wait()
+        first_out.set()
+
+    async def second() -> None:
+        await first_in.wait()
+        async with m.hold_write_lock() as mine:
+            second_in.set()
+            await first_out.wait()  # the first block closed while this one is open
+            assert m.held_write_lock is mine
+            await m.append_message(_user("second"))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(second)
+            tg.start_soon(first)
+    assert m.held_write_lock is None
+    assert not path.with_name(path.name + ".lock").exists()
+    assert len(_ids_and_parents(path)) == 2

@@ -221,6 +221,7 @@ class TranscriptManager:
         self.write_lock_settings: WriteLockSettings | None = None
         """Settings of that lock (``None``: :meth:`WriteLockSettings.from_config`, i.e. the environment)."""
         self._held_lock: SessionWriteLock | None = None
+        self._holds: list[SessionWriteLock] = []  # open hold_write_lock() blocks (nested: reentrant)
         self._mark: FileMark | None = None  # how much of the file the index holds (see _follow)
         self._navigated = False  # branch()/reset_leaf() since the last append: do not follow the tip
 
@@ -497,7 +498,8 @@ class TranscriptManager:
         serialises them): an append of another task of this manager that is already waiting for the
         file lock finishes first (else it would wait for a lock its own manager holds, and the
         holder's writes for it), and one in flight with the held lock is never left writing after
-        the lock file is removed.
+        the lock file is removed. Blocks nested with a reentrant lock (``allow_reentrant``) share it:
+        leaving one leaves the lock held, and used, by the blocks still open.
 
         Raises:
             SessionBusyError: The lock was not acquired in time (OpenClaw spec §3).
@@ -508,6 +510,7 @@ class TranscriptManager:
             lock = await SessionWriteLock.acquire(
                 self._path, settings=self.write_lock_settings, clock=self._clock, timeout_ms=timeout_ms
             )
+            self._holds.append(lock)
             self._held_lock = lock
         try:
             yield lock
@@ -515,7 +518,8 @@ class TranscriptManager:
             with anyio.CancelScope(shield=True):
                 try:
                     async with self._write_lock:
-                        self._held_lock = None
+                        self._holds.remove(lock)
+                        self._held_lock = self._holds[-1] if self._holds else None
                 finally:
                     await lock.release()
 
