@@ -53,6 +53,11 @@ _NO_PLAN: dict[str, Any] = {
     "nothingToSummarize": True,
     "deviation": None,
     "fileOps": {"read": [], "modified": []},
+    "keptTokens": 0,
+    "keepRecentTokens": None,
+    "piFirstKeptEntryId": None,
+    "strictCheckpoint": False,
+    "pendingToolCallIds": [],
 }
 _REASONS: dict[str, str] = {
     "empty": "the branch has no entries: nothing to compact",
