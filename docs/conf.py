@@ -19,6 +19,7 @@ extensions = [
 ]
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 myst_enable_extensions = ["colon_fence"]
+myst_heading_anchors = 3  # GitHub-style #slug links to headings, as the guides use (page.md#several-writers)
 autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 napoleon_google_docstring = True
