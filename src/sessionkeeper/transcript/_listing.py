@@ -44,10 +44,11 @@ class TranscriptInfo:
         id: The session id (header ``id``).
         cwd: The header ``cwd``, ``""`` when absent.
         created: The header ``timestamp`` as written (ISO-8601).
-        modified_ms: Last activity, ms since the epoch: the ``timestamp`` of the last user or assistant
-            message in file order (the entry's ISO timestamp when the message has none; messages are
-            appended in time order, so this is pi's maximum over the file unless clocks went
-            backwards); else the header timestamp; else the file's mtime.
+        modified_ms: Last activity, ms since the epoch: the newest ``timestamp`` of the user and
+            assistant messages in the tail window (the entry's ISO timestamp when the message has none),
+            read back until one is found; pi's maximum over the file whenever the window covers the
+            file, and in practice otherwise (messages are appended in time order); when none is
+            above 0, the header timestamp; else the file's mtime.
         name: The latest ``session_info`` name, trimmed, ``None`` when unset or cleared. Exact: when
             the tail has none, the rest of the file is searched backwards for ``"session_info"`` at
             C speed (memory-mapped) and each hit is parsed.
@@ -161,15 +162,15 @@ def _records(lines: list[bytes]) -> tuple[list[Any], list[bytes]]:
 
 
 def _scan_batch(lines: list[bytes]) -> _Batch:
-    """Newest activity and latest name in a batch of lines (file order), decoding only the lines
-    needed, from the end."""
+    """Newest activity (the maximum over the batch's user/assistant messages, as pi) and latest name
+    in a batch of lines (file order)."""
     if lines and not lines[-1]:
         lines.pop()  # the empty piece after the final newline
     activity: float | None = None
-    for line in reversed(lines):
+    for line in lines:  # pi's maximum, not the last: a reply may carry timestamp 0 (our default)
         kind, data = _kind_of(line)
-        if kind == "message" and (activity := _activity_ms(data)) is not None:
-            break
+        if kind == "message" and (stamp := _activity_ms(data)) is not None:
+            activity = stamp if activity is None else max(activity, stamp)
     for line in reversed(lines):
         if _SESSION_INFO in line:
             record = parse_entry_line(line)
