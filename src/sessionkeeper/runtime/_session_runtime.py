@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import anyio
+import msgspec
 from msgspec import UNSET
 
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
@@ -91,6 +92,22 @@ from sessionkeeper.transcript import (
 
 
 __all__ = ("RuntimeSession", "SessionRuntime")
+
+
+def _stamped(message: AgentMessage, now_ms: int) -> AgentMessage:
+    """
+    The message, dated now when the host left its ``timestamp`` at the records' default 0 (pi stamps every
+    message when it is made). A reply dated 1970 reads as older than any compaction, so its provider usage
+    would never count again (pi's staleness rule, :func:`estimate_context_usage`), and pi's session list
+    would date the session by its header.
+    """
+    if not isinstance(message, msgspec.Struct) or "timestamp" not in message.__struct_fields__:
+        return message
+    stamp = getattr(message, "timestamp", None)
+    if type(stamp) is not int or stamp != 0:
+        return message
+    return msgspec.structs.replace(message, timestamp=now_ms)
+
 
 _FLUSH_MAX_TOKENS = 4096
 
@@ -551,7 +568,8 @@ class SessionRuntime:
 
         Args:
             session: From :meth:`open`.
-            messages: The assistant reply(ies) and tool results since the last call, in order.
+            messages: The assistant reply(ies) and tool results since the last call, in order; a message
+                whose ``timestamp`` is 0 (not set) is written with the runtime clock's time.
             turn_complete: ``False`` inside a tool loop (only records and counts usage).
 
         Returns:
@@ -562,6 +580,8 @@ class SessionRuntime:
             OSError: A write failed.
         """
         transcript = session.transcript
+        now_ms = self.clock.now_ms()
+        messages = [_stamped(message, now_ms) for message in messages]
         # one write and one fsync for the whole reply (the turn's durable unit)
         appended: list[TranscriptEntry] = list(await transcript.append_messages(messages))
         last_reply: AssistantMessage | None = None

@@ -1,0 +1,61 @@
+"""Regressions found by following the README quickstart as a new user (brkz)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sessionkeeper import AssistantMessage, ModelInfo, SessionRuntime, SessionStore, TextContent
+from sessionkeeper.testing import FakeClock
+from sessionkeeper.transcript import MessageEntry, TranscriptManager, Usage
+
+
+def _reply(text: str, *, usage: Usage | None = None) -> AssistantMessage:
+    # as in the README quickstart: no timestamp, so the record's default 0
+    return AssistantMessage(
+        content=[TextContent(text=text)],
+        api="anthropic-messages",
+        provider="anthropic",
+        model="claude-sonnet-4-5",
+        usage=usage if usage is not None else Usage(),
+    )
+
+
+@pytest.mark.anyio
+async def test_a_reply_without_timestamp_is_dated_and_its_usage_counts_after_a_compaction(
+    tmp_path: Path,
+) -> None:
+    clock = FakeClock()
+    async with SessionStore.open(tmp_path / "sessions", clock=clock) as store:
+        runtime = SessionRuntime(
+            store,
+            model=ModelInfo(
+                provider="anthropic",
+                model_id="claude-sonnet-4-5",
+                api="anthropic-messages",
+                context_window=200_000,
+            ),
+            clock=clock,
+            host_supports_flush=False,
+        )
+        session = await runtime.open("agent:main:main", body="hi")
+        for n in range(4):
+            await runtime.before_model_call(session, prompt=f"question {n} " + "words " * 200)
+            await runtime.after_turn(session, messages=[_reply(f"answer {n} " + "more " * 200)])
+            clock.advance(60)
+        written = [e for e in session.transcript.entries() if isinstance(e, MessageEntry)]
+        assert all(e.message.timestamp > 0 for e in written)  # was 0 for every reply
+        compacted = await runtime.compact(session)
+        assert compacted.status == "compacted"
+        clock.advance(60)
+        await runtime.before_model_call(session, prompt="next")
+        outcome = await runtime.after_turn(
+            session, messages=[_reply("ok", usage=Usage(input=150_000, output=10))]
+        )
+        # The provider's usage is the context size; a reply dated 0 read as older than the compaction, so
+        # its usage was skipped and the context estimated at a few tokens.
+        assert outcome.context_tokens >= 150_010
+        reopened = await TranscriptManager.open(session.transcript.path)
+        last = [e for e in reopened.entries() if isinstance(e, MessageEntry)][-1]
+        assert isinstance(last.message, AssistantMessage) and last.message.timestamp == clock.now_ms()
