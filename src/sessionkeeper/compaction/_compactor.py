@@ -38,7 +38,7 @@ from sessionkeeper._model_client import ModelClient
 from sessionkeeper.compaction._budget import DEFAULT_CONTEXT_WINDOW
 from sessionkeeper.compaction._cut import entry_kind, message_role
 from sessionkeeper.compaction._extractive import extractive_summary, message_text
-from sessionkeeper.compaction._landing import landing
+from sessionkeeper.compaction._landing import land_compaction, landing
 from sessionkeeper.compaction._llm import LlmSummarizer
 from sessionkeeper.compaction._prepare import CompactionPreparation, prepare_compaction
 from sessionkeeper.compaction._prompts import build_structured_instructions, structured_fallback_summary
@@ -359,13 +359,18 @@ class Compactor:
             async with landing(transcript, branch) as check:
                 if check.superseded:
                     return attrs.evolve(base, status="superseded", provider="hook")
-                entry = await transcript.append_compaction(
+                _, landed = await land_compaction(
+                    transcript,
+                    branch,
                     summary=override.summary,
-                    first_kept_entry_id=check.first_kept_entry_id(override.first_kept_entry_id),
+                    first_kept_entry_id=override.first_kept_entry_id,
                     tokens_before=override.tokens_before,
                     details=UNSET if override.details is None else override.details,
                     from_hook=True,
                 )
+                if landed is None:
+                    return attrs.evolve(base, status="superseded", provider="hook")
+                entry = landed
                 successor = await self._rotate(transcript)
             await self._notify(SessionCompactEvent(compaction_entry=entry, from_hook=True), hook_errors)
             return attrs.evolve(
@@ -393,13 +398,18 @@ class Compactor:
                 return attrs.evolve(base, status="superseded", provider=provider, fallbacks=fallbacks)
             # None: a strict checkpoint (firstKeptEntryId = its own id, OpenClaw spec §5.8; pi §9 6b),
             # which keeps only what other writers appended during the summarisation
-            entry = await transcript.append_compaction(
+            _, landed = await land_compaction(
+                transcript,
+                branch,
                 summary=summary,
-                first_kept_entry_id=check.first_kept_entry_id(plan.first_kept_entry_id),
+                first_kept_entry_id=plan.first_kept_entry_id,
                 tokens_before=plan.tokens_before,
                 details=details,
                 from_hook=False,
             )
+            if landed is None:
+                return attrs.evolve(base, status="superseded", provider=provider, fallbacks=fallbacks)
+            entry = landed
             successor = await self._rotate(transcript)
         await self._notify(SessionCompactEvent(compaction_entry=entry, from_hook=False), hook_errors)
         return attrs.evolve(

@@ -17,6 +17,11 @@ transcript) before the lock is released. The rules:
   comes after it on the path and stays in the context (after ``firstKeptEntryId``). A strict
   checkpoint (planned ``firstKeptEntryId`` = its own id) that others wrote after keeps those
   entries: its ``firstKeptEntryId`` becomes the first of them (:attr:`LandingCheck.first_kept_entry_id`).
+
+The entry itself is written by :func:`land_compaction`, which checks once more under the manager's
+own write lock, against the leaf the entry is written under: another task of the same manager may
+append (or navigate) between :func:`landing`'s check and the write, and a strict checkpoint must keep
+that entry too.
 """
 
 from __future__ import annotations
@@ -24,17 +29,24 @@ from __future__ import annotations
 import contextlib
 import weakref
 from collections.abc import AsyncIterator, Sequence
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import anyio
 import attrs
 
 from sessionkeeper.compaction._cut import entry_kind
-from sessionkeeper.transcript import TranscriptEntry
+from sessionkeeper.transcript import CompactionEntry, TranscriptEntry
 from sessionkeeper.transcript._manager import TranscriptManager
 
 
-__all__ = ("LandingCheck", "LandingVerdict", "check_landing", "landing", "locked_and_current")
+__all__ = (
+    "LandingCheck",
+    "LandingVerdict",
+    "check_landing",
+    "land_compaction",
+    "landing",
+    "locked_and_current",
+)
 
 LandingVerdict: TypeAlias = Literal["land", "superseded"]
 
@@ -150,3 +162,52 @@ async def landing(
         lock = _LANDING_LOCKS[transcript] = anyio.Lock()
     async with lock, locked_and_current(transcript):
         yield check_landing(planned, transcript.get_branch())
+
+
+async def land_compaction(
+    transcript: TranscriptManager,
+    planned: Sequence[TranscriptEntry],
+    *,
+    summary: str,
+    first_kept_entry_id: str | None,
+    tokens_before: int,
+    details: Any,
+    from_hook: bool,
+) -> tuple[LandingCheck, CompactionEntry | None]:
+    """
+    Write a planned compaction's entry inside :func:`landing`, checking once more under the manager's
+    write lock (:func:`check_landing` on the path to the leaf the entry is written under).
+
+    Args:
+        transcript: The transcript (inside ``landing(transcript, planned)``).
+        planned: The branch the compaction was planned from.
+        summary, tokens_before, details, from_hook: The entry's fields (``details`` may be ``UNSET``).
+        first_kept_entry_id: The planned ``firstKeptEntryId``; ``None`` for a strict checkpoint (it
+            then keeps the entries that arrived after the planned branch, see
+            :meth:`LandingCheck.first_kept_entry_id`).
+
+    Returns:
+        ``(the final check, the entry)``; the entry is ``None`` (nothing written) when the final check
+        is ``superseded``.
+    """
+    checks: list[LandingCheck] = []
+
+    def build(entry_id: str, parent_id: str | None, timestamp: str) -> CompactionEntry | None:
+        check = check_landing(planned, transcript.get_branch())
+        checks.append(check)
+        if check.superseded:
+            return None
+        kept = check.first_kept_entry_id(first_kept_entry_id)
+        return CompactionEntry(
+            id=entry_id,
+            parent_id=parent_id,
+            timestamp=timestamp,
+            summary=summary,
+            first_kept_entry_id=entry_id if kept is None else kept,
+            tokens_before=tokens_before,
+            details=details,
+            from_hook=from_hook,
+        )
+
+    entry: CompactionEntry | None = await transcript._append(build)
+    return checks[-1], entry

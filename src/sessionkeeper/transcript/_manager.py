@@ -677,12 +677,18 @@ class TranscriptManager:
         """
         Build, write and index one entry as a child of the leaf; ``follow``: move it under the new last
         entry when other writers appended and the leaf was at the tip (class docstring).
+
+        ``build(id, parent_id, timestamp)`` runs under the manager's write lock, so it sees the index
+        and leaf the entry is written against; when it returns ``None`` nothing is written and
+        ``None`` is returned (a compaction landing that is superseded, see ``compaction._landing``).
         """
         async with self._write_lock:
             at_tip = follow and not self._navigated and self._leaf_id == self._index.leaf_id
             entry_id = _draw_entry_id(self._index.by_id)
             timestamp = self._timestamp()
-            entry: TranscriptEntry = build(entry_id, self._leaf_id, timestamp)
+            entry: TranscriptEntry | None = build(entry_id, self._leaf_id, timestamp)
+            if entry is None:
+                return None
             try:
                 line = encode_entry(entry)
             except (TypeError, ValueError, NotImplementedError, OverflowError) as err:

@@ -1,0 +1,90 @@
+"""
+Regressions found by breaking compactions that land while other writers share the transcript. Both
+anyio backends.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import anyio
+import anyio.from_thread
+import pytest
+
+from sessionkeeper.compaction import CompactionProviderRegistry, CompactionSettings, Compactor, SummaryRequest
+from sessionkeeper.transcript import TranscriptManager, UserMessage, message_to_builtins
+from sessionkeeper.transcript import _manager as manager_module
+from sessionkeeper.transcript._follow import FileMark, ForeignLines
+
+
+pytestmark = pytest.mark.anyio
+PAD = " words to summarise" * 300
+
+
+class _Fixed:
+    id = "fixed"
+    label = "a fixed summary"
+
+    async def summarize(self, request: SummaryRequest) -> str:
+        return "## Decisions\n- short summary"
+
+
+def _texts(manager: TranscriptManager) -> list[str]:
+    out = []
+    for message in manager.build_session_context().messages:
+        content = message_to_builtins(message).get("content")
+        out.append(content if isinstance(content, str) else "<summary>")
+    return out
+
+
+async def test_a_message_of_the_same_manager_arriving_while_the_landing_picks_up_stays_in_the_context(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One manager: the compaction lands (a strict checkpoint: everything planned is summarised)
+    # while another task appends the user's next question. The question queued for the manager's
+    # write lock during the landing's pick-up, was written after the landing's check and before the
+    # compaction entry, and the checkpoint (firstKeptEntryId = its own id) dropped it from the
+    # context: neither summarised nor kept.
+    path = tmp_path / "t.jsonl"
+    m = await TranscriptManager.create(path, cwd="/w")
+    for i in range(6):
+        await m.append_message(UserMessage(content=f"turn {i}" + PAD, timestamp=1))
+    registry = CompactionProviderRegistry()
+    registry.register(_Fixed())
+    compactor = Compactor(settings=CompactionSettings(provider="fixed"), providers=registry)
+    picking_up = anyio.Event()
+    original = manager_module.read_foreign_lines
+
+    def slow_pick_up(file: Path, mark: FileMark) -> tuple[ForeignLines | None, FileMark]:
+        anyio.from_thread.run_sync(picking_up.set)
+        time.sleep(0.2)  # the question arrives while the landing reads the file
+        return original(file, mark)
+
+    monkeypatch.setattr(manager_module, "read_foreign_lines", slow_pick_up)
+    results = []
+
+    async def compact() -> None:
+        results.append(await compactor.compact(m))
+
+    async def ask() -> None:
+        await picking_up.wait()
+        monkeypatch.setattr(manager_module, "read_foreign_lines", original)
+        await m.append_message(UserMessage(content="the new question", timestamp=1))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(compact)
+            tg.start_soon(ask)
+    result = results[0]
+    assert result.status == "compacted"
+    assert result.preparation is not None
+    assert result.preparation.first_kept_entry_id is None  # planned as a strict checkpoint
+    assert _texts(m) == ["<summary>", "the new question"]
+    records = [json.loads(line) for line in path.read_bytes().splitlines()]
+    question = next(r for r in records if r.get("message", {}).get("content") == "the new question")
+    assert records[-1]["type"] == "compaction"
+    assert records[-1]["firstKeptEntryId"] == question["id"]
+    reopened = await TranscriptManager.open(path)
+    assert _texts(reopened) == ["<summary>", "the new question"]
