@@ -51,6 +51,7 @@ import msgspec
 
 from sessionkeeper._fs import atomic_write_bytes
 from sessionkeeper.transcript._context import entry_thinking_level
+from sessionkeeper.transcript._entries import entry_key, key_to_json
 from sessionkeeper.transcript._lines import TailRecord, parse_entry_line
 
 
@@ -87,7 +88,7 @@ _POS_MASK: Final = 0xFFFFFFFF
 class _Var(msgspec.Struct, frozen=True):
     path: str
     sessionId: str  # noqa: N815 - JSON key
-    lastId: str | None  # noqa: N815 - JSON key
+    lastId: str | int | float | bool | None  # noqa: N815 - JSON key (a number or boolean id as in the file)
 
 
 def index_cache_dir() -> Path:
@@ -280,7 +281,8 @@ def save_index(index: AncestryIndex, target: Path) -> bool:
     Write ``index`` to ``target`` atomically (0600, directory 0700). Returns ``False`` (and logs at
     debug level) when it cannot be written; never raises for an I/O error.
     """
-    var = msgspec.json.encode(_Var(path=index.real_path, sessionId=index.session_id, lastId=index.last_id))
+    last_id = key_to_json(index.last_id)  # a NumberId / BooleanId as its JSON value
+    var = msgspec.json.encode(_Var(path=index.real_path, sessionId=index.session_id, lastId=last_id))
     padded = var + b"\0" * (_pad8(len(var)) - len(var))
     arrays: list[memoryview] = []
     data_crc = 0
@@ -447,7 +449,7 @@ def _parse(
         ino=ino,
         covered=covered,
         end_hash=end_hash,
-        last_id=var.lastId,
+        last_id=entry_key(var.lastId),
         unsupported=bool(flags & _UNSUPPORTED),
         offsets=sections[0],
         keys=sections[1],

@@ -281,6 +281,8 @@ def _walk_tail(
                 latest[entry_id] = record
                 starts[entry_id] = start
                 if current is None:
+                    if not entry_id:  # a falsy leaf (0, false, ""): pi starts from the last entry,
+                        return "full"  # with or without an id; the loader decides
                     current = record  # the leaf: the last entry with an id
                     on_path.add(id(record))
                     if visit(record):

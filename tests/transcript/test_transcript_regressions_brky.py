@@ -1,0 +1,108 @@
+"""Regressions found by breaker brky: tail reads and the ancestry index on numeric and falsy entry ids."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sessionkeeper.transcript import load_transcript
+from sessionkeeper.transcript._tail import read_last_messages, read_tail_context, try_read_tail_context
+
+
+TS = "2026-01-01T00:00:00.000Z"
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("SESSIONKEEPER_CACHE_DIR", str(folder))
+    return folder / "tail-index"
+
+
+def _write(path: Path, objs: list[Any]) -> Path:
+    header = {"type": "session", "version": 3, "id": "s", "timestamp": TS, "cwd": "/w"}
+    path.write_bytes(b"".join(json.dumps(o).encode() + b"\n" for o in [header, *objs]))
+    return path
+
+
+def _user(eid: Any, parent: Any, text: str = "u") -> dict[str, Any]:
+    message = {"role": "user", "content": text, "timestamp": 1}
+    return {"type": "message", "id": eid, "parentId": parent, "timestamp": TS, "message": message}
+
+
+def _assistant(eid: Any, parent: Any) -> dict[str, Any]:
+    usage = {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2}
+    usage["cost"] = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}
+    message = {
+        "role": "assistant",
+        "content": [{"type": "text", "text": "ok"}],
+        "api": "a",
+        "provider": "p",
+        "model": "m",
+        "usage": usage,
+        "stopReason": "stop",
+        "timestamp": 2,
+    }
+    return {"type": "message", "id": eid, "parentId": parent, "timestamp": TS, "message": message}
+
+
+@pytest.mark.parametrize("leaf", [0, False, ""])
+@pytest.mark.parametrize("idless_last", [False, True])
+def test_a_falsy_leaf_reads_as_in_the_loader_and_pi(tmp_path: Path, leaf: Any, idless_last: bool) -> None:
+    # pi: a falsy leaf id (0, false, "") falls back to the file's last entry (with or without an id),
+    # and getBranch of a falsy leaf (read_last_messages' history) is empty
+    objs = [
+        _user("a", None),
+        {
+            "type": "compaction",
+            "id": "c",
+            "parentId": "a",
+            "timestamp": TS,
+            "summary": "S",
+            "firstKeptEntryId": "a",
+            "tokensBefore": 1,
+        },
+        _user(leaf, "c"),
+    ]
+    if idless_last:  # its falsy parent ends the walk at once: the context is empty
+        objs.append({"type": "custom", "parentId": leaf, "timestamp": TS, "customType": "x"})
+    path = _write(tmp_path / "t.jsonl", objs)
+    index = load_transcript(path)
+    expected = index.build_context()
+    assert (expected.messages == ()) is idless_last
+    assert read_tail_context(path) == expected
+    assert read_tail_context(path, max_tail_bytes=10, chunk_bytes=16) == expected
+    found = try_read_tail_context(path)
+    assert found is None or (found.context == expected and found.leaf_id == index.leaf_id)
+    assert read_last_messages(path, 5) == ()
+
+
+def test_the_ancestry_index_of_a_file_ending_in_a_numeric_id_is_saved(
+    tmp_path: Path, cache_dir: Path
+) -> None:
+    # the index records the last id it covered: a number id was not JSON-encodable (TypeError)
+    objs: list[Any] = [{"type": "thinking_level_change", "id": "t", "parentId": None, "timestamp": TS,
+                        "thinkingLevel": "high"}]  # fmt: skip
+    parent: Any = "t"
+    for i in range(1, 40):
+        objs += [_user(f"u{i}", parent, "x" * 200), _assistant(i, f"u{i}")]
+        parent = i
+    objs.append({"type": "compaction", "id": 1000, "parentId": parent, "timestamp": TS, "summary": "S",
+                 "firstKeptEntryId": parent, "tokensBefore": 1})  # fmt: skip
+    objs.append(_assistant(1001, 1000))
+    path = _write(tmp_path / "t.jsonl", objs)
+    expected = load_transcript(path).build_context()
+    assert expected.thinking_level == "high"
+    assert read_tail_context(path, max_tail_bytes=2048, chunk_bytes=256) == expected
+    assert list(cache_dir.glob("*.idx"))  # saved
+    # the next read uses it, also after more numeric-id entries were appended
+    assert read_tail_context(path, max_tail_bytes=2048, chunk_bytes=256) == expected
+    with path.open("ab") as out:
+        out.write(json.dumps(_user(1002, 1001)).encode() + b"\n")
+        out.write(json.dumps(_assistant(1003, 1002)).encode() + b"\n")
+    assert (
+        read_tail_context(path, max_tail_bytes=2048, chunk_bytes=256) == load_transcript(path).build_context()
+    )
