@@ -34,6 +34,7 @@ from sessionkeeper.transcript import (
     read_last_messages,
     try_read_tail_context,
 )
+from sessionkeeper.transcript._entries import NonStringId, entry_key
 
 
 __all__ = ("COMMANDS", "context_command")
@@ -95,9 +96,17 @@ def _resolve_leaf(index: TranscriptIndex, leaf: str | None) -> str | None:
         return index.leaf_id
     if leaf == "null":
         return None
-    if leaf not in index.by_id:
+    if leaf in index.by_id:
+        return leaf
+    # a number or boolean id (shown by ``tree`` as pi prints it: 7, 2.5, true) is keyed apart from the
+    # string with the same text (entry_key): the string wins when both exist
+    try:
+        key = entry_key(msgspec.json.decode(leaf))
+    except msgspec.DecodeError:
+        key = None
+    if not isinstance(key, NonStringId) or key not in index.by_id:
         fail(f"{index.path}: entry {leaf!r} not found", code=EXIT_BAD_INPUT)
-    return leaf
+    return key
 
 
 @click.command("context")
@@ -136,8 +145,9 @@ def context_command(file: Path, leaf: str | None, as_json: bool, llm: bool, last
     estimate = estimate_context_tokens(ctx.messages)
     model = f"{ctx.model.provider}/{ctx.model.model_id}" if ctx.model else "-"
     console.print(f"[bold]{escape(str(file))}[/bold]  session {escape(session_id)}")
+    shown_leaf = "null" if leaf_id is None else escape(leaf_id)  # a falsy id (0, false) is still shown
     console.print(
-        f"leaf {leaf_id or 'null'} · {len(ctx.messages)} messages · thinking {escape(ctx.thinking_level)} · "
+        f"leaf {shown_leaf} · {len(ctx.messages)} messages · thinking {escape(ctx.thinking_level)} · "
         f"model {escape(model)} · ~{estimate.tokens} context tokens"
     )
     for number, message in enumerate(ctx.messages, 1):

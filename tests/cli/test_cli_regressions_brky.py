@@ -1,0 +1,68 @@
+"""Regressions found by breaker brky: ``context --leaf`` with the ids ``tree`` shows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from sessionkeeper.cli._main import cli
+
+
+TS = "2026-01-01T00:00:00.000Z"
+
+
+@pytest.fixture(autouse=True)
+def _cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SESSIONKEEPER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("COLUMNS", "200")
+
+
+def _user(eid: Any, parent: Any, text: str) -> dict[str, Any]:
+    message = {"role": "user", "content": text, "timestamp": 1}
+    return {"type": "message", "id": eid, "parentId": parent, "timestamp": TS, "message": message}
+
+
+def _run(*args: str) -> Any:
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_context_leaf_accepts_the_number_and_boolean_ids_tree_prints(tmp_path: Path) -> None:
+    header = {"type": "session", "version": 3, "id": "s", "timestamp": TS, "cwd": "/w"}
+    objs = [header, _user(1, None, "A"), _user(2, 1, "B"), _user("2", 1, "C"), _user(True, 2, "D")]
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(o) + "\n" for o in objs))
+    tree = _run("tree", str(path), "--width", "80")
+    assert tree.exit_code == 0
+    assert "true ◀ leaf" in tree.output
+    # the default leaf and --leaf <the leaf id tree shows> print the same
+    default = _run("context", str(path), "--json")
+    by_id = _run("context", str(path), "--json", "--leaf", "true")
+    assert default.exit_code == by_id.exit_code == 0, by_id.output
+    assert by_id.output == default.output
+    assert [m["content"] for m in json.loads(by_id.output)["messages"]] == ["A", "B", "D"]
+    # a number id; "1.0" is the same key as 1 (JavaScript's Map)
+    for text in ("1", "1.0"):
+        one = _run("context", str(path), "--json", "--leaf", text)
+        assert one.exit_code == 0, one.output
+        assert [m["content"] for m in json.loads(one.output)["messages"]] == ["A"]
+    # the string id wins over the number with the same text
+    two = _run("context", str(path), "--json", "--leaf", "2")
+    assert [m["content"] for m in json.loads(two.output)["messages"]] == ["A", "C"]
+    for missing in ("3", "false", "{", "1e400"):
+        bad = _run("context", str(path), "--json", "--leaf", missing)
+        assert bad.exit_code == 2
+        assert "not found" in bad.output
+
+
+def test_the_text_view_names_a_falsy_leaf_id(tmp_path: Path) -> None:
+    header = {"type": "session", "version": 3, "id": "s", "timestamp": TS, "cwd": "/w"}
+    objs = [header, _user("a", None, "A"), _user(0, "a", "Z")]
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(o) + "\n" for o in objs))
+    shown = _run("context", str(path))
+    assert shown.exit_code == 0
+    assert "leaf 0 ·" in shown.output
