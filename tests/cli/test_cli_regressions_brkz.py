@@ -6,9 +6,12 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from sessionkeeper.cli._main import cli
+from sessionkeeper.exceptions import ConfigError
+from sessionkeeper.store import SessionStore
 
 
 def test_demo_never_overwrites_files_in_a_used_workdir(tmp_path: Path) -> None:
@@ -54,3 +57,22 @@ def test_compact_json_has_every_plan_field_even_without_a_plan(tmp_path: Path, p
         assert again["keptTokens"] == 0 and again["pendingToolCallIds"] == []
         assert again["piFirstKeptEntryId"] is None and again["strictCheckpoint"] is False
     assert set(written) - {"reason"} <= set(_compact_json(path)) | {"hookErrors", "successor"}
+
+
+def test_store_that_is_another_file_is_bad_input(tmp_path: Path) -> None:
+    # `--store FILE` (not sessions.json / sessions.sqlite) failed with a bare NotADirectoryError, exit 1.
+    other = tmp_path / "notes.txt"
+    other.write_text("x")
+    for args in (["sessions", "list"], ["status", "k"], ["sessions", "cleanup", "--dry-run"]):
+        result = CliRunner().invoke(cli, [*args[:2], "--store", str(other), *args[2:]])
+        assert result.exit_code == 2, (args, result.output)
+        assert "not a sessions directory" in result.stderr
+    assert other.read_text() == "x"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_session_store_open_refuses_another_file(tmp_path: Path) -> None:
+    other = tmp_path / "notes.txt"
+    other.write_text("x")
+    with pytest.raises(ConfigError, match="not a sessions directory"):
+        SessionStore.open(other)

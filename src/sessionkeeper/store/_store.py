@@ -83,7 +83,8 @@ def resolve_store_location(path: Path | str, backend: BackendName | None = None)
         ``(store file, backend name)``.
 
     Raises:
-        ConfigError: Both files exist and no backend was named, or the file name contradicts ``backend``.
+        ConfigError: Both files exist and no backend was named, the file name contradicts ``backend``, or
+            ``path`` is another file.
     """
     target = Path(path).expanduser()  # "~/.openclaw/agents/main/sessions", never a "./~" directory
     if target.name in (STORE_FILE_NAME, SQLITE_FILE_NAME) and not target.is_dir():
@@ -91,6 +92,10 @@ def resolve_store_location(path: Path | str, backend: BackendName | None = None)
         if backend is not None and backend != found:
             raise ConfigError(f"{target} is a {found} store, not {backend}", key="backend")
         return target, found
+    if target.exists() and not target.is_dir():
+        raise ConfigError(
+            f"{target} is not a sessions directory, nor its {STORE_FILE_NAME} or {SQLITE_FILE_NAME}"
+        )
     if backend == "json":
         return target / STORE_FILE_NAME, "json"
     if backend == "sqlite":
