@@ -197,9 +197,23 @@ def _find(target: ConfigTarget, registry: DoctorRegistry) -> list[Finding]:
     return [finding for check in registry.config_checks for finding in check.check_config(target)]
 
 
+def _js_numbers(value: Any) -> Any:
+    """``value`` with whole floats below 1e21 as ints: ``JSON.stringify`` writes ``1e3`` and ``2000.``
+    (floats once parsed) as ``1000`` and ``2000``, and ``-0`` as ``0``; Python would write ``1000.0``."""
+    if isinstance(value, float):
+        return int(value) if value.is_integer() and abs(value) < 1e21 else value
+    if isinstance(value, dict):
+        return {key: _js_numbers(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_js_numbers(item) for item in value]
+    return value
+
+
 def _encode(tree: dict[str, Any]) -> bytes:
-    """Strict JSON, two-space indent; ``ValueError`` for a value JSON cannot hold (NaN, Infinity)."""
-    return (json.dumps(tree, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+    """Strict JSON, two-space indent, numbers as ``JSON.stringify`` writes them; ``ValueError`` for a
+    value JSON cannot hold (NaN, Infinity)."""
+    text = json.dumps(_js_numbers(tree), indent=2, ensure_ascii=False, allow_nan=False)
+    return (text + "\n").encode("utf-8")
 
 
 _JSON5_CHECK: Final = "json5-formatting-dropped"
