@@ -172,3 +172,37 @@ async def test_overlapping_reentrant_holds_of_two_tasks_leave_the_lock_to_the_on
     assert m.held_write_lock is None
     assert not path.with_name(path.name + ".lock").exists()
     assert len(_ids_and_parents(path)) == 2
+
+
+async def test_two_runs_of_one_manager_take_turns(tmp_path: Path) -> None:
+    # Two tasks of one manager each hold the lock for a run (not reentrant): the second waits for the
+    # first to end while the first keeps writing. Waiting for the lock under the manager's own write
+    # lock would stall the first run's appends until acquire_timeout_ms and fail the second run.
+    path = tmp_path / "t.jsonl"
+    m = await TranscriptManager.create(path, cwd="/w")
+    m.write_lock_settings = SHORT
+    order: list[str] = []
+    first_in = anyio.Event()
+
+    async def run(name: str, started: anyio.Event | None) -> None:
+        async with m.hold_write_lock():
+            if started is not None:
+                started.set()
+                await anyio.wait_all_tasks_blocked()  # the other run is waiting now
+            for i in range(3):
+                await m.append_message(_user(f"{name} {i}"))
+                order.append(name)
+
+    async def second() -> None:
+        await first_in.wait()
+        await run("second", None)
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run, "first", first_in)
+            tg.start_soon(second)
+    assert order == ["first"] * 3 + ["second"] * 3  # runs stay contiguous
+    assert m.held_write_lock is None
+    assert not path.with_name(path.name + ".lock").exists()
+    chain = _ids_and_parents(path)
+    assert all(parent == previous for (_, parent), (previous, _) in zip(chain[1:], chain, strict=False))

@@ -62,6 +62,7 @@ from sessionkeeper.transcript._io import (
 )
 from sessionkeeper.transcript._load import TranscriptIndex, js_trim, load_transcript, new_entry_id
 from sessionkeeper.transcript._lock import SessionWriteLock, run_locked, run_locked_now
+from sessionkeeper.transcript._lock_registry import default_settings
 from sessionkeeper.transcript._lock_settings import WriteLockSettings
 from sessionkeeper.transcript._messages import (
     AgentMessage,
@@ -222,6 +223,7 @@ class TranscriptManager:
         """Settings of that lock (``None``: :meth:`WriteLockSettings.from_config`, i.e. the environment)."""
         self._held_lock: SessionWriteLock | None = None
         self._holds: list[SessionWriteLock] = []  # open hold_write_lock() blocks (nested: reentrant)
+        self._holds_ended: anyio.Event | None = None  # set when the last open block ends
         self._mark: FileMark | None = None  # how much of the file the index holds (see _follow)
         self._navigated = False  # branch()/reset_leaf() since the last append: do not follow the tip
 
@@ -506,12 +508,30 @@ class TranscriptManager:
         """
         if self._path is None:
             raise RuntimeError("an in-memory transcript has no write lock")
-        async with self._write_lock:
-            lock = await SessionWriteLock.acquire(
-                self._path, settings=self.write_lock_settings, clock=self._clock, timeout_ms=timeout_ms
-            )
-            self._holds.append(lock)
-            self._held_lock = lock
+        settings = self.write_lock_settings if self.write_lock_settings is not None else default_settings()
+        wait_ms = settings.acquire_timeout_ms if timeout_ms is None else timeout_ms
+        deadline = anyio.current_time() + wait_ms / 1000
+        while True:
+            async with self._write_lock:
+                if not self._holds or settings.allow_reentrant or anyio.current_time() >= deadline:
+                    lock = await SessionWriteLock.acquire(
+                        self._path,
+                        settings=self.write_lock_settings,
+                        clock=self._clock,
+                        timeout_ms=max(0.0, (deadline - anyio.current_time()) * 1000)
+                        if self._holds
+                        else timeout_ms,
+                    )
+                    self._holds.append(lock)
+                    self._held_lock = lock
+                    break
+                # another task of this manager holds the lock for a run: wait for its end without
+                # the manager's write lock (its writes need it), then take the lock as above
+                if self._holds_ended is None:
+                    self._holds_ended = anyio.Event()
+                ended = self._holds_ended
+            with anyio.move_on_after(deadline - anyio.current_time()):
+                await ended.wait()
         try:
             yield lock
         finally:
@@ -522,6 +542,9 @@ class TranscriptManager:
                         self._held_lock = self._holds[-1] if self._holds else None
                 finally:
                     await lock.release()
+                    if not self._holds and self._holds_ended is not None:
+                        self._holds_ended.set()
+                        self._holds_ended = None
 
     @property
     def held_write_lock(self) -> SessionWriteLock | None:
