@@ -83,8 +83,9 @@ class JsonFileStoreBackend:
             :class:`~sessionkeeper.exceptions.StoreError` and no lock file is created.
 
     Raises:
-        StoreCorruptError: The file is not a JSON object; a 0600 backup ``sessions.json.bak.<stamp>`` was
-            written once per distinct corrupt content, and the file is left as it is.
+        StoreCorruptError: The file is not a JSON object (an empty file included, B21); a 0600 backup
+            ``sessions.json.bak.<stamp>`` was written once per distinct corrupt content (not by a read-only
+            backend, which writes nothing), and the file is left as it is.
         SessionBusyError: The lock was not acquired within ``lock_timeout_s``.
         StoreError: A write on a read-only backend.
         OSError: The file system failed.
@@ -224,12 +225,14 @@ class JsonFileStoreBackend:
 
     def _corrupt(self, sig: _Signature, message: str, cause: Exception | None) -> NoReturn:
         backup = None
-        if self._corrupt_backed_up != sig:
+        # a read-only open writes nothing, not even a backup (the first writer makes it)
+        if not self.read_only and self._corrupt_backed_up != sig:
             backup = backup_file(self.path, reuse_identical=True)  # other processes read it too
             self._corrupt_backed_up = sig
             _log.error("session store %s is corrupt (%s); backup written to %s", self.path, message, backup)
+        note = ", no backup written by a read-only open" if self.read_only else ""
         err = StoreCorruptError(
-            f"{message}; the file was left unchanged" + (f", backup: {backup}" if backup else ""),
+            f"{message}; the file was left unchanged" + (f", backup: {backup}" if backup else note),
             path=self.path,
             backup_path=backup,
         )
