@@ -88,3 +88,43 @@ async def test_a_message_of_the_same_manager_arriving_while_the_landing_picks_up
     assert records[-1]["firstKeptEntryId"] == question["id"]
     reopened = await TranscriptManager.open(path)
     assert _texts(reopened) == ["<summary>", "the new question"]
+
+
+async def test_a_compaction_does_not_follow_a_line_written_without_the_lock_after_its_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # pi takes no lock: it may append (here on another branch) between the landing's check and the
+    # write. The compaction used to follow that line as the new tip and land under an entry the
+    # check never saw, away from the branch it summarised.
+    path = tmp_path / "t.jsonl"
+    m = await TranscriptManager.create(path, cwd="/w")
+    first = await m.append_message(UserMessage(content="turn 0" + PAD, timestamp=1))
+    for i in range(1, 6):
+        await m.append_message(UserMessage(content=f"turn {i}" + PAD, timestamp=1))
+    tip = m.leaf_id
+    registry = CompactionProviderRegistry()
+    registry.register(_Fixed())
+    compactor = Compactor(settings=CompactionSettings(provider="fixed"), providers=registry)
+    original = manager_module.append_following
+    foreign = {
+        "type": "message",
+        "id": "pi000001",
+        "parentId": first.id,
+        "timestamp": "2026-01-01T00:00:00.000Z",
+        "message": {"role": "user", "content": "pi, on its own branch", "timestamp": 1},
+    }
+
+    def pi_writes_first(file: Path, pending: object, **kwargs: object) -> bool:
+        if getattr(pending, "entries", [None])[0].__class__.__name__ == "CompactionEntry":
+            with file.open("ab") as handle:
+                handle.write(json.dumps(foreign).encode() + b"\n")
+        return original(file, pending, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(manager_module, "append_following", pi_writes_first)
+    result = await compactor.compact(m)
+    assert result.status == "compacted"
+    assert result.entry is not None
+    assert result.entry.parent_id == tip  # the checked leaf, not pi's line
+    records = [json.loads(line) for line in path.read_bytes().splitlines()]
+    assert [r["id"] for r in records[-2:]] == ["pi000001", result.entry.id]
+    assert _texts(await TranscriptManager.open(path))[0] == "<summary>"

@@ -178,6 +178,10 @@ async def land_compaction(
     Write a planned compaction's entry inside :func:`landing`, checking once more under the manager's
     write lock (:func:`check_landing` on the path to the leaf the entry is written under).
 
+    The entry hangs from that checked leaf even if a writer that takes no lock (pi) appended after
+    the landing's pick-up: following the tip there would put it under an entry the check never saw
+    (another branch, another compaction).
+
     Args:
         transcript: The transcript (inside ``landing(transcript, planned)``).
         planned: The branch the compaction was planned from.
@@ -209,5 +213,5 @@ async def land_compaction(
             from_hook=from_hook,
         )
 
-    entry: CompactionEntry | None = await transcript._append(build)
+    entry: CompactionEntry | None = await transcript._append(build, follow=False)
     return checks[-1], entry
