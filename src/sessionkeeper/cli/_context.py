@@ -14,6 +14,7 @@ Exit codes: 0 ok; 1 error; 2 bad input (not a transcript, missing file, unknown 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +52,19 @@ _ROLE_STYLE = {
 }
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def _printable(text: str) -> str:
+    """``text`` with control characters shown as escapes (``\\x1b``, ``\\n``): ids, labels and message
+    text come from the file, and a raw ESC or newline would drive the terminal or break the layout."""
+    if text.isprintable():
+        return text
+    return _CONTROL.sub(lambda found: repr(found.group())[1:-1], text)
+
+
 def _snippet(text: str, limit: int = _SNIPPET) -> str:
-    flat = " ".join(text.split())
+    flat = _printable(" ".join(text.split()))
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
@@ -144,11 +156,12 @@ def context_command(file: Path, leaf: str | None, as_json: bool, llm: bool, last
     console = Console()
     estimate = estimate_context_tokens(ctx.messages)
     model = f"{ctx.model.provider}/{ctx.model.model_id}" if ctx.model else "-"
-    console.print(f"[bold]{escape(str(file))}[/bold]  session {escape(session_id)}")
-    shown_leaf = "null" if leaf_id is None else escape(leaf_id)  # a falsy id (0, false) is still shown
+    console.print(f"[bold]{escape(_printable(str(file)))}[/bold]  session {escape(_printable(session_id))}")
+    shown_leaf = "null" if leaf_id is None else escape(_printable(leaf_id))  # a falsy id (0) is shown
     console.print(
-        f"leaf {shown_leaf} · {len(ctx.messages)} messages · thinking {escape(ctx.thinking_level)} · "
-        f"model {escape(model)} · ~{estimate.tokens} context tokens"
+        f"leaf {shown_leaf} · {len(ctx.messages)} messages · "
+        f"thinking {escape(_printable(ctx.thinking_level))} · "
+        f"model {escape(_printable(model))} · ~{estimate.tokens} context tokens"
     )
     for number, message in enumerate(ctx.messages, 1):
         _print_message(console, number, message)
@@ -164,14 +177,16 @@ def _print_last(file: Path, n: int, *, leaf: str | None, as_json: bool, llm: boo
         click.echo(msgspec.json.encode(payload).decode("utf-8"))
         return
     console = Console()
-    console.print(f"[bold]{escape(str(file))}[/bold]  last {len(messages)} messages of the current branch")
+    console.print(
+        f"[bold]{escape(_printable(str(file)))}[/bold]  last {len(messages)} messages of the current branch"
+    )
     for number, message in enumerate(messages, 1):
         _print_message(console, number, message)
 
 
 def _print_message(console: Console, number: int, message: AgentMessage) -> None:
     raw = message_to_builtins(message)
-    role = str(raw.get("role", "?"))
+    role = _printable(str(raw.get("role", "?")))
     style = _ROLE_STYLE.get(role, "white")
     text = _snippet(_message_text(raw), 160)
     console.print(

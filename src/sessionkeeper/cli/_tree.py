@@ -21,7 +21,7 @@ from rich.cells import cell_len, set_cell_size
 from rich.console import Console
 from rich.text import Text
 
-from sessionkeeper.cli._context import _content_text, _load, _message_text, _snippet
+from sessionkeeper.cli._context import _content_text, _load, _message_text, _printable, _snippet
 from sessionkeeper.transcript import (
     TranscriptEntry,
     TranscriptIndex,
@@ -207,16 +207,17 @@ def _row_parts(
     """
     entry = row.node.entry
     marker = "• " if on_path else ""
-    essential = len(marker) + cell_len(entry.id)
+    shown_id = _printable(entry.id)
+    essential = len(marker) + cell_len(shown_id)
     prefix = _prefix(row, several_roots=several_roots, room=min(width // 2, width - essential - 1))
-    parts: list[_Part] = [(prefix, "dim"), (marker, "cyan"), (entry.id, "dim")]
+    parts: list[_Part] = [(prefix, "dim"), (marker, "cyan"), (shown_id, "dim")]
     room = width - len(prefix) - essential
     tail: list[_Part] = []
     if entry.id == leaf_id:
         tail.append((" ◀ leaf", "bold green"))
     if row.node.label:
-        tail.append((f" ⟨{row.node.label}⟩", "bold yellow"))
-    tail.append((" " + _entry_label(entry), ""))
+        tail.append((f" ⟨{_printable(row.node.label)}⟩", "bold yellow"))
+    tail.append((" " + _printable(_entry_label(entry)), ""))
     for piece, style in tail:
         if room <= 1:  # no room for more than "…": stop after the id
             break
@@ -245,7 +246,10 @@ def tree_command(file: Path, width: int | None) -> None:
     roots = build_tree(indexed, labels=index.labels, label_timestamps=index.label_timestamps)
     console = Console(width=width) if width is not None else Console()
     name = f" · {index.session_name}" if index.session_name else ""
-    header: list[_Part] = [(str(file), "bold"), (f" · session {index.header.id}{name}", "")]
+    header: list[_Part] = [
+        (_printable(str(file)), "bold"),
+        (_printable(f" · session {index.header.id}{name}"), ""),
+    ]
     leaf_id = index.leaf_id
     on_path = {index.entry_at(pos).id for pos in index.path_positions(leaf_id)}
     several_roots = len(roots) > 1
