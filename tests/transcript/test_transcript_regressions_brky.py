@@ -106,3 +106,38 @@ def test_the_ancestry_index_of_a_file_ending_in_a_numeric_id_is_saved(
     assert (
         read_tail_context(path, max_tail_bytes=2048, chunk_bytes=256) == load_transcript(path).build_context()
     )
+
+
+# pi 0.73.1 (context.mjs) on a header with this "version" and two root entries a, b: "A B" when it
+# migrates the file as v1 (entries chained in file order), "B" when it does not
+_PI_VERSIONS = [
+    ("3.0", ["B"]),
+    ('"3"', ["B"]),
+    ("2.5", ["B"]),  # v2 -> v3 only: the ids stay
+    ("true", ["A", "B"]),
+    ('"abc"', ["B"]),  # NaN: neither < 2 nor < 3
+    ("[3]", ["B"]),
+    ("{}", ["B"]),
+    ("4", ["B"]),
+    ("-1", ["A", "B"]),
+    ("null", ["A", "B"]),
+    ("1e400", ["B"]),
+    ('" 0x3 "', ["B"]),
+    ("[]", ["A", "B"]),
+]
+
+
+@pytest.mark.parametrize(("version", "texts"), _PI_VERSIONS)
+def test_the_header_version_is_compared_as_pi_compares_it(
+    tmp_path: Path, version: str, texts: list[str]
+) -> None:
+    # a version pi reads as 3 (3.0, "3") was migrated as v1 (fresh ids, entries chained), and null/true
+    # headers were refused as invalid; the tail reader follows the same rule
+    header = f'{{"type":"session","version":{version},"id":"s","timestamp":"{TS}","cwd":"/w"}}'
+    lines = [header, json.dumps(_user("a", None, "A")), json.dumps(_user("b", None, "B"))]
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    context = load_transcript(path).build_context()
+    assert [m.content for m in context.messages] == texts  # type: ignore[union-attr]
+    assert read_tail_context(path) == context
+    assert read_tail_context(path, max_tail_bytes=10, chunk_bytes=16) == context

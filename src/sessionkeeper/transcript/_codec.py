@@ -318,8 +318,8 @@ def header_from_json(raw: dict[str, Any]) -> SessionHeader:
     known["type"] = "session"
     if not isinstance(known.get("timestamp"), str):
         known["timestamp"] = ""
-    if known.get("version") is not None and not isinstance(known["version"], int):
-        known.pop("version")
+    if "version" in known and (not isinstance(known["version"], int) or isinstance(known["version"], bool)):
+        known.pop("version")  # null, true, 3.0, "3"...: pi reads them (the loader decides the migrations)
     for key in ("cwd", "parentSession"):
         if key in known and not isinstance(known[key], str):
             known.pop(key)

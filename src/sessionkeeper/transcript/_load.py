@@ -28,8 +28,10 @@ about as much as splitting it into lines. Rules, as pi 0.73.1 reads files, with 
 
 from __future__ import annotations
 
+import math
 import operator
 import os
+import re
 import stat
 from collections.abc import Iterable
 from pathlib import Path
@@ -162,9 +164,52 @@ class _Scan:
         self.appended_from = 0  # entries at load time (set by the index when it first grows)
 
 
+_JS_SPACE: Final = (  # String.prototype.trim's white space and line terminators
+    " \t\n\v\f\r\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+    "\u2028\u2029\u202f\u205f\u3000\ufeff"
+)
+_JS_DECIMAL: Final = re.compile(r"[+-]?(?:Infinity|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)")
+_JS_RADIX: Final = re.compile(r"0(?:[xX][0-9a-fA-F]+|[oO][0-7]+|[bB][01]+)")
+
+
+def _js_number(value: Any) -> float:
+    """JavaScript's ``ToNumber`` of a JSON value (``NaN`` for what is not a number)."""
+    if value is None:
+        return 0.0
+    if isinstance(value, bool | int | float):
+        try:
+            return float(value)
+        except OverflowError:  # an integer literal beyond any double: JavaScript reads +-Infinity
+            return math.inf if value > 0 else -math.inf
+    if isinstance(value, list):  # ToPrimitive: the elements joined with "," ([] -> "", [x] -> String(x))
+        if len(value) > 1 or (value and isinstance(value[0], bool | dict)):
+            return math.nan  # "1,2", "true", "[object Object]"
+        return _js_number(value[0]) if value and value[0] is not None else 0.0
+    if isinstance(value, str):
+        text = value.strip(_JS_SPACE)
+        if not text:
+            return 0.0
+        if _JS_RADIX.fullmatch(text):
+            return _js_number(int(text, 0))
+        if _JS_DECIMAL.fullmatch(text):
+            return float(text.replace("Infinity", "inf"))
+    return math.nan  # an object ("[object Object]") or text that is no number
+
+
 def _header_version(raw_header: dict[str, Any]) -> int:
-    version = raw_header.get("version", 1)
-    return version if isinstance(version, int) and not isinstance(version, bool) else 1
+    """
+    The migrations a header asks for, as pi decides (``version = header.version ?? 1``, then
+    ``>= 3``: none, ``< 2``: v1 and v2, ``< 3``: v2, with JavaScript's comparisons): 1, 2 or 3.
+    ``3.0`` and ``"3"`` are version 3, ``2.5`` is a v2 file, ``true`` a v1 file, and a value that
+    compares false both ways (``"abc"``, ``{}``) asks for no migration.
+    """
+    version = raw_header.get("version")
+    number = 1.0 if version is None else _js_number(version)
+    if number < 2:
+        return 1
+    if number < CURRENT_SESSION_VERSION:
+        return 2
+    return CURRENT_SESSION_VERSION  # >= 3, or NaN
 
 
 def _make_index(raw_header: Any, head_id: Any, path: Path | None, line: int) -> TranscriptIndex:

@@ -49,7 +49,7 @@ from sessionkeeper.transcript._entries import (
 )
 from sessionkeeper.transcript._index import TranscriptIndex, decode_line
 from sessionkeeper.transcript._lines import TailRecord, chunk_heads, decode_object, parse_entry_line
-from sessionkeeper.transcript._load import load_transcript
+from sessionkeeper.transcript._load import _header_version, load_transcript
 from sessionkeeper.transcript._messages import AgentMessage
 from sessionkeeper.transcript._sidecar import (
     AncestryIndex,
@@ -221,11 +221,6 @@ def open_transcript_file(path: Path) -> IO[bytes]:
 _Visit = Callable[[TailRecord], bool]
 
 
-def _version(raw: dict[str, Any]) -> int:
-    version = raw.get("version", 1)
-    return version if isinstance(version, int) and not isinstance(version, bool) else 1
-
-
 def _walk_tail(
     handle: IO[bytes],
     *,
@@ -251,7 +246,7 @@ def _walk_tail(
     st = os.fstat(handle.fileno())
     size = st.st_size
     found = read_header(handle, size)
-    if found is None or _version(found.raw) < CURRENT_SESSION_VERSION:
+    if found is None or _header_version(found.raw) < CURRENT_SESSION_VERSION:
         return "full"
     if header_out is not None:
         header_out.append(found)
