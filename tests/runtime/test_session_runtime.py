@@ -605,3 +605,30 @@ async def test_timeout_compacts_only_when_the_prompt_used_most_of_the_window() -
     assert isinstance(retry.messages[0], CompactionSummaryMessage)
     with pytest.raises(TimeoutError):  # the retry is small now: a second timeout is not compacted
         await runtime.on_model_error(session, TimeoutError())
+
+
+async def test_truncate_after_compaction_adopts_the_successor_transcript(tmp_path: Path) -> None:
+    # OpenClaw §5.8: after the rotation the store entry points at the successor (sessionId, sessionFile);
+    # later turns go there, the old file stays as it was, and reopening the key finds the successor.
+    runtime, store, _ = make_runtime(compaction=_small(truncate_after_compaction=True), tmp_path=tmp_path)
+    session = await runtime.open(KEY)
+    await _fill(runtime, session, 3)
+    old_path = session.transcript.path
+    assert old_path is not None
+    outcome = await runtime.compact(session)
+    assert outcome.compacted and outcome.result is not None
+    successor = outcome.result.successor
+    assert successor is not None and successor.path != old_path
+    entry = await store.require(KEY)
+    assert entry.session_id == successor.session_id == session.session_id
+    assert entry.session_file == str(successor.path)
+    assert session.transcript.path == successor.path
+    old_bytes = old_path.read_bytes()
+    await runtime.before_model_call(session, prompt="after the rotation")
+    await runtime.after_turn(session, messages=[reply("still here")])
+    assert old_path.read_bytes() == old_bytes
+    assert b"still here" in successor.path.read_bytes()
+    again = await runtime.open(KEY)
+    assert again.transcript.path == successor.path
+    plan = await runtime.before_model_call(again, prompt="next")
+    assert isinstance(plan.messages[0], CompactionSummaryMessage)

@@ -904,9 +904,19 @@ class SessionRuntime:
         if result.compacted:
             session.truncate_tool_results = False
             count = _int(session.entry.compaction_count) + 1
-            await self._patch(
-                session, {"compactionCount": count, "totalTokens": after, "totalTokensFresh": True}
-            )
+            fields: dict[str, Any] = {
+                "compactionCount": count,
+                "totalTokens": after,
+                "totalTokensFresh": True,
+            }
+            successor = result.successor
+            if successor is not None:
+                # truncateAfterCompaction (OpenClaw §5.8): the store entry adopts the successor's
+                # sessionId and sessionFile (absolute, as OpenClaw writes it); the old file stays.
+                session.transcript = await TranscriptManager.open(successor.path, clock=self.clock)
+                session._context_memo = None
+                fields |= {"sessionId": successor.session_id, "sessionFile": str(successor.path)}
+            await self._patch(session, fields)
         return CompactionOutcome(
             trigger=trigger,
             status=result.status,
