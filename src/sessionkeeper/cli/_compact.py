@@ -10,7 +10,8 @@
 
 Without ``--keep-recent-tokens`` a manual compaction is a strict checkpoint: everything is summarised
 and the rebuilt context starts from the summary (OpenClaw's ``/compact``). The CLI has no model, so
-summaries are extractive unless ``--provider`` names a provider registered by the host (DESIGN D3).
+summaries are extractive unless ``--provider`` names a provider that an installed package declares in the
+``sessionkeeper.compaction_providers`` entry point group (DESIGN D3; an unknown id is bad input, exit 2).
 
 When nothing is written, ``status`` says why and ``reason`` explains it in words; the plan fields are
 always present (zeros and nulls when there is no plan: an empty branch, or one that already ends with
@@ -34,8 +35,14 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from sessionkeeper.cli._main import EXIT_ERROR
-from sessionkeeper.compaction import CompactionResult, CompactionSettings, Compactor
+from sessionkeeper.cli._main import EXIT_BAD_INPUT, EXIT_ERROR, fail
+from sessionkeeper.compaction import (
+    ENTRY_POINT_GROUP,
+    CompactionProviderRegistry,
+    CompactionResult,
+    CompactionSettings,
+    Compactor,
+)
 from sessionkeeper.transcript._manager import TranscriptManager
 
 
@@ -98,9 +105,10 @@ async def _run(
     context_window: int | None,
     instructions: str | None,
     dry_run: bool,
+    providers: CompactionProviderRegistry | None = None,
 ) -> tuple[dict[str, Any], bool]:
     transcript = await TranscriptManager.open(file)
-    compactor = Compactor(settings=settings, context_window=context_window)
+    compactor = Compactor(settings=settings, context_window=context_window, providers=providers)
     branch = transcript.get_branch()
     if dry_run:
         plan = compactor.plan(branch, reason="manual", keep_recent_tokens=keep)
@@ -122,7 +130,11 @@ async def _run(
 @click.option("--keep-recent-tokens", type=click.IntRange(min=0), help="Keep about N recent tokens verbatim.")
 @click.option("--reserve-tokens", type=click.IntRange(min=0), help="Reserve tokens (default 16384).")
 @click.option("--context-window", type=click.IntRange(min=1), help="The model's context window in tokens.")
-@click.option("--provider", "provider_id", help="Id of a registered compaction provider.")
+@click.option(
+    "--provider",
+    "provider_id",
+    help="Id of a compaction provider installed as a 'sessionkeeper.compaction_providers' entry point.",
+)
 @click.option("--instructions", help="Extra focus for the summary (/compact <text>).")
 @click.option("--dry-run", is_flag=True, help="Print the plan; write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (stable fields, camelCase).")
@@ -140,7 +152,16 @@ def compact_command(  # noqa: PLR0917 - click passes every option as a keyword o
     settings = CompactionSettings()
     if reserve_tokens is not None:
         settings = attrs.evolve(settings, reserve_tokens=reserve_tokens)
+    providers = None
     if provider_id:
+        providers = CompactionProviderRegistry.from_entry_points()
+        if provider_id not in providers:
+            installed = ", ".join(providers.ids()) or "none"
+            fail(
+                f"no compaction provider {provider_id!r} is installed (installed: {installed}); providers "
+                f"come from the '{ENTRY_POINT_GROUP}' entry point group",
+                code=EXIT_BAD_INPUT,
+            )
         settings = attrs.evolve(settings, provider=provider_id)
     data, ok = anyio.run(
         lambda: _run(
@@ -150,6 +171,7 @@ def compact_command(  # noqa: PLR0917 - click passes every option as a keyword o
             context_window=context_window,
             instructions=instructions,
             dry_run=dry_run,
+            providers=providers,
         )
     )
     _print(data, as_json=as_json, title=f"compact {'plan' if dry_run else 'result'}: {file.name}")

@@ -32,7 +32,12 @@ from sessionkeeper.compaction._cut import CutPoint, find_cut_point, find_turn_st
 from sessionkeeper.compaction._extractive import extract_identifiers, extractive_summary
 from sessionkeeper.compaction._memo import clear_token_memo
 from sessionkeeper.compaction._prepare import CompactionPreparation, FileOperations, prepare_compaction
-from sessionkeeper.compaction._providers import CompactionProvider, CompactionProviderRegistry, SummaryRequest
+from sessionkeeper.compaction._providers import (
+    ENTRY_POINT_GROUP,
+    CompactionProvider,
+    CompactionProviderRegistry,
+    SummaryRequest,
+)
 from sessionkeeper.compaction._serialize import serialize_conversation
 from sessionkeeper.compaction._settings import CompactionSettings, QualityGuardSettings
 from sessionkeeper.compaction._successor import (
@@ -46,6 +51,7 @@ from sessionkeeper.compaction._successor import (
 
 __all__ = (
     "DEFAULT_CONTEXT_WINDOW",
+    "ENTRY_POINT_GROUP",
     "BranchEntries",
     "BranchSummary",
     "CheckpointSide",

@@ -10,6 +10,7 @@ plugin API does, the **first registration of an id wins**: a second one raises
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
+from importlib.metadata import entry_points
 from typing import Protocol, runtime_checkable
 
 import anyio
@@ -20,7 +21,10 @@ from sessionkeeper.exceptions import DuplicateProviderError, ProviderError, Unkn
 from sessionkeeper.transcript._messages import AgentMessage
 
 
-__all__ = ("CompactionProvider", "CompactionProviderRegistry", "SummaryRequest")
+__all__ = ("ENTRY_POINT_GROUP", "CompactionProvider", "CompactionProviderRegistry", "SummaryRequest")
+
+ENTRY_POINT_GROUP = "sessionkeeper.compaction_providers"
+"""The entry point group that plugin packages declare their compaction providers in."""
 
 
 def _to_messages(items: Iterable[AgentMessage]) -> tuple[AgentMessage, ...]:
@@ -137,6 +141,39 @@ class CompactionProviderRegistry:
                 self.unregister(provider_id)
 
         return unregister
+
+    @classmethod
+    def from_entry_points(cls, *, group: str = ENTRY_POINT_GROUP) -> CompactionProviderRegistry:
+        """
+        A registry holding the providers that installed packages declare as entry points.
+
+        A plugin package declares, in its ``pyproject.toml``::
+
+            [project.entry-points."sessionkeeper.compaction_providers"]
+            my-summary = "my_plugin:provider"
+
+        where ``my_plugin.provider`` is a :class:`CompactionProvider` or a callable with no arguments
+        that returns one. Entry points are loaded in name order; the entry point's name is the owner
+        reported on duplicates. The CLI's ``compact --provider ID`` selects among these.
+
+        Args:
+            group: The entry point group (default ``"sessionkeeper.compaction_providers"``).
+
+        Raises:
+            ProviderError: An entry point cannot be imported, or gives no valid provider (names it).
+            DuplicateProviderError: Two entry points give one id (the first, in name order, wins).
+        """
+        registry = cls()
+        for point in sorted(entry_points(group=group), key=lambda ep: ep.name):
+            try:
+                loaded = point.load()
+                provider = loaded if callable(getattr(loaded, "summarize", None)) else loaded()
+            except Exception as err:
+                raise ProviderError(
+                    f"compaction provider entry point {point.name!r} ({point.value}) failed to load: {err}"
+                ) from err
+            registry.register(provider, owner=point.name)
+        return registry
 
     def unregister(self, provider_id: str) -> bool:
         """Remove the provider with this id; ``True`` if one was registered."""

@@ -1,0 +1,101 @@
+"""
+Compaction providers from installed packages: ``CompactionProviderRegistry.from_entry_points`` and the
+CLI's ``compact --provider`` (entry point group ``sessionkeeper.compaction_providers``).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import types
+from importlib.metadata import EntryPoint
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sessionkeeper.cli import cli
+from sessionkeeper.compaction import ENTRY_POINT_GROUP, CompactionProviderRegistry, SummaryRequest
+from sessionkeeper.compaction import _providers as providers_module
+from sessionkeeper.exceptions import DuplicateProviderError, ProviderError
+from sessionkeeper.transcript import CompactionEntry, load_transcript
+
+
+class _Plugin:
+    def __init__(self, provider_id: str) -> None:
+        self.id = provider_id
+        self.label = f"plugin {provider_id}"
+
+    async def summarize(self, request: SummaryRequest) -> str:
+        return f"## Goal\nsummary by {self.id} of {len(request.messages)} messages"
+
+
+@pytest.fixture
+def plugin_module(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
+    module = types.ModuleType("sk_test_plugin")
+    module.instance = _Plugin("from-instance")  # type: ignore[attr-defined]
+    module.factory = lambda: _Plugin("from-factory")  # type: ignore[attr-defined]
+    module.other = _Plugin("from-instance")  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "sk_test_plugin", module)
+    return module
+
+
+def _points(monkeypatch: pytest.MonkeyPatch, **values: str) -> None:
+    points = [EntryPoint(name=name, value=value, group=ENTRY_POINT_GROUP) for name, value in values.items()]
+
+    def fake(*, group: str) -> list[EntryPoint]:
+        return points if group == ENTRY_POINT_GROUP else []
+
+    monkeypatch.setattr(providers_module, "entry_points", fake)
+
+
+def test_instances_and_factories_are_registered_under_their_ids(
+    monkeypatch: pytest.MonkeyPatch, plugin_module: types.ModuleType
+) -> None:
+    _points(monkeypatch, b="sk_test_plugin:factory", a="sk_test_plugin:instance")
+    registry = CompactionProviderRegistry.from_entry_points()
+    assert registry.ids() == ("from-instance", "from-factory")  # entry point name order: a, b
+
+
+def test_two_entry_points_with_one_id_name_the_first_owner(
+    monkeypatch: pytest.MonkeyPatch, plugin_module: types.ModuleType
+) -> None:
+    _points(monkeypatch, first="sk_test_plugin:instance", second="sk_test_plugin:other")
+    with pytest.raises(DuplicateProviderError, match="owner: first"):
+        CompactionProviderRegistry.from_entry_points()
+
+
+def test_a_broken_entry_point_is_a_provider_error_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    _points(monkeypatch, broken="sk_no_such_module_here:provider")
+    with pytest.raises(ProviderError, match="'broken'"):
+        CompactionProviderRegistry.from_entry_points()
+
+
+def test_cli_compact_uses_an_installed_provider(
+    monkeypatch: pytest.MonkeyPatch, plugin_module: types.ModuleType, pi_samples: Path, tmp_path: Path
+) -> None:
+    _points(monkeypatch, mine="sk_test_plugin:factory")
+    file = tmp_path / "s.jsonl"
+    shutil.copy(pi_samples / "large-2000.jsonl", file)
+    out = CliRunner().invoke(
+        cli, ["compact", str(file), "--json", "--keep-recent-tokens", "500", "--provider", "from-factory"]
+    )
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.stdout)
+    assert data["status"] == "compacted" and data["provider"] == "from-factory"
+    written = [e for e in load_transcript(file).entries() if isinstance(e, CompactionEntry)]
+    assert "summary by from-factory" in written[-1].summary
+
+
+def test_cli_compact_with_an_unknown_provider_is_bad_input_and_writes_nothing(
+    monkeypatch: pytest.MonkeyPatch, plugin_module: types.ModuleType, pi_samples: Path, tmp_path: Path
+) -> None:
+    _points(monkeypatch, mine="sk_test_plugin:factory")
+    file = tmp_path / "s.jsonl"
+    shutil.copy(pi_samples / "large-2000.jsonl", file)
+    before = file.read_bytes()
+    out = CliRunner().invoke(cli, ["compact", str(file), "--json", "--provider", "nope"])
+    assert out.exit_code == 2
+    assert "no compaction provider 'nope' is installed (installed: from-factory)" in out.stderr
+    assert file.read_bytes() == before
