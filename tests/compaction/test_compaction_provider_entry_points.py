@@ -37,6 +37,12 @@ def plugin_module(monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
     module.instance = _Plugin("from-instance")  # type: ignore[attr-defined]
     module.factory = lambda: _Plugin("from-factory")  # type: ignore[attr-defined]
     module.other = _Plugin("from-instance")  # type: ignore[attr-defined]
+
+    class PluginClass(_Plugin):
+        def __init__(self) -> None:
+            super().__init__("from-class")
+
+    module.PluginClass = PluginClass  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "sk_test_plugin", module)
     return module
 
@@ -53,9 +59,12 @@ def _points(monkeypatch: pytest.MonkeyPatch, **values: str) -> None:
 def test_instances_and_factories_are_registered_under_their_ids(
     monkeypatch: pytest.MonkeyPatch, plugin_module: types.ModuleType
 ) -> None:
-    _points(monkeypatch, b="sk_test_plugin:factory", a="sk_test_plugin:instance")
+    _points(
+        monkeypatch, b="sk_test_plugin:factory", a="sk_test_plugin:instance", c="sk_test_plugin:PluginClass"
+    )
     registry = CompactionProviderRegistry.from_entry_points()
-    assert registry.ids() == ("from-instance", "from-factory")  # entry point name order: a, b
+    assert registry.ids() == ("from-instance", "from-factory", "from-class")  # entry point name order
+    assert isinstance(registry.require("from-class"), _Plugin)  # a class is instantiated
 
 
 def test_two_entry_points_with_one_id_name_the_first_owner(

@@ -152,9 +152,9 @@ class CompactionProviderRegistry:
             [project.entry-points."sessionkeeper.compaction_providers"]
             my-summary = "my_plugin:provider"
 
-        where ``my_plugin.provider`` is a :class:`CompactionProvider` or a callable with no arguments
-        that returns one. Entry points are loaded in name order; the entry point's name is the owner
-        reported on duplicates. The CLI's ``compact --provider ID`` selects among these.
+        where ``my_plugin.provider`` is a :class:`CompactionProvider`, or a class or other callable
+        with no arguments that returns one. Entry points are loaded in name order; the entry point's
+        name is the owner reported on duplicates. The CLI's ``compact --provider ID`` selects among these.
 
         Args:
             group: The entry point group (default ``"sessionkeeper.compaction_providers"``).
@@ -167,7 +167,8 @@ class CompactionProviderRegistry:
         for point in sorted(entry_points(group=group), key=lambda ep: ep.name):
             try:
                 loaded = point.load()
-                provider = loaded if callable(getattr(loaded, "summarize", None)) else loaded()
+                is_instance = not isinstance(loaded, type) and callable(getattr(loaded, "summarize", None))
+                provider = loaded if is_instance else loaded()
             except Exception as err:
                 raise ProviderError(
                     f"compaction provider entry point {point.name!r} ({point.value}) failed to load: {err}"
