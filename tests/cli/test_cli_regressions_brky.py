@@ -112,3 +112,21 @@ def test_control_characters_from_the_file_are_shown_escaped_not_sent_to_the_term
     assert len(tree) == 4  # the header and one line per entry
     assert "a\\nb" in tree[1]
     assert "⟨L\\nM\\x1b[5m⟩" in tree[1]
+
+
+def test_default_leaf_of_a_file_without_entry_ids_is_the_last_entry_as_in_pi(tmp_path: Path) -> None:
+    # a "v3" file whose entries carry no id (pi's forkFrom of a v1 file): pi builds the context from
+    # the last entry; the CLI's full-load path asked for leaf None (the empty context) instead
+    header = {"type": "session", "version": 3, "id": "s", "timestamp": TS, "cwd": "/w"}
+    objs = [
+        header,
+        {"type": "message", "timestamp": TS, "message": {"role": "user", "content": "A", "timestamp": 1}},
+        {"type": "thinking_level_change", "timestamp": TS, "thinkingLevel": "high"},
+    ]
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(o) + "\n" for o in objs))
+    result = _run("context", str(path), "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == {"messages": [], "thinkingLevel": "high", "model": None}  # pi 0.73.1
+    null = _run("context", str(path), "--json", "--leaf", "null")
+    assert json.loads(null.output)["thinkingLevel"] == "off"

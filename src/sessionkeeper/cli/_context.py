@@ -146,7 +146,9 @@ def context_command(file: Path, leaf: str | None, as_json: bool, llm: bool, last
     else:
         index = _load(file)
         leaf_id = _resolve_leaf(index, leaf)
-        ctx, session_id = index.build_context(leaf_id), index.header.id
+        # the default leaf as pi picks it: with no entry id (leaf_id None) the last entry, not "null"
+        ctx = index.build_context() if leaf is None else index.build_context(leaf_id)
+        session_id = index.header.id
     if as_json:
         payload = ctx.to_json()
         if llm:
