@@ -130,3 +130,14 @@ def test_default_leaf_of_a_file_without_entry_ids_is_the_last_entry_as_in_pi(tmp
     assert json.loads(result.output) == {"messages": [], "thinkingLevel": "high", "model": None}  # pi 0.73.1
     null = _run("context", str(path), "--json", "--leaf", "null")
     assert json.loads(null.output)["thinkingLevel"] == "off"
+
+
+def test_prune_default_leaf_of_a_file_without_entry_ids_is_the_last_entry(tmp_path: Path) -> None:
+    header = {"type": "session", "version": 3, "id": "s", "timestamp": TS, "cwd": "/w"}
+    message = {"role": "user", "content": "A", "timestamp": 1}
+    objs = [header, {"type": "message", "timestamp": TS, "message": message}]
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(o) + "\n" for o in objs))
+    result = _run("prune", str(path), "--context-window", "100000", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["messages"] == [message]  # pi: the last entry's context

@@ -90,7 +90,8 @@ def prune_command(
     leaf_id = leaf if leaf is not None else index.leaf_id
     if leaf is not None:
         index.require(leaf)
-    context = index.build_context(leaf_id)
+    # the default leaf as pi picks it (with no entry id, the last entry; None would be the empty context)
+    context = index.build_context(leaf_id) if leaf is not None else index.build_context()
     provider = context.model.provider if context.model is not None else None
     model_id = context.model.model_id if context.model is not None else None
     if ttl_expired:
