@@ -141,3 +141,25 @@ def test_the_header_version_is_compared_as_pi_compares_it(
     assert [m.content for m in context.messages] == texts  # type: ignore[union-attr]
     assert read_tail_context(path) == context
     assert read_tail_context(path, max_tail_bytes=10, chunk_bytes=16) == context
+
+
+@pytest.mark.anyio
+async def test_manager_context_of_a_file_without_entry_ids_is_the_last_entry_as_in_pi(tmp_path: Path) -> None:
+    # pi's leafId is undefined there (not null): buildSessionContext starts from the last entry
+    from sessionkeeper.transcript import TranscriptManager
+
+    header = {"type": "session", "version": 3, "id": "s", "timestamp": TS, "cwd": "/w"}
+    message = {"role": "user", "content": "A", "timestamp": 1}
+    objs = [
+        {"type": "message", "timestamp": TS, "message": message},
+        {"type": "thinking_level_change", "timestamp": TS, "thinkingLevel": "high"},
+    ]
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(json.dumps(o) + "\n" for o in [header, *objs]))
+    manager = await TranscriptManager.open(path)
+    expected = load_transcript(path).build_context()
+    assert expected.thinking_level == "high"  # pi 0.73.1: {"messages": [], "thinkingLevel": "high"}
+    assert manager.build_session_context() == expected
+    assert read_tail_context(path) == expected
+    manager.reset_leaf()  # pi's resetLeaf: leafId null, the empty context
+    assert manager.build_session_context().thinking_level == "off"

@@ -457,7 +457,11 @@ class TranscriptManager:
         ``None`` gives the empty context; an id that is not present falls back to the last entry.
         Only the entries the context needs are decoded.
         """
-        return self._index.build_context(self._leaf_id if leaf_id is UNSET else leaf_id)
+        if leaf_id is UNSET:
+            if self._leaf_id is None and not self._navigated:
+                return self._index.build_context()  # no entry has an id: pi starts from the last entry
+            leaf_id = self._leaf_id
+        return self._index.build_context(leaf_id)
 
     def tree(self) -> tuple[TreeNode, ...]:
         """The session tree (roots, children sorted by timestamp, labels resolved); see :func:`build_tree`."""
