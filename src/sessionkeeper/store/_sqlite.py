@@ -89,7 +89,8 @@ class SqliteStoreBackend:
             it is several times faster. ``"OFF"`` is for scratch stores only.
         busy_timeout_s: How long a writer waits for another connection's write transaction before
             raising :class:`~sessionkeeper.exceptions.SessionBusyError` (default 10 s).
-        read_only: Open the database read-only (``mode=ro``): reads only, nothing is created or written;
+        read_only: Open the database read-only (``mode=ro``): reads only; no schema, file or backup of
+            ours is created (SQLite itself may add its ``-wal``/``-shm`` files to read a WAL database);
             a missing or 0-byte file, or a database without any table, is an empty store. Writes raise
             :class:`~sessionkeeper.exceptions.StoreError`.
 
@@ -184,7 +185,8 @@ class SqliteStoreBackend:
 
     def _connect_read_only(self) -> sqlite3.Connection:
         """
-        Open the database with ``mode=ro`` (never created, never written). A missing or 0-byte file, or
+        Open the database with ``mode=ro`` (never created, never written by us; SQLite may add its
+        ``-wal``/``-shm`` files). A missing or 0-byte file, or
         a database without any table, is an empty store: an in-memory database with the schema.
         """
         try:

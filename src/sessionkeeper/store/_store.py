@@ -164,8 +164,9 @@ class SessionStore:
             durable: fsync every write (JSON: file + directory; SQLite: ``synchronous=FULL``, else
                 ``NORMAL``).
             new_session_id: See :class:`SessionStore`.
-            read_only: Open for reading only (``sessions list``, ``status``, dry runs): nothing is created
-                or written (a SQLite file is opened ``mode=ro``; a missing, empty or table-less one reads
+            read_only: Open for reading only (``sessions list``, ``status``, dry runs): nothing of ours is
+                created or written (a SQLite file is opened ``mode=ro``, and SQLite may add its
+                ``-wal``/``-shm`` files; a missing, empty or table-less one reads
                 as an empty store); every write raises :class:`~sessionkeeper.exceptions.StoreError`.
 
         Raises:
