@@ -306,14 +306,17 @@ async def _rotate(
     now = clock.now_ms()
     timestamp = iso_from_ms(now)
     new_id = session_id or uuid7(now)
-    target = transcript.path.parent / f"{re.sub(r'[:.]', '-', timestamp)}_{new_id}.jsonl"
+    # absolute paths, as OpenClaw writes them: the store's sessionFile and the header's parentSession
+    # name this file from anywhere (a relative one would be read from the sessions dir, or another cwd)
+    parent = transcript.path.absolute()
+    target = parent.parent / f"{re.sub(r'[:.]', '-', timestamp)}_{new_id}.jsonl"
     header = {
         "type": "session",
         "version": 3,
         "id": new_id,
         "timestamp": timestamp,
         "cwd": transcript.cwd,
-        "parentSession": str(transcript.path),
+        "parentSession": str(parent),
     }
     payload = b"".join(line + b"\n" for line in [encode_header(header), *(encode_entry(e) for e in entries)])
     await anyio.to_thread.run_sync(lambda: atomic_write_bytes(target, payload))
