@@ -9,6 +9,7 @@ import pytest
 from tests.runtime._runtime_helpers import make_runtime, reply
 
 from sessionkeeper.compaction import CompactionSettings
+from sessionkeeper.runtime import ModelInfo
 from sessionkeeper.store import SessionStore
 from sessionkeeper.testing import FakeClock
 from sessionkeeper.transcript import CompactionSummaryMessage
@@ -72,3 +73,48 @@ async def test_successor_of_a_relative_sessions_dir_is_recorded_absolute(
     plan = await runtime.before_model_call(again, prompt="next")
     assert isinstance(plan.messages[0], CompactionSummaryMessage)
     assert not _exists(tmp_path / "sessions" / "sessions")
+
+
+def _read(path: Path) -> str:
+    return path.read_text()
+
+
+async def test_preflight_compaction_rotation_appends_the_prompt_to_the_successor(tmp_path: Path) -> None:
+    # A preflight compaction with truncateAfterCompaction switched session.transcript to the successor,
+    # but before_model_call appended the new prompt to the old file it had in hand: the successor (the
+    # file the store names) lacked the user's message, and the plan was built from the old file.
+    runtime, store, _ = make_runtime(
+        model=ModelInfo(provider="anthropic", model_id="m", context_window=40_000),
+        compaction=CompactionSettings(keep_recent_tokens=100, truncate_after_compaction=True),
+        tmp_path=tmp_path,
+    )
+    session = await runtime.open(KEY)
+    await _fill(runtime, session, 3)
+    old_path = session.transcript.path
+    assert old_path is not None
+    # a tool-loop step leaves the context over the threshold without a threshold compaction
+    await runtime.after_turn(session, messages=[reply("big", input_tokens=30_000)], turn_complete=False)
+    plan = await runtime.before_model_call(session, prompt="the prompt after the preflight")
+    assert plan.compaction is not None and plan.compaction.compacted
+    assert session.transcript.path is not None and session.transcript.path != old_path
+    assert "the prompt after the preflight" not in _read(old_path)  # the old file ends at the compaction
+    entry = await store.require(KEY)
+    assert entry.session_file is not None
+    assert "the prompt after the preflight" in _read(Path(entry.session_file))
+    assert isinstance(plan.messages[0], CompactionSummaryMessage)
+    assert _texts(plan.messages[-1:]) == ["the prompt after the preflight"]
+    assert plan.prompt_entry is not None and session.transcript.leaf_id == plan.prompt_entry.id
+    again = await runtime.open(KEY)
+    context = again.transcript.build_session_context().messages
+    assert _texts(context[-1:]) == ["the prompt after the preflight"]
+
+
+def _texts(messages: object) -> list[str]:
+    out = []
+    for message in messages:  # type: ignore[attr-defined]
+        content = getattr(message, "content", "")
+        if isinstance(content, str):
+            out.append(content)
+        else:
+            out.append("".join(getattr(block, "text", "") for block in content))
+    return out

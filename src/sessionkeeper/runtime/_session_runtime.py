@@ -484,6 +484,8 @@ class SessionRuntime:
                 compaction = await self._auto_compact(session, trigger="preflight", tokens_before=projected)
             elif preflight.reason == "compaction_ineffective":
                 compaction = self._refused(trigger="preflight", tokens=projected)
+            # a compaction with truncateAfterCompaction moved the session to its successor transcript
+            transcript = session.transcript
             prompt_entry = await transcript.append_message(message)
             if transcript.leaf_id == prompt_entry.id and prompt_entry.parent_id == leaf_before:
                 # nothing else was written since the estimate: extend the context instead of rebuilding it
@@ -632,6 +634,7 @@ class SessionRuntime:
             compaction = self._refused(trigger="threshold", tokens=tokens)
 
         marker: TranscriptEntry | None = None
+        transcript = session.transcript  # the successor, if a compaction rotated the transcript
         model = self.model
         aborted = last_reply is not None and last_reply.stop_reason in ("error", "aborted")
         if (
