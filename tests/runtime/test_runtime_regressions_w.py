@@ -118,3 +118,42 @@ def _texts(messages: object) -> list[str]:
         else:
             out.append("".join(getattr(block, "text", "") for block in content))
     return out
+
+
+async def test_second_runtime_follows_another_writers_successor(tmp_path: Path) -> None:
+    # Two runtimes on one key (two processes): after A's compaction rotated the transcript, B went on
+    # writing to the old file, which the store no longer names (its turns were missing from the
+    # session), and B's own compaction then rotated the old file and pointed the store away from A's
+    # successor. B now follows the successor chain the store entry names at each call.
+    clock = FakeClock()
+    settings = CompactionSettings(keep_recent_tokens=100, truncate_after_compaction=True)
+    runtime_a, store_a, _ = make_runtime(
+        store=SessionStore.open(tmp_path / "sessions", clock=clock, durable=False),
+        clock=clock,
+        compaction=settings,
+    )
+    runtime_b, _, _ = make_runtime(
+        store=SessionStore.open(tmp_path / "sessions", clock=clock, durable=False),
+        clock=clock,
+        compaction=settings,
+    )
+    a = await runtime_a.open(KEY)
+    await _fill(runtime_a, a, 3)
+    b = await runtime_b.open(KEY)
+    assert b.transcript.path == a.transcript.path
+    assert (await runtime_a.compact(a)).compacted
+    plan = await runtime_b.before_model_call(b, prompt="B after the rotation")
+    await runtime_b.after_turn(b, messages=[reply("B's reply")])
+    assert b.transcript.path == a.transcript.path
+    assert isinstance(plan.messages[0], CompactionSummaryMessage)
+    await _fill(runtime_b, b, 3)
+    assert (await runtime_b.compact(b)).compacted
+    await runtime_a.before_model_call(a, prompt="A again")
+    await runtime_a.after_turn(a, messages=[reply("A's reply")])
+    entry = await store_a.require(KEY)
+    assert entry.session_file is not None
+    assert a.transcript.path == b.transcript.path == Path(entry.session_file)
+    text = _read(Path(entry.session_file))
+    assert "A again" in text and "A's reply" in text
+    context = _texts(a.transcript.build_session_context().messages)
+    assert context[-2:] == ["A again", "A's reply"]

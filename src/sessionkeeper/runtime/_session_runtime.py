@@ -178,6 +178,29 @@ def _int(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
+_MAX_SUCCESSOR_HOPS = 64
+
+
+def _successor_of(candidate: Path, current: Path) -> bool:
+    """Whether ``candidate`` descends from ``current`` through the headers' ``parentSession`` links."""
+    try:
+        here = os.path.realpath(current)
+        path = candidate
+        for _ in range(_MAX_SUCCESSOR_HOPS):
+            with path.open("rb") as handle:
+                header = msgspec.json.decode(handle.readline())
+            parent = header.get("parentSession") if isinstance(header, dict) else None
+            if not isinstance(parent, str) or not parent:
+                return False
+            parent_path = path.parent / parent  # an absolute parentSession replaces the directory
+            if os.path.realpath(parent_path) == here:
+                return True
+            path = parent_path
+    except (OSError, msgspec.DecodeError):
+        return False
+    return False
+
+
 def _is_timeout(error: object) -> bool:
     """A model call that timed out: a ``TimeoutError`` (anyio's ``fail_after`` too) or a timeout message."""
     if isinstance(error, TimeoutError):
@@ -396,6 +419,33 @@ class SessionRuntime:
             return await TranscriptManager.open(path, clock=self.clock)
         return await TranscriptManager.create(path, cwd=self.cwd, session_id=session_id, clock=self.clock)
 
+    async def _follow_successor(self, session: RuntimeSession) -> None:
+        """
+        Move to the successor transcript another writer's rotation gave the store entry (OpenClaw §5.8).
+
+        Another runtime on the same key (another process) that compacted with ``truncateAfterCompaction``
+        points the entry at a successor of this session's file; the writes of this one would otherwise go
+        on in the old file, which the store no longer names. Only a successor chain of the current file is
+        followed (a reset or another session id is left to :meth:`open`).
+        """
+        current = session.transcript.path
+        if current is None:
+            return
+        entry = await self.store.get(session.session_key)
+        if entry is None:
+            return
+        try:
+            target = self.store.transcript_file(entry)
+        except UnsafePathError:
+            return
+        if target is None or target == current:
+            return
+        if not await anyio.to_thread.run_sync(_successor_of, target, current):
+            return
+        session.transcript = await TranscriptManager.open(target, clock=self.clock)
+        session._context_memo = None
+        session._entry = entry
+
     async def _patch(self, session: RuntimeSession, fields: dict[str, Any]) -> SessionEntry:
         patch = {key: UNSET if value is None else value for key, value in fields.items()}  # None = delete
         entry = await self.store.patch(session.session_key, patch)
@@ -441,6 +491,7 @@ class SessionRuntime:
             OSError: A transcript or store write failed.
             TimeoutError: A compaction took longer than ``timeoutSeconds``.
         """
+        await self._follow_successor(session)
         transcript = session.transcript
         window = self.context_window
         flush_outcome: MemoryFlushOutcome | None = None
@@ -581,6 +632,7 @@ class SessionRuntime:
             TypeError: A message of a role stored as its own entry type (summaries, custom messages).
             OSError: A write failed.
         """
+        await self._follow_successor(session)
         transcript = session.transcript
         now_ms = self.clock.now_ms()
         messages = [_stamped(message, now_ms) for message in messages]
@@ -702,6 +754,7 @@ class SessionRuntime:
             ContextOverflowError: Recovery is exhausted (``attempts`` and ``context_tokens`` attached).
             BaseException: ``error`` itself, when it is an exception that is not an overflow.
         """
+        await self._follow_successor(session)
         window = self.context_window
         context = session.transcript.build_session_context().messages
         oversized = has_oversized_tool_results(context, context_window_tokens=window)
@@ -815,6 +868,7 @@ class SessionRuntime:
             TimeoutError: Longer than ``timeoutSeconds``.
             OSError: The write failed.
         """
+        await self._follow_successor(session)
         tokens = self.context_tokens(session)
         return await self._compact(
             session,
@@ -896,6 +950,8 @@ class SessionRuntime:
             will_retry=trigger in ("overflow", "timeout"),
         )
         threshold = self.compaction_threshold
+        if result.status == "superseded":
+            await self._follow_successor(session)  # the other writer's compaction may have rotated
         # "superseded": another writer's compaction landed on this branch meanwhile (picked up by the
         # landing), so the context did shrink: measure it again.
         after = (
