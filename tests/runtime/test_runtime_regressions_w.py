@@ -157,3 +157,37 @@ async def test_second_runtime_follows_another_writers_successor(tmp_path: Path) 
     assert "A again" in text and "A's reply" in text
     context = _texts(a.transcript.build_session_context().messages)
     assert context[-2:] == ["A again", "A's reply"]
+
+
+async def test_stale_writer_rotation_never_takes_the_key_back_from_a_reset_session(tmp_path: Path) -> None:
+    # B still held the pre-rotation file when A reset the key (/new: a new session id). B's next
+    # compaction rotated that stale file and the store entry adopted B's successor: A's new session
+    # was dropped from the store (its file unreferenced, later deleted by cleanup). The entry is now
+    # only moved to a successor while it still names the rotated session.
+    clock = FakeClock()
+    settings = CompactionSettings(keep_recent_tokens=100, truncate_after_compaction=True)
+    runtime_a, store, _ = make_runtime(
+        store=SessionStore.open(tmp_path / "sessions", clock=clock, durable=False),
+        clock=clock,
+        compaction=settings,
+    )
+    runtime_b, _, _ = make_runtime(
+        store=SessionStore.open(tmp_path / "sessions", clock=clock, durable=False),
+        clock=clock,
+        compaction=settings,
+    )
+    a = await runtime_a.open(KEY)
+    await _fill(runtime_a, a, 3)
+    b = await runtime_b.open(KEY)
+    assert (await runtime_a.compact(a)).compacted
+    a = await runtime_a.open(KEY, body="/new")
+    await runtime_a.before_model_call(a, prompt="the new session")
+    await runtime_a.after_turn(a, messages=[reply("new session reply")])
+    reset_entry = await store.require(KEY)
+    await _fill(runtime_b, b, 3)
+    await runtime_b.compact(b)
+    entry = await store.require(KEY)
+    assert entry.session_id == reset_entry.session_id
+    assert entry.session_file == reset_entry.session_file
+    again = await runtime_a.open(KEY)
+    assert _texts(again.transcript.build_session_context().messages)[-1] == "new session reply"

@@ -969,13 +969,26 @@ class SessionRuntime:
                 "totalTokensFresh": True,
             }
             successor = result.successor
-            if successor is not None:
+            if successor is None:
+                await self._patch(session, fields)
+            else:
                 # truncateAfterCompaction (OpenClaw §5.8): the store entry adopts the successor's
                 # sessionId and sessionFile (absolute, as OpenClaw writes it); the old file stays.
+                rotated_id = session.transcript.session_id
                 session.transcript = await TranscriptManager.open(successor.path, clock=self.clock)
                 session._context_memo = None
                 fields |= {"sessionId": successor.session_id, "sessionFile": str(successor.path)}
-            await self._patch(session, fields)
+
+                def adopt(current: SessionEntry) -> dict[str, Any] | None:
+                    # only while the entry still names the rotated session: after another writer's
+                    # reset (a new sessionId) the key is that session's, never taken back
+                    return fields if current.session_id == rotated_id else None
+
+                entry = await self.store.update_entry(session.session_key, adopt)
+                if entry is None:
+                    entry = await self.store.get(session.session_key)
+                if entry is not None:
+                    session._entry = entry
         return CompactionOutcome(
             trigger=trigger,
             status=result.status,
