@@ -191,3 +191,57 @@ async def test_stale_writer_rotation_never_takes_the_key_back_from_a_reset_sessi
     assert entry.session_file == reset_entry.session_file
     again = await runtime_a.open(KEY)
     assert _texts(again.transcript.build_session_context().messages)[-1] == "new session reply"
+
+
+async def test_writer_on_a_sibling_successor_joins_the_one_the_store_adopted(tmp_path: Path) -> None:
+    # Two writers rotated the same file: B is on its own successor of F (the store never adopted it),
+    # the store names A's successor of F. B used to write on in its orphan file for good (it was no
+    # successor of B's file); it now joins the lineage the store names.
+    from sessionkeeper.compaction import rotate_after_compaction
+    from sessionkeeper.transcript import TranscriptManager
+
+    clock = FakeClock()
+    settings = CompactionSettings(keep_recent_tokens=100, truncate_after_compaction=True)
+    runtime_a, store, _ = make_runtime(
+        store=SessionStore.open(tmp_path / "sessions", clock=clock, durable=False),
+        clock=clock,
+        compaction=settings,
+    )
+    runtime_b, _, _ = make_runtime(
+        store=SessionStore.open(tmp_path / "sessions", clock=clock, durable=False),
+        clock=clock,
+        compaction=settings,
+    )
+    a = await runtime_a.open(KEY)
+    await _fill(runtime_a, a, 3)
+    b = await runtime_b.open(KEY)
+    assert (await runtime_a.compact(a)).compacted  # F -> S_A, the store names S_A
+    sibling = await rotate_after_compaction(b.transcript, clock=clock)  # F -> S_B, never adopted
+    assert sibling is not None
+    b.transcript = await TranscriptManager.open(sibling.path, clock=clock)
+    await runtime_b.before_model_call(b, prompt="B joins")
+    await runtime_b.after_turn(b, messages=[reply("B's reply")])
+    entry = await store.require(KEY)
+    assert entry.session_file is not None
+    assert b.transcript.path == a.transcript.path == Path(entry.session_file)
+    assert "B's reply" in _read(Path(entry.session_file))
+
+
+async def test_two_runtimes_opening_a_new_key_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Both runtimes saw no transcript file and created it: the second one's create raised a bare
+    # FileExistsError out of open(). It now opens the file the other one created.
+    import anyio
+
+    runtime_a, _, _ = make_runtime(tmp_path=tmp_path)
+    runtime_b, _, _ = make_runtime(tmp_path=tmp_path)
+    a = await runtime_a.open(KEY)
+
+    async def missing(self: anyio.Path) -> bool:
+        return False
+
+    monkeypatch.setattr(anyio.Path, "exists", missing)
+    b = await runtime_b.open(KEY)
+    assert b.transcript.path == a.transcript.path
+    assert b.session_id == a.session_id

@@ -181,24 +181,31 @@ def _int(value: object) -> int:
 _MAX_SUCCESSOR_HOPS = 64
 
 
-def _successor_of(candidate: Path, current: Path) -> bool:
-    """Whether ``candidate`` descends from ``current`` through the headers' ``parentSession`` links."""
+def _lineage(path: Path) -> list[str]:
+    """``path`` and its ancestors through the headers' ``parentSession`` links (real paths, newest first)."""
+    chain: list[str] = []
     try:
-        here = os.path.realpath(current)
-        path = candidate
         for _ in range(_MAX_SUCCESSOR_HOPS):
+            chain.append(os.path.realpath(path))
             with path.open("rb") as handle:
                 header = msgspec.json.decode(handle.readline())
             parent = header.get("parentSession") if isinstance(header, dict) else None
             if not isinstance(parent, str) or not parent:
-                return False
-            parent_path = path.parent / parent  # an absolute parentSession replaces the directory
-            if os.path.realpath(parent_path) == here:
-                return True
-            path = parent_path
+                break
+            path = path.parent / parent  # an absolute parentSession replaces the directory
     except (OSError, msgspec.DecodeError):
-        return False
-    return False
+        pass
+    return chain
+
+
+def _same_lineage(candidate: Path, current: Path) -> bool:
+    """
+    Whether ``candidate`` continues the session of ``current``: a successor of it, or of one of its
+    ancestors (another writer rotated the file this one had rotated too, or had not followed yet).
+    """
+    if os.path.realpath(candidate) == os.path.realpath(current):
+        return False  # the same file (a symlinked sessions dir): nothing to follow
+    return not set(_lineage(candidate)).isdisjoint(_lineage(current))
 
 
 def _is_timeout(error: object) -> bool:
@@ -417,7 +424,10 @@ class SessionRuntime:
             return manager
         if await anyio.Path(path).exists():
             return await TranscriptManager.open(path, clock=self.clock)
-        return await TranscriptManager.create(path, cwd=self.cwd, session_id=session_id, clock=self.clock)
+        try:
+            return await TranscriptManager.create(path, cwd=self.cwd, session_id=session_id, clock=self.clock)
+        except FileExistsError:  # another runtime on the same key created it meanwhile
+            return await TranscriptManager.open(path, clock=self.clock)
 
     async def _follow_successor(self, session: RuntimeSession) -> None:
         """
@@ -425,8 +435,10 @@ class SessionRuntime:
 
         Another runtime on the same key (another process) that compacted with ``truncateAfterCompaction``
         points the entry at a successor of this session's file; the writes of this one would otherwise go
-        on in the old file, which the store no longer names. Only a successor chain of the current file is
-        followed (a reset or another session id is left to :meth:`open`).
+        on in the old file, which the store no longer names. Only a file of the same lineage is followed
+        (a successor of the current file or of one of its ``parentSession`` ancestors: two writers that
+        rotated the same file join the one the store adopted); a reset or another session id is left to
+        :meth:`open`.
         """
         current = session.transcript.path
         if current is None:
@@ -440,7 +452,7 @@ class SessionRuntime:
             return
         if target is None or target == current:
             return
-        if not await anyio.to_thread.run_sync(_successor_of, target, current):
+        if not await anyio.to_thread.run_sync(_same_lineage, target, current):
             return
         session.transcript = await TranscriptManager.open(target, clock=self.clock)
         session._context_memo = None
@@ -985,10 +997,10 @@ class SessionRuntime:
                     return fields if current.session_id == rotated_id else None
 
                 entry = await self.store.update_entry(session.session_key, adopt)
-                if entry is None:
-                    entry = await self.store.get(session.session_key)
                 if entry is not None:
                     session._entry = entry
+                else:  # another writer's rotation of the same file won: go on in its successor
+                    await self._follow_successor(session)
         return CompactionOutcome(
             trigger=trigger,
             status=result.status,
