@@ -245,3 +245,22 @@ async def test_two_runtimes_opening_a_new_key_at_once(
     b = await runtime_b.open(KEY)
     assert b.transcript.path == a.transcript.path
     assert b.session_id == a.session_id
+
+
+async def test_a_user_message_prompt_left_at_timestamp_zero_is_dated(tmp_path: Path) -> None:
+    # after_turn dates messages left at timestamp 0 (pi stamps every message); a UserMessage prompt
+    # given to before_model_call was written dated 1970.
+    from sessionkeeper.transcript import MessageEntry, TextContent, UserMessage
+
+    runtime, _, clock = make_runtime(tmp_path=tmp_path)
+    session = await runtime.open(KEY)
+    undated = UserMessage(content=[TextContent(text="hi")], timestamp=0)
+    plan = await runtime.before_model_call(session, prompt=undated)
+    entry = plan.prompt_entry
+    assert isinstance(entry, MessageEntry) and isinstance(entry.message, UserMessage)
+    assert entry.message.timestamp == clock.now_ms() != 0
+    dated = await runtime.before_model_call(
+        session, prompt=UserMessage(content=[TextContent(text="kept")], timestamp=1234)
+    )
+    assert isinstance(dated.prompt_entry, MessageEntry)
+    assert dated.prompt_entry.message.timestamp == 1234

@@ -511,7 +511,7 @@ class SessionRuntime:
         prompt_entry: TranscriptEntry | None = None
         if prompt is not None:
             message = (
-                prompt
+                _stamped(prompt, self.clock.now_ms())  # dated now when left at 0, as after_turn does
                 if isinstance(prompt, UserMessage)
                 else UserMessage(content=[TextContent(text=prompt)], timestamp=self.clock.now_ms())
             )
