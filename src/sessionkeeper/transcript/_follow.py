@@ -33,7 +33,7 @@ import attrs
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from sessionkeeper.exceptions import TranscriptChangedError, TranscriptNotFoundError
+from sessionkeeper.exceptions import TranscriptChangedError
 from sessionkeeper.transcript._codec import encode_entry
 from sessionkeeper.transcript._entries import (
     CURRENT_SESSION_VERSION,
@@ -43,6 +43,7 @@ from sessionkeeper.transcript._entries import (
 )
 from sessionkeeper.transcript._index import TranscriptIndex, new_entry_id
 from sessionkeeper.transcript._index_cache import _append_lines
+from sessionkeeper.transcript._io import last_line_start, open_transcript_fd, pread_all, write_all
 from sessionkeeper.transcript._load import _Scan
 from sessionkeeper.transcript._tail import parse_entry_line
 
@@ -106,45 +107,6 @@ class ForeignLines:
     ids: frozenset[str]
 
 
-def _open(path: Path, flags: int) -> int:
-    try:
-        return os.open(path, flags | _CLOEXEC)
-    except FileNotFoundError as err:
-        raise TranscriptNotFoundError(
-            f"transcript not found: {path} (archived or removed since it was opened; nothing was written)"
-        ) from err
-
-
-def _pread_all(fd: int, length: int, offset: int) -> bytes:
-    parts: list[bytes] = []
-    while length > 0:
-        chunk = os.pread(fd, length, offset)
-        if not chunk:
-            break
-        parts.append(chunk)
-        length -= len(chunk)
-        offset += len(chunk)
-    return b"".join(parts)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _last_line_start(fd: int, size: int) -> int:
-    """Offset just after the last ``\\n`` before ``size`` (0 when there is none)."""
-    end = size
-    while end > 0:
-        start = max(0, end - _CHUNK)
-        found = _pread_all(fd, end - start, start).rfind(b"\n")
-        if found >= 0:
-            return start + found + 1
-        end = start
-    return 0
-
-
 def _end_of_lines(fd: int, count: int) -> tuple[int, int]:
     """Offset just after the ``count``-th ``\\n`` (or the last one, with how many were found)."""
     offset = found = 0
@@ -168,7 +130,7 @@ def _end_of_lines(fd: int, count: int) -> tuple[int, int]:
 def _mark(fd: int, st: os.stat_result, end: int, lines: int) -> FileMark:
     width = min(end, CHECK_BYTES)
     return FileMark(
-        dev=st.st_dev, ino=st.st_ino, end=end, tail=_pread_all(fd, width, end - width), lines=lines
+        dev=st.st_dev, ino=st.st_ino, end=end, tail=pread_all(fd, width, end - width), lines=lines
     )
 
 
@@ -184,12 +146,12 @@ def mark_of_file(path: Path, *, lines: int) -> FileMark:
     Raises:
         TranscriptNotFoundError: The file does not exist.
     """
-    fd = _open(path, os.O_RDONLY)
+    fd = open_transcript_fd(path, os.O_RDONLY)
     try:
         st = os.fstat(fd)
         end = st.st_size
-        if end and _pread_all(fd, 1, end - 1) != b"\n":
-            end = _last_line_start(fd, end)
+        if end and pread_all(fd, 1, end - 1) != b"\n":
+            end = last_line_start(fd, end)
         return _mark(fd, st, end, lines)
     finally:
         os.close(fd)
@@ -228,7 +190,7 @@ def mark_after_load(path: Path, index: TranscriptIndex) -> FileMark | None:
                 dev=dev, ino=ino, end=size, tail=b"", lines=complete
             )  # replaced: next write fails
         if (st.st_size, st.st_mtime_ns) == (size, mtime_ns):
-            end = _last_line_start(fd, size) if incomplete else size
+            end = last_line_start(fd, size) if incomplete else size
         else:
             end, found = _end_of_lines(fd, complete)
             complete = found
@@ -256,7 +218,7 @@ def _pick_up(fd: int, path: Path, mark: FileMark, size: int) -> tuple[ForeignLin
     """The complete lines between ``mark.end`` and ``size`` (see the module docstring)."""
     width = len(mark.tail)
     start = mark.end - width
-    data = _pread_all(fd, size - start, start)
+    data = pread_all(fd, size - start, start)
     if data[:width] != mark.tail:
         raise TranscriptChangedError(
             "the bytes before the end this manager read changed (the file was rewritten by another "
@@ -300,7 +262,7 @@ def read_foreign_lines(path: Path, mark: FileMark) -> tuple[ForeignLines | None,
         TranscriptNotFoundError: The file does not exist any more.
         TranscriptChangedError: It shrank, was replaced, or its bytes before ``mark.end`` changed.
     """
-    fd = _open(path, os.O_RDONLY)
+    fd = open_transcript_fd(path, os.O_RDONLY)
     try:
         st = os.fstat(fd)
         _check_identity(path, mark, st)
@@ -445,7 +407,7 @@ def append_following(path: Path, pending: PendingWrite, *, mark: FileMark | None
         TranscriptChangedError: It shrank, was replaced, or its bytes before ``mark.end`` changed.
         OSError: The write failed.
     """
-    fd = _open(path, os.O_RDWR | os.O_APPEND)
+    fd = open_transcript_fd(path, os.O_RDWR | os.O_APPEND)
     try:
         st = os.fstat(fd)
         size = st.st_size
@@ -465,7 +427,7 @@ def append_following(path: Path, pending: PendingWrite, *, mark: FileMark | None
         payload = b"\n".join(pending.lines) + b"\n"
         written = os.write(fd, payload)
         if written != len(payload):
-            _write_all(fd, payload[written:])
+            write_all(fd, payload[written:])
         if fsync:
             os.fsync(fd)
     finally:

@@ -72,7 +72,7 @@ def _payload(lines: Sequence[bytes]) -> bytes:
     return b"".join(line + b"\n" for line in lines)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         written = os.write(fd, view)
@@ -91,7 +91,7 @@ def create_exclusive(path: Path, lines: Sequence[bytes], *, fsync: bool) -> None
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     try:
         try:
-            _write_all(fd, _payload(lines))
+            write_all(fd, _payload(lines))
             if fsync:
                 os.fsync(fd)
         finally:
@@ -104,12 +104,25 @@ def create_exclusive(path: Path, lines: Sequence[bytes], *, fsync: bool) -> None
         fsync_dir(path.parent)
 
 
-def _last_line_start(fd: int, size: int) -> int:
+def pread_all(fd: int, length: int, offset: int) -> bytes:
+    """``length`` bytes at ``offset`` (fewer only at the end of the file), whatever ``pread`` returns."""
+    parts: list[bytes] = []
+    while length > 0:
+        chunk = os.pread(fd, length, offset)
+        if not chunk:
+            break
+        parts.append(chunk)
+        length -= len(chunk)
+        offset += len(chunk)
+    return b"".join(parts)
+
+
+def last_line_start(fd: int, size: int) -> int:
+    """Offset just after the last ``\\n`` before ``size`` (0 when there is none)."""
     end = size
     while end > 0:
         start = max(0, end - _CHUNK)
-        chunk = os.pread(fd, end - start, start)
-        found = chunk.rfind(b"\n")
+        found = pread_all(fd, end - start, start).rfind(b"\n")
         if found >= 0:
             return start + found + 1
         end = start
@@ -129,9 +142,15 @@ def _parses(fragment: bytes) -> bool:
     return True
 
 
-def _open_for_append(path: Path) -> int:
+def open_transcript_fd(path: Path, flags: int) -> int:
+    """
+    ``os.open`` of an existing transcript (close-on-exec).
+
+    Raises:
+        TranscriptNotFoundError: The transcript vanished (e.g. archived by a reset or a cleanup).
+    """
     try:
-        return os.open(path, os.O_RDWR | os.O_APPEND | _CLOEXEC)
+        return os.open(path, flags | _CLOEXEC)
     except FileNotFoundError as err:
         raise TranscriptNotFoundError(
             f"transcript not found: {path} (archived or removed since it was opened; nothing was written)"
@@ -157,12 +176,12 @@ def append_lines(path: Path, lines: Sequence[bytes], *, fsync: bool, now_ms: int
     """
     repair: TailRepair | None = None
     payload = _payload(lines)
-    fd = _open_for_append(path)
+    fd = open_transcript_fd(path, os.O_RDWR | os.O_APPEND)
     try:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
-            start = _last_line_start(fd, size)
-            fragment = os.pread(fd, size - start, start)
+            start = last_line_start(fd, size)
+            fragment = pread_all(fd, size - start, start)
             if _parses(fragment):
                 payload = b"\n" + payload
                 repair = TailRepair(kind="newline", offset=start)
@@ -170,7 +189,7 @@ def append_lines(path: Path, lines: Sequence[bytes], *, fsync: bool, now_ms: int
                 backup = backup_file(path, now_ms=now_ms)
                 os.ftruncate(fd, start)
                 repair = TailRepair(kind="torn", offset=start, removed=size - start, backup_path=backup)
-        _write_all(fd, payload)
+        write_all(fd, payload)
         if fsync:
             os.fsync(fd)
     finally:
