@@ -264,3 +264,26 @@ async def test_a_user_message_prompt_left_at_timestamp_zero_is_dated(tmp_path: P
     )
     assert isinstance(dated.prompt_entry, MessageEntry)
     assert dated.prompt_entry.message.timestamp == 1234
+
+
+def test_lineage_reads_headers_as_the_loader_does(tmp_path: Path) -> None:
+    # A successor whose first line is damaged still names its parent in the first parseable line (the
+    # loader's header rule, pi-format spec §2): the runtime must follow it like the file it loads.
+    from sessionkeeper.runtime._session_runtime import _same_lineage
+
+    old = tmp_path / "old.jsonl"
+    old.write_text(
+        '{"type":"session","version":3,"id":"a","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}\n'
+    )
+    new = tmp_path / "new.jsonl"
+    header = {
+        "type": "session",
+        "version": 3,
+        "id": "b",
+        "timestamp": "2026-01-01T00:00:01.000Z",
+        "cwd": "/w",
+    }
+    header["parentSession"] = str(old)
+    new.write_text("{not json\n" + json.dumps(header) + "\n")
+    assert _same_lineage(new, old)
+    assert not _same_lineage(tmp_path / "missing.jsonl", old)

@@ -89,6 +89,7 @@ from sessionkeeper.transcript import (
     UserMessage,
     estimate_tokens,
 )
+from sessionkeeper.transcript._tail import read_header
 
 
 __all__ = ("RuntimeSession", "SessionRuntime")
@@ -188,12 +189,12 @@ def _lineage(path: Path) -> list[str]:
         for _ in range(_MAX_SUCCESSOR_HOPS):
             chain.append(os.path.realpath(path))
             with path.open("rb") as handle:
-                header = msgspec.json.decode(handle.readline())
-            parent = header.get("parentSession") if isinstance(header, dict) else None
+                found = read_header(handle, os.fstat(handle.fileno()).st_size)  # the loader's header rule
+            parent = found.raw.get("parentSession") if found is not None else None
             if not isinstance(parent, str) or not parent:
                 break
             path = path.parent / parent  # an absolute parentSession replaces the directory
-    except (OSError, msgspec.DecodeError):
+    except OSError:
         pass
     return chain
 
