@@ -6,6 +6,7 @@ held for a run, compactions landing). Both anyio backends.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -22,6 +23,13 @@ SHORT = WriteLockSettings(acquire_timeout_ms=2_000, watchdog_interval_ms=0)
 
 def _user(text: str) -> UserMessage:
     return UserMessage(content=text, timestamp=1)
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    """Wait until ``condition()`` holds (polls: ``wait_all_tasks_blocked`` also waits for unrelated
+    tasks of a shared event loop, and never returns while a lock poller keeps waking up)."""
+    while not condition():  # noqa: ASYNC110 - the state polled has no event to wait on
+        await anyio.sleep(0.002)
 
 
 def _ids_and_parents(path: Path) -> list[tuple[str, str | None]]:
@@ -55,9 +63,9 @@ async def test_hold_write_lock_while_an_append_of_the_same_manager_waits_for_the
         async with anyio.create_task_group() as tg:
             async with other.hold_write_lock():
                 tg.start_soon(run_a)
-                await anyio.wait_all_tasks_blocked()
+                await _until(m._write_lock.locked)  # A waits for the file lock under m's write lock
                 tg.start_soon(run_b)
-                await anyio.wait_all_tasks_blocked()
+                await _until(lambda: m._write_lock.statistics().tasks_waiting == 1)  # B waits behind A
     assert sorted(done) == ["a", "b"]
     chain = _ids_and_parents(path)
     assert len(chain) == 2
@@ -188,7 +196,7 @@ async def test_two_runs_of_one_manager_take_turns(tmp_path: Path) -> None:
         async with m.hold_write_lock():
             if started is not None:
                 started.set()
-                await anyio.wait_all_tasks_blocked()  # the other run is waiting now
+                await _until(lambda: m._holds_ended is not None)  # the other run is waiting now
             for i in range(3):
                 await m.append_message(_user(f"{name} {i}"))
                 order.append(name)
