@@ -109,7 +109,9 @@ def plan_maintenance(
             plan, which warn mode and dry runs report without applying).
         now_ms: Current time, ms since epoch.
         sessions_dir: The sessions directory, used only to resolve absolute ``sessionFile`` values.
-        active_keys: Keys that must survive (the caller's running sessions; D6).
+        active_keys: Keys that must survive (the caller's running sessions; D6). Compared
+            case-insensitively in every pass (OpenClaw 2026.7.35: an active ``AGENT:MAIN:DIRECT:X``
+            keeps ``agent:main:direct:x``).
         locked_files: Names of transcript files whose write lock is held by a live process: their
             entries are kept and the files are never moved or deleted (D6, field report B19).
         on_save: Plan the automatic maintenance of a store write instead of ``sessions cleanup``: the
@@ -127,7 +129,9 @@ def plan_maintenance(
     """
     resolver = Resolver(Path(sessions_dir))
     listing = {f.name: f for f in files}
-    active = {k.strip() for k in active_keys if k.strip()}
+    # OpenClaw compares the active key case-insensitively (its keys are normalised to lowercase on
+    # write), in every pass: the preserve set holds lowercased keys and every check lowercases the key
+    active = {k.strip().lower() for k in active_keys if k.strip()}
     locked = frozenset(locked_files)
     sim = PlanState(entries={}, files=dict(listing), locked=locked, now_ms=now_ms, store_name=store_name)
     sim.archive_suffix = archive_file_name("", "deleted", now_ms)  # ".deleted.<stamp>", once per plan
@@ -156,14 +160,14 @@ def plan_maintenance(
     for key, entry in sim.entries.items():
         transcript = resolver.transcript(entry)
         if is_main_session_key(key) or (transcript is not None and transcript in locked):
-            preserve.add(key)
+            preserve.add(key.lower())
 
     # (0) --fix-missing: entries whose transcript is missing or holds no message.
     if message_transcripts is not None:
         with_messages = set(message_transcripts)
         for key in list(sim.entries):
             entry = sim.entries[key]
-            if key in preserve:
+            if key.lower() in preserve:
                 continue
             if session_id_of(entry) is None:
                 if parse_agent_session_key(key) is None:
@@ -185,7 +189,7 @@ def plan_maintenance(
         for key in list(sim.entries):
             entry = sim.entries[key]
             updated = updated_at_of(entry)
-            if key in preserve or not is_model_run_session_key(key):
+            if key.lower() in preserve or not is_model_run_session_key(key):
                 continue
             if updated is not None and updated < cutoff:
                 sim.remove_entry(key, "prune-model-run")
@@ -367,12 +371,11 @@ def _disk_budget(
             if (sid := session_id_of(entry)) is not None:
                 refcounts[sid] = refcounts.get(sid, 0) + 1
         chunks = {k: entry_chunk_bytes(k, e) for k, e in sim.entries.items()}
-        lowered_active = {k.lower() for k in preserve}
         for key in sorted(sim.entries, key=lambda k: updated_at_of(sim.entries[k]) or 0):
             if total <= high_water:
                 break
             entry = sim.entries[key]
-            if key.lower() in lowered_active or is_preserved(key, protected, preserve):
+            if is_preserved(key, protected, preserve):
                 continue
             previous = projected
             sim.remove_entry(key, "evict-budget")

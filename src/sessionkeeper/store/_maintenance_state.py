@@ -222,4 +222,5 @@ class PlanState:
 
 
 def is_preserved(key: str, protected: Mapping[str, bool], preserve: Collection[str]) -> bool:
-    return key in preserve or protected[key]
+    """True when ``key`` is protected or in ``preserve`` (a set of lowercased keys: case-insensitive)."""
+    return key.lower() in preserve or protected[key]
