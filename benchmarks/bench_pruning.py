@@ -90,7 +90,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="pruning and hygiene benchmark")
     parser.add_argument("--repeat", type=int, default=50)
     args = parser.parse_args()
-    settings = PruningSettings()
+    settings = PruningSettings(mode="cache-ttl")
     rows: list[tuple[str, str, int, float]] = []
     for name, messages in contexts().items():
         chars = estimate_context_chars(messages)

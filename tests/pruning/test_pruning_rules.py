@@ -32,7 +32,7 @@ def _cfg(**section: object) -> PruningSettings:
 
 def test_defaults_are_openclaws() -> None:
     s = PruningSettings()
-    assert (s.mode, s.ttl_ms, s.keep_last_assistants) == ("cache-ttl", 300_000, 3)
+    assert (s.mode, s.ttl_ms, s.keep_last_assistants) == ("off", 300_000, 3)
     assert (s.soft_trim_ratio, s.hard_clear_ratio, s.min_prunable_tool_chars) == (0.3, 0.5, 50_000)
     assert (s.soft_trim.max_chars, s.soft_trim.head_chars, s.soft_trim.tail_chars) == (4000, 1500, 1500)
     assert s.hard_clear.enabled and s.hard_clear.placeholder == "[Old tool result content cleared]"
@@ -41,6 +41,10 @@ def test_defaults_are_openclaws() -> None:
 
 def test_config_default_mode_is_off_and_other_modes_disable() -> None:
     assert PruningSettings.from_config(load_config()).mode == "off"
+    # one default, whichever way the settings are built (issue 11)
+    assert PruningSettings() == PruningSettings.from_config(load_config())
+    assert PruningSettings() == _cfg()
+    assert PruningSettings(mode="cache-ttl") == _cfg(mode="cache-ttl")
     assert _cfg(mode="cache-ttl").mode == "cache-ttl"
     assert _cfg(mode="aggressive").mode == "off"
 
@@ -361,6 +365,7 @@ def test_resolve_context_window_tokens() -> None:
 # --- the Pruner gates ---------------------------------------------------------------------------
 
 NOW = 1_800_000_000_000
+ON = PruningSettings(mode="cache-ttl")
 
 
 def _prune(pruner: Pruner, **kw: object):
@@ -370,7 +375,7 @@ def _prune(pruner: Pruner, **kw: object):
 
 
 def test_pruner_runs_when_ttl_expired_and_resets_the_touch() -> None:
-    r = _prune(Pruner())
+    r = _prune(Pruner(settings=ON))
     assert r.changed and r.last_cache_touch_at == NOW
 
 
@@ -378,11 +383,11 @@ def test_pruner_runs_when_ttl_expired_and_resets_the_touch() -> None:
     ("pruner", "kw", "reason"),
     [
         (Pruner(settings=PruningSettings(mode="off")), {}, "mode-off"),
-        (Pruner(), {"provider": "openai", "api": "openai-responses"}, "provider-not-eligible"),
-        (Pruner(), {"last_cache_touch_at": None}, "no-cache-marker"),
-        (Pruner(settings=PruningSettings(ttl_ms=0)), {}, "ttl-disabled"),
-        (Pruner(), {"last_cache_touch_at": NOW - 299_999}, "ttl-not-expired"),
-        (Pruner(is_cache_ttl_eligible=lambda p, m, a: False), {}, "provider-not-eligible"),
+        (Pruner(settings=ON), {"provider": "openai", "api": "openai-responses"}, "provider-not-eligible"),
+        (Pruner(settings=ON), {"last_cache_touch_at": None}, "no-cache-marker"),
+        (Pruner(settings=PruningSettings(mode="cache-ttl", ttl_ms=0)), {}, "ttl-disabled"),
+        (Pruner(settings=ON), {"last_cache_touch_at": NOW - 299_999}, "ttl-not-expired"),
+        (Pruner(settings=ON, is_cache_ttl_eligible=lambda p, m, a: False), {}, "provider-not-eligible"),
     ],
 )
 def test_pruner_gates(pruner: Pruner, kw: dict[str, object], reason: str) -> None:
@@ -392,8 +397,8 @@ def test_pruner_gates(pruner: Pruner, kw: dict[str, object], reason: str) -> Non
 
 
 def test_pruner_ttl_boundary_and_unchanged_keeps_touch() -> None:
-    assert _prune(Pruner(), last_cache_touch_at=NOW - 300_000).changed  # exactly ttl: expired
-    quiet = _prune(Pruner(), context_window_tokens=10**7)
+    assert _prune(Pruner(settings=ON), last_cache_touch_at=NOW - 300_000).changed  # exactly ttl: expired
+    quiet = _prune(Pruner(settings=ON), context_window_tokens=10**7)
     assert not quiet.changed and quiet.skipped == "below-soft-trim-ratio"
     assert quiet.last_cache_touch_at == NOW - 600_000
 
@@ -409,7 +414,7 @@ def test_pruner_uses_its_clock_and_host_predicate() -> None:
         async def sleep(self, seconds: float) -> None:
             return None
 
-    pruner = Pruner(clock=Clock(), is_cache_ttl_eligible=lambda p, m, a: p == "mine")
+    pruner = Pruner(settings=ON, clock=Clock(), is_cache_ttl_eligible=lambda p, m, a: p == "mine")
     r = pruner.prune(
         _ctx(BIG), context_window_tokens=1000, last_cache_touch_at=NOW - 300_000, provider="mine"
     )

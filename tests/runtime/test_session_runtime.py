@@ -118,6 +118,7 @@ async def test_context_window_is_capped_by_context_tokens() -> None:
 async def test_pruning_runs_only_after_the_cache_ttl_expired() -> None:
     settings = RuntimeSettings(
         pruning=PruningSettings(
+            mode="cache-ttl",
             keep_last_assistants=1,
             min_prunable_tool_chars=100,
             soft_trim=SoftTrimSettings(max_chars=200, head_chars=50, tail_chars=50),

@@ -291,6 +291,7 @@ async def _step_compaction(ctx: DemoContext) -> StepResult:
 async def _step_pruning(ctx: DemoContext) -> StepResult:
     # OpenClaw's ratios, with thresholds scaled down to the small samples.
     settings = PruningSettings(
+        mode="cache-ttl",
         keep_last_assistants=1,
         min_prunable_tool_chars=500,
         soft_trim=SoftTrimSettings(max_chars=300, head_chars=100, tail_chars=100),

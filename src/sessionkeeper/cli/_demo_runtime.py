@@ -116,6 +116,7 @@ def _settings() -> RuntimeSettings:
     return RuntimeSettings(
         compaction=CompactionSettings(keep_recent_tokens=1_500),
         pruning=PruningSettings(
+            mode="cache-ttl",
             keep_last_assistants=1,
             soft_trim_ratio=0.1,
             hard_clear_ratio=0.3,

@@ -483,7 +483,7 @@ class Pruner:
       ``ttl_ms`` passed since that touch.
 
     Attributes:
-        settings: The pruning settings (default: OpenClaw's, mode ``cache-ttl``).
+        settings: The pruning settings (default ``PruningSettings()``: mode ``off``, OpenClaw's default).
         is_cache_ttl_eligible: ``(provider, model_id, api) -> bool``, the host's decision whether
             the provider's prompt cache expires (default :func:`is_cache_ttl_eligible_provider`).
         clock: Supplies "now" when :meth:`prune` is not given ``now_ms``.

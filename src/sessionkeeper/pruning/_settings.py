@@ -172,12 +172,15 @@ class PruningSettings:
     """
     Settings of the cache-TTL context pruner (``agents.defaults.contextPruning``, OpenClaw spec §7).
 
-    ``PruningSettings()`` is OpenClaw's effective settings once pruning is enabled (mode
-    ``cache-ttl``); :meth:`from_config` on an empty config gives ``mode="off"``, OpenClaw's config
-    default.
+    One default, whichever way the settings are built: pruning is **off** (OpenClaw 2026.7.35's
+    config default, ``docs/concepts/session-pruning.md``: "Default (disabled)"). ``PruningSettings()``
+    and :meth:`from_config` on a config without ``mode`` both give ``mode="off"``; every other field
+    is OpenClaw's effective default once pruning is enabled, so ``PruningSettings(mode="cache-ttl")``
+    equals ``from_config`` of ``{"mode": "cache-ttl"}``.
 
     Attributes:
-        mode: ``"cache-ttl"`` prunes; ``"off"`` (or any other configured value) never prunes.
+        mode: ``"cache-ttl"`` prunes; ``"off"`` (the default, or any other configured value) never
+            prunes.
         ttl_ms: Prune only when the prompt cache was last touched at least this long ago, in ms
             (config key ``ttl``; bare numbers are minutes; default 5 minutes; ``0`` never prunes).
         keep_last_assistants: Everything from the N-th last assistant message on is protected (3).
@@ -190,7 +193,7 @@ class PruningSettings:
         tools: Which tools' results may be pruned.
     """
 
-    mode: PruningMode = setting(default="cache-ttl", parse=_mode)  # noqa: RUF009 - field specifier
+    mode: PruningMode = setting(default="off", parse=_mode)  # noqa: RUF009 - field specifier
     ttl_ms: int = setting(default=_SHORT_TTL_MS, key="ttl", parse=_ttl)
     keep_last_assistants: int = setting(default=3, parse=_non_negative_int)
     soft_trim_ratio: float = setting(default=0.3, parse=_clamped_ratio)

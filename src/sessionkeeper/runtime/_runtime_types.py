@@ -70,8 +70,9 @@ class RuntimeSettings:
 
     Attributes:
         compaction: ``agents.defaults.compaction``.
-        pruning: ``agents.defaults.contextPruning`` (``PruningSettings()`` = mode ``cache-ttl``;
-            :meth:`from_config` on an empty config gives OpenClaw's ``off``).
+        pruning: ``agents.defaults.contextPruning``; off by default both ways (``PruningSettings()``
+            and :meth:`from_config` without ``mode``, OpenClaw's default); enable with
+            ``PruningSettings(mode="cache-ttl")``.
         memory_flush: ``agents.defaults.compaction.memoryFlush``.
         recovery: ``agents.defaults.compaction.overflowRecovery`` (attempt limits).
         context_window: ``agents.defaults.contextTokens`` (cap of the window).
