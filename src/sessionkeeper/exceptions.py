@@ -20,6 +20,7 @@ derives from it (a :class:`ConfigError` is a :class:`ValueError`, a :class:`Sess
     │   ├── StoreCorruptError (ValueError)         unreadable sessions.json / sqlite; a 0600 backup was made
     │   ├── InvalidSessionEntryError (ValueError)  a SessionEntry value or patch that cannot be stored
     │   ├── SessionNotFoundError (KeyError)        no SessionEntry for a session key
+    │   ├── SessionArchivedError                   new work refused on an archived session (restore it)
     │   └── ParentTooLargeError (ValueError)       operator fork refused: parent over the 100 000-token cap
     ├── LockError
     │   ├── SessionBusyError (TimeoutError)        write lock not acquired in time; owner and wait attached
@@ -58,6 +59,7 @@ __all__ = (
     "ModelClientError",
     "ParentTooLargeError",
     "ProviderError",
+    "SessionArchivedError",
     "SessionBusyError",
     "SessionKeeperError",
     "SessionNotFoundError",
@@ -203,6 +205,23 @@ class SessionNotFoundError(StoreError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class SessionArchivedError(StoreError):
+    """
+    New work was refused on an archived session (its entry has ``archivedAt``): OpenClaw 2026.7.35
+    ``initSessionState`` (spec §4.3 step 3) throws ``Session "<key>" is archived. Restore it before
+    starting new work.``; restore it with :meth:`~sessionkeeper.store.SessionStore.unarchive` first.
+
+    Attributes:
+        session_key: The archived session's key.
+        archived_at: The entry's ``archivedAt`` (ms since epoch), or ``None`` if it is not a number.
+    """
+
+    def __init__(self, session_key: str, *, archived_at: int | None = None) -> None:
+        self.session_key = session_key
+        self.archived_at = archived_at
+        super().__init__(f'Session "{session_key}" is archived. Restore it before starting new work.')
 
 
 class ParentTooLargeError(StoreError, ValueError):

@@ -389,6 +389,7 @@ class SessionRuntime:
             context: Thread / group / channel facts of the message.
 
         Raises:
+            SessionArchivedError: The entry is archived; nothing is written (restore it first, §4.3).
             UnsafePathError: The session id or file would leave the sessions directory.
             TranscriptFormatError: The transcript exists but is not one (it is left as is).
         """

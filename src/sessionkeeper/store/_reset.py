@@ -25,7 +25,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import attrs
 
 from sessionkeeper._config import Config
-from sessionkeeper.exceptions import ConfigError
+from sessionkeeper.exceptions import ConfigError, SessionArchivedError
 from sessionkeeper.store._entry import SessionEntry, session_entry_from_dict, session_entry_to_dict
 from sessionkeeper.store._keys import parse_thread_suffix
 from sessionkeeper.store._legacy_config import warn_legacy_key
@@ -605,11 +605,19 @@ def resolve_session(
 
     Returns:
         The :class:`SessionResolution`.
+
+    Raises:
+        SessionArchivedError: The entry is archived (``archivedAt`` set, not null): OpenClaw refuses to
+            start new work on it, for messages, reset triggers and system events alike (spec §4.3 step 3).
     """
     policy = policy or ResetPolicy()
     context = context or ResetContext()
     make_id = new_session_id or (lambda: str(uuid.uuid4()))
     current = session_entry_to_dict(entry) if isinstance(entry, SessionEntry) else dict(entry or {}) or None
+    archived_at = current.get("archivedAt") if current is not None else None
+    if archived_at is not None:  # spec §4.3 step 3: before triggers, freshness and system events
+        stamp = archived_at if isinstance(archived_at, int) and not isinstance(archived_at, bool) else None
+        raise SessionArchivedError(session_key, archived_at=stamp)
     chat = (context.chat_type or "").strip().lower()
     is_thread = (
         context.message_thread_id is not None
