@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from sessionkeeper.cli._main import EXIT_ERROR, fail
 from sessionkeeper.store import SessionEntry, SessionStore, session_entry_to_dict
 from sessionkeeper.store._json import JsonFileStoreBackend
 
@@ -202,11 +203,10 @@ def status_command(*, store_path: Path, backend: str | None, as_json: bool, key:
 
     entry, transcript = anyio.run(run)
     if entry is None:
-        if as_json:
+        if as_json:  # the JSON document is the answer (stdout only), as before
             click.echo(json.dumps({"key": key, "found": False}, indent=2))
-        else:
-            click.echo(f"no session for key {key!r}", err=True)
-        raise SystemExit(1)
+            raise SystemExit(EXIT_ERROR)
+        fail(f"no session for key {key!r} in {store_path}", code=EXIT_ERROR)
     if as_json:
         payload = {
             "key": key,
