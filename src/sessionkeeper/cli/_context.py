@@ -1,13 +1,15 @@
 """
 ``sessionkeeper context FILE`` (DESIGN "CLI", decision 6); ``tree`` lives in ``cli/_tree.py``.
 
-``context --json`` prints pi's ``SessionContext`` exactly (``{"messages", "thinkingLevel", "model"}``,
-one line); ``--llm`` adds ``llmMessages`` (``convertToLlm``) like pi-oracle's ``context.mjs``. Without
-``--json`` a readable view is printed with rich. For the default leaf the context comes from a bounded
-tail read (:func:`try_read_tail_context`, same result as the full load; the full loader decides when the
-tail cannot, and always with ``--leaf``). ``--last N`` prints the last N messages of the current branch
-(:func:`read_last_messages`; ``--json``: ``{"messages": [...]}``). The text helpers here (``_snippet``,
-``_message_text``, ``_content_text``, ``_load``) are shared with ``cli/_tree.py``.
+``context --json`` prints pi's ``SessionContext`` exactly (``{"messages", "thinkingLevel", "model"}``, one
+line); ``--llm`` adds ``llmMessages`` (``convertToLlm``) like pi-oracle's ``context.mjs``. Without
+``--json`` a readable view is printed with rich; with ``--llm`` it lists the messages as sent to the model
+(after ``convertToLlm``: summaries, bash executions and custom messages become user messages). For the
+default leaf the context comes from a bounded tail read (:func:`try_read_tail_context`, same result as the
+full load; the full loader decides when the tail cannot, and always with ``--leaf``). ``--last N`` prints
+the last N messages of the current branch (:func:`read_last_messages`; ``--json``: ``{"messages": [...]}``).
+The text helpers here (``_snippet``, ``_message_text``, ``_content_text``, ``_load``) are shared with
+``cli/_tree.py``.
 
 Exit codes: 0 ok; 1 error; 2 bad input (not a transcript, missing file, unknown ``--leaf`` id).
 """
@@ -127,7 +129,11 @@ def _resolve_leaf(index: TranscriptIndex, leaf: str | None) -> str | None:
     "--leaf", metavar="ID|null", help="Rebuild for this entry instead of the last one; null = empty."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print pi's SessionContext JSON (one line).")
-@click.option("--llm", is_flag=True, help="With --json: add llmMessages (convertToLlm).")
+@click.option(
+    "--llm",
+    is_flag=True,
+    help="The messages as sent to the model (convertToLlm); with --json: add llmMessages.",
+)
 @click.option(
     "--last",
     type=click.IntRange(min=1),
@@ -157,6 +163,7 @@ def context_command(file: Path, leaf: str | None, as_json: bool, llm: bool, last
         return
     console = Console()
     estimate = estimate_context_tokens(ctx.messages)
+    shown = convert_to_llm(ctx.messages) if llm else list(ctx.messages)
     model = f"{ctx.model.provider}/{ctx.model.model_id}" if ctx.model else "-"
     console.print(f"[bold]{escape(_printable(str(file)))}[/bold]  session {escape(_printable(session_id))}")
     shown_leaf = "null" if leaf_id is None else escape(_printable(leaf_id))  # a falsy id (0) is shown
@@ -165,7 +172,9 @@ def context_command(file: Path, leaf: str | None, as_json: bool, llm: bool, last
         f"thinking {escape(_printable(ctx.thinking_level))} · "
         f"model {escape(_printable(model))} · ~{estimate.tokens} context tokens"
     )
-    for number, message in enumerate(ctx.messages, 1):
+    if llm:
+        console.print(f"as sent to the model (convertToLlm): {len(shown)} messages")
+    for number, message in enumerate(shown, 1):
         _print_message(console, number, message)
 
 

@@ -9,9 +9,11 @@ context. The transcript is only read, never written. The command assumes a cache
 marker and ``--now``, or skipped with ``--ttl-expired``.
 
 ``--json`` prints ``{"messages": [...], "changed", "softTrimmed", "hardCleared", "charsBefore",
-"charsAfter", "skipped"}``: ``messages`` is the pruned context in the ``context --json`` message shape
-(pi's camelCase records), the two id lists hold tool call ids, the char counts are OpenClaw's weighted
-estimate, and ``skipped`` names the gate that stopped pruning (``null`` when it ran).
+"charsAfter", "skipped", "reason"}``: ``messages`` is the pruned context in the ``context --json``
+message shape (pi's camelCase records), the two id lists hold tool call ids, the char counts are
+OpenClaw's weighted estimate, ``skipped`` names the gate that stopped pruning (``null`` when it ran), and
+``reason`` says in one sentence why the context changed or not (also when the algorithm ran and found
+nothing to trim: ``changed: false, skipped: null``).
 """
 
 from __future__ import annotations
@@ -26,11 +28,11 @@ import click
 
 from sessionkeeper._clock import SYSTEM_CLOCK
 from sessionkeeper._config import load_config
-from sessionkeeper.pruning import Pruner, PruningSettings, read_last_cache_touch
+from sessionkeeper.pruning import Pruner, PruneResult, PruningSettings, read_last_cache_touch
 from sessionkeeper.transcript import load_transcript, message_to_builtins
 
 
-__all__ = ("COMMANDS", "parse_now", "prune_command")
+__all__ = ("COMMANDS", "parse_now", "prune_command", "prune_reason")
 
 
 def parse_now(value: str) -> int:
@@ -52,6 +54,55 @@ def parse_now(value: str) -> int:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return round(moment.timestamp() * 1000)
+
+
+_SKIP_REASONS: dict[str, str] = {
+    "mode-off": "pruning is off (contextPruning.mode)",
+    "provider-not-eligible": "the provider's prompt cache does not expire, so pruning would only cost cache",
+    "no-cache-marker": "the branch has no openclaw.cache-ttl marker for this model, so the prompt cache"
+    " age is unknown (pass --ttl-expired to prune anyway)",
+    "ttl-disabled": "the cache TTL is 0 (contextPruning.ttl)",
+    "ttl-not-expired": "the prompt cache TTL has not expired since the last cache-ttl marker (pass"
+    " --ttl-expired, or --now with a later time)",
+    "no-context-window": "no context window is known",
+    "too-few-assistants": "fewer assistant messages than keepLastAssistants: every tool result is protected",
+    "below-soft-trim-ratio": "the context is below softTrimRatio of the window: nothing needs pruning",
+}
+
+
+def prune_reason(result: PruneResult, settings: PruningSettings, *, context_window: int) -> str:
+    """
+    One sentence saying why ``result`` changed the context or not (``prune --json`` field ``reason``).
+
+    Gates (``result.skipped``) get a fixed sentence; when the algorithm ran, the sentence quotes the
+    ratio of the context to the window (weighted chars / (window tokens x 4)) against ``softTrimRatio``
+    and ``hardClearRatio`` and the thresholds that left every tool result as it was.
+    """
+    ratio = result.chars_before / (context_window * 4)
+    where = f"context at {ratio:.3f} of the window"
+    if result.skipped is not None:
+        sentence = _SKIP_REASONS.get(result.skipped, result.skipped)
+        if result.skipped == "below-soft-trim-ratio":
+            sentence += f" ({where} < softTrimRatio {settings.soft_trim_ratio})"
+        return sentence
+    if result.changed:
+        return (
+            f"{where} >= softTrimRatio {settings.soft_trim_ratio}: {len(result.soft_trimmed)} tool results"
+            f" soft-trimmed, {len(result.hard_cleared)} hard-cleared"
+        )
+    protected = f"older than the last {settings.keep_last_assistants} assistant messages"
+    sentence = (
+        f"{where} >= softTrimRatio {settings.soft_trim_ratio}, but no prunable tool result {protected} is"
+        f" longer than softTrim.maxChars {settings.soft_trim.max_chars} (or trimming would not shrink it)"
+    )
+    if ratio < settings.hard_clear_ratio:
+        return f"{sentence}; hard clear starts at hardClearRatio {settings.hard_clear_ratio}"
+    if not settings.hard_clear.enabled:
+        return f"{sentence}; hard clear is disabled"
+    return (
+        f"{sentence}; hard clear needs prunable tool results of at least minPrunableToolChars"
+        f" {settings.min_prunable_tool_chars} chars"
+    )
 
 
 @click.command("prune")
@@ -117,6 +168,7 @@ def prune_command(
             "charsBefore": result.chars_before,
             "charsAfter": result.chars_after,
             "skipped": result.skipped,
+            "reason": prune_reason(result, settings, context_window=context_window),
         }
         click.echo(json.dumps(payload, ensure_ascii=False))
         return
@@ -124,6 +176,7 @@ def prune_command(
     click.echo(
         f"changed: {'yes' if result.changed else 'no'}" + (f" ({result.skipped})" if result.skipped else "")
     )
+    click.echo(f"reason: {prune_reason(result, settings, context_window=context_window)}")
     click.echo(f"soft-trimmed: {len(result.soft_trimmed)} {' '.join(result.soft_trimmed)}".rstrip())
     click.echo(f"hard-cleared: {len(result.hard_cleared)} {' '.join(result.hard_cleared)}".rstrip())
     click.echo(
