@@ -6,6 +6,8 @@ import re
 from pathlib import Path
 
 import pytest
+from tests import _pi_oracle
+from tests._pi_oracle import PiOracle
 from tests.compaction._build import assistant, result, user
 
 from sessionkeeper._config import load_config
@@ -125,9 +127,8 @@ def test_b09_max_output_tokens_raises_the_reserve() -> None:
     assert effective_reserve_tokens(s, context_window=100_000, max_output_tokens=32_000) == 32_000
 
 
-PI_COMPACTION_JS = Path(
-    "/tmp/pi-oracle/node_modules/@mariozechner/pi-coding-agent/dist/core/compaction/compaction.js"
-)
+PI_COMPACTION_JS = Path("node_modules/@mariozechner/pi-coding-agent/dist/core/compaction/compaction.js")
+pi_oracle = _pi_oracle.pi_oracle  # the shared fixture: installs the oracle (or skips with the reason)
 
 
 def _js_constant(source: str, name: str) -> str:
@@ -137,19 +138,18 @@ def _js_constant(source: str, name: str) -> str:
 
 
 @pytest.mark.oracle
-def test_default_prompts_are_pi_verbatim() -> None:
-    if not PI_COMPACTION_JS.is_file():
-        pytest.skip("the installed pi oracle (/tmp/pi-oracle) is absent")
-    source = PI_COMPACTION_JS.read_text(encoding="utf-8")
+def test_default_prompts_are_pi_verbatim(pi_oracle: PiOracle) -> None:
+    compaction_js = pi_oracle.root / PI_COMPACTION_JS
+    source = compaction_js.read_text(encoding="utf-8")
     assert _js_constant(source, "SUMMARIZATION_PROMPT") == prompts.SUMMARIZATION_PROMPT
     assert _js_constant(source, "UPDATE_SUMMARIZATION_PROMPT") == prompts.UPDATE_SUMMARIZATION_PROMPT
     assert (
         _js_constant(source, "TURN_PREFIX_SUMMARIZATION_PROMPT") == prompts.TURN_PREFIX_SUMMARIZATION_PROMPT
     )
-    branch = (PI_COMPACTION_JS.parent / "branch-summarization.js").read_text(encoding="utf-8")
+    branch = (compaction_js.parent / "branch-summarization.js").read_text(encoding="utf-8")
     assert _js_constant(branch, "BRANCH_SUMMARY_PROMPT") == prompts.BRANCH_SUMMARY_PROMPT
     assert _js_constant(branch, "BRANCH_SUMMARY_PREAMBLE") == prompts.BRANCH_SUMMARY_PREAMBLE
-    utils = (PI_COMPACTION_JS.parent / "utils.js").read_text(encoding="utf-8")
+    utils = (compaction_js.parent / "utils.js").read_text(encoding="utf-8")
     assert _js_constant(utils, "SUMMARIZATION_SYSTEM_PROMPT") == prompts.SUMMARIZATION_SYSTEM_PROMPT
 
 
