@@ -63,9 +63,11 @@ __all__ = (
     "SessionBusyError",
     "SessionKeeperError",
     "SessionNotFoundError",
+    "StaleEntryError",
     "StaleLockError",
     "StoreCorruptError",
     "StoreError",
+    "StoreUnavailableError",
     "TranscriptChangedError",
     "TranscriptError",
     "TranscriptFormatError",
@@ -240,6 +242,37 @@ class ParentTooLargeError(StoreError, ValueError):
         self.parent_tokens = parent_tokens
         self.max_tokens = max_tokens
         super().__init__(f"parent session is too large to fork ({parent_tokens}/{max_tokens} tokens)")
+
+
+class StaleEntryError(StoreError):
+    """
+    A compare-and-swap write of a session entry lost: the stored revision is not the one the writer read
+    (PostgreSQL and Redis store backends; ``spec/distributed.md`` §2.4 "Session entries"). Nothing was
+    written; re-read the entry and retry.
+
+    Attributes:
+        session_key: The entry's session key.
+        expected_revision: The revision the writer read (``None``: it expected no entry).
+        current_revision: The stored revision now (``None``: no entry).
+    """
+
+    def __init__(
+        self, session_key: str, *, expected_revision: int | None, current_revision: int | None
+    ) -> None:
+        self.session_key = session_key
+        self.expected_revision = expected_revision
+        self.current_revision = current_revision
+        super().__init__(
+            f"stale write of {session_key!r}: expected revision {expected_revision}, "
+            f"the store holds {current_revision}"
+        )
+
+
+class StoreUnavailableError(StoreError, ConnectionError):
+    """
+    A database-backed store could not reach its server (PostgreSQL, Redis), or lost it mid-operation.
+    An operation that raised this may or may not have committed: re-read before retrying.
+    """
 
 
 class LockError(SessionKeeperError):

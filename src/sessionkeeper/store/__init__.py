@@ -122,6 +122,8 @@ from sessionkeeper.store._reset import (
     resolve_reset_type,
     resolve_session,
 )
+from sessionkeeper.store._postgres import POSTGRES_SCHEMA_VERSION, PostgresStoreBackend
+from sessionkeeper.store._remote import RevisionedEntry
 from sessionkeeper.store._sqlite import SQLITE_FILE_NAME, SqliteStoreBackend
 from sessionkeeper.store._store import RESET_CLEARED_FIELDS, BackendName, SessionStore, resolve_store_location
 
@@ -132,6 +134,7 @@ __all__ = (
     "GLOBAL_SESSION_KEY",
     "LEGACY_CONFIG_KEYS",
     "PARENT_FORK_MAX_TOKENS",
+    "POSTGRES_SCHEMA_VERSION",
     "RESET_CLEARED_FIELDS",
     "SQLITE_FILE_NAME",
     "STORE_FILE_NAME",
@@ -158,9 +161,11 @@ __all__ = (
     "ParentForkDecision",
     "ParentForkResult",
     "ParsedSessionKey",
+    "PostgresStoreBackend",
     "ResetContext",
     "ResetPolicy",
     "ResetRule",
+    "RevisionedEntry",
     "SessionEntry",
     "SessionEvent",
     "SessionResolution",

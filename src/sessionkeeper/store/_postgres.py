@@ -1,0 +1,612 @@
+"""
+``PostgresStoreBackend``: the session store in PostgreSQL, shared by every worker and machine that
+reaches the database (DESIGN "Storage backends"; ``spec/distributed.md`` §2.4; optional extra
+``sessionkeeper[postgres]``: psycopg 3 async and ``psycopg_pool``, imported only here).
+
+Schema (created and migrated by the library in ``schema``, default ``sessionkeeper``)::
+
+    CREATE TABLE sk_migrations (               -- one row per applied migration, forward-only
+        version    integer PRIMARY KEY,
+        name       text NOT NULL,
+        applied_at timestamptz NOT NULL DEFAULT now());
+    CREATE TABLE sk_sessions (                 -- the sessions.json equivalent
+        store_id    text   NOT NULL,           -- one store per agent / tenant; many share the table
+        session_key text   NOT NULL,
+        seq         bigint GENERATED ALWAYS AS IDENTITY,   -- insertion order
+        revision    bigint NOT NULL DEFAULT 1, -- compare-and-swap counter, never a timestamp
+        entry_text  text   NOT NULL,           -- the exact JSON object text (byte-exact round trip)
+        entry       jsonb,                     -- the same object for queries (NULL if jsonb cannot hold it)
+        session_id  text GENERATED ALWAYS AS (entry ->> 'sessionId') STORED,
+        created_at  timestamptz NOT NULL DEFAULT now(),
+        modified_at timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (store_id, session_key));
+    CREATE INDEX sk_sessions_order ON sk_sessions (store_id, seq);
+    CREATE INDEX sk_sessions_session_id ON sk_sessions (store_id, session_id);
+
+Concurrency (READ COMMITTED; every write is one transaction):
+
+- :meth:`~PostgresStoreBackend.update` re-reads the row under ``SELECT ... FOR UPDATE``, runs the updater
+  on it and writes with ``revision = revision + 1 WHERE revision = <read>``: concurrent updates of a key,
+  from any process, are serialised by the row lock; none is lost or applied out of order. A key that
+  does not exist yet is inserted with ``ON CONFLICT DO NOTHING``; when another writer created it first,
+  the update starts again on the row it wrote (the updater then runs a second time).
+- :meth:`~PostgresStoreBackend.compare_and_swap` is for writers that hold an entry across I/O (no lock
+  held meanwhile): it writes only if the revision is still the one read, else raises
+  :class:`~sessionkeeper.exceptions.StaleEntryError` (nothing written).
+- :meth:`~PostgresStoreBackend.transaction` locks every row of the store (``FOR UPDATE``, in ``seq``
+  order), runs the function on a snapshot and writes the difference; a key created meanwhile by another
+  writer makes it start again.
+- Migrations run under ``pg_advisory_xact_lock``, so workers starting together apply each one once.
+
+Deviation (``docs/decisions.md`` ``PG-ASYNCIO``): psycopg's async API runs on asyncio only; under trio
+every method raises :class:`~sessionkeeper.exceptions.StoreError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
+
+from sessionkeeper.exceptions import (
+    ConfigError,
+    SessionBusyError,
+    StaleEntryError,
+    StoreCorruptError,
+    StoreError,
+    StoreUnavailableError,
+)
+from sessionkeeper.store._backend import EntryUpdater, StoreTransaction, check_entry, diff_entries
+from sessionkeeper.store._entry import SessionEntry
+from sessionkeeper.store._remote import (
+    RevisionedEntry,
+    check_key,
+    decode_entry_text,
+    encode_entry_text,
+    redact_url,
+    storable_key,
+)
+
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+    from psycopg.rows import TupleRow
+    from psycopg_pool import AsyncConnectionPool
+
+
+__all__ = ("POSTGRES_SCHEMA_VERSION", "PostgresStoreBackend")
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_log = logging.getLogger("sessionkeeper.store")
+
+_MIGRATIONS: Final[tuple[tuple[int, str, tuple[str, ...]], ...]] = (
+    (
+        1,
+        "session entries",
+        (
+            """
+            CREATE TABLE {schema}.sk_sessions (
+                store_id    text   NOT NULL,
+                session_key text   NOT NULL,
+                seq         bigint GENERATED ALWAYS AS IDENTITY,
+                revision    bigint NOT NULL DEFAULT 1 CHECK (revision >= 1),
+                entry_text  text   NOT NULL,
+                entry       jsonb,
+                session_id  text GENERATED ALWAYS AS (entry ->> 'sessionId') STORED,
+                created_at  timestamptz NOT NULL DEFAULT now(),
+                modified_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (store_id, session_key)
+            )
+            """,
+            "CREATE INDEX sk_sessions_order ON {schema}.sk_sessions (store_id, seq)",
+            "CREATE INDEX sk_sessions_session_id ON {schema}.sk_sessions (store_id, session_id)",
+        ),
+    ),
+)
+
+_SCHEMA_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+
+POSTGRES_SCHEMA_VERSION: Final = _MIGRATIONS[-1][0]
+"""The schema version this library writes (the highest ``sk_migrations.version``)."""
+
+
+class _Retry(Exception):  # noqa: N818 - control flow: roll the transaction back and start again
+    pass
+
+
+class PostgresStoreBackend:
+    """
+    A :class:`~sessionkeeper.store.StoreBackend` on PostgreSQL (psycopg 3 async, one connection pool).
+
+    Several instances (threads, processes, machines) on the same database, schema and ``store_id`` share
+    one store and lose no update (module docstring: the concurrency rules). asyncio only.
+
+    Args:
+        dsn: A libpq connection string or URL (``postgresql://user@host:5432/db``). Not needed with
+            ``pool``.
+        store_id: Which store in the table (one per agent or tenant; default ``"default"``).
+        schema: The PostgreSQL schema holding the tables (default ``"sessionkeeper"``; letters, digits
+            and ``_``, at most 63; created when missing unless ``read_only``).
+        pool: A ``psycopg_pool.AsyncConnectionPool`` to use instead of opening one (its connections must
+            be in autocommit mode). Not closed by :meth:`aclose`.
+        min_size / max_size: The size of the pool opened from ``dsn`` (default 1 and 10 connections).
+        connect_timeout_s: How long the first use waits for the server (default 10 s).
+        lock_timeout_s: How long a write waits for a row lock or a connection before raising
+            :class:`~sessionkeeper.exceptions.SessionBusyError` (default 10 s).
+        read_only: Never create or migrate anything: a schema without our tables reads as an empty store;
+            writes raise :class:`~sessionkeeper.exceptions.StoreError`.
+
+    Raises:
+        ConfigError: Neither ``dsn`` nor ``pool``, or an invalid ``schema`` / ``store_id``.
+
+    Raises (from the methods):
+        StoreUnavailableError: The server cannot be reached, or the connection broke.
+        SessionBusyError: A row lock or a pool connection was not obtained within ``lock_timeout_s``.
+        StoreCorruptError: The schema is newer than this library, or a row is not a JSON object.
+        StoreError: Called outside asyncio, after :meth:`aclose`, or a write on a read-only backend.
+        InvalidSessionEntryError: A key with a NUL or a lone surrogate (PostgreSQL text cannot hold it).
+    """
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        store_id: str = "default",
+        schema: str = "sessionkeeper",
+        pool: AsyncConnectionPool[Any] | None = None,
+        min_size: int = 1,
+        max_size: int = 10,
+        connect_timeout_s: float = 10.0,
+        lock_timeout_s: float = 10.0,
+        read_only: bool = False,
+    ) -> None:
+        if dsn is None and pool is None:
+            raise ConfigError("PostgresStoreBackend needs dsn= or pool=")
+        if _SCHEMA_NAME.fullmatch(schema) is None:
+            raise ConfigError(
+                f"invalid schema name {schema!r} (1-63 characters: letters, digits, _)", key="schema"
+            )
+        if not storable_key(store_id, nul_ok=False):
+            raise ConfigError(f"invalid store id {store_id!r} (no NUL, no lone surrogate)", key="store_id")
+        self.dsn = dsn
+        self.store_id = store_id
+        self.schema = schema
+        self.read_only = read_only
+        self.connect_timeout_s = connect_timeout_s
+        self.lock_timeout_s = lock_timeout_s
+        self._min_size = min_size
+        self._max_size = max_size
+        self._pool = pool
+        self._owns_pool = pool is None
+        self._ready = False
+        self._tables = True  # read-only: False when the schema has no tables yet (an empty store)
+        self._closed = False
+        self._init_lock: asyncio.Lock | None = None
+        self._sql: dict[str, Any] = {}
+        self._sql_module: Any = None
+        self.where = f"postgresql:{schema}.sk_sessions[{store_id}]"
+
+    def __repr__(self) -> str:
+        target = redact_url(self.dsn) if self.dsn is not None else "pool"
+        ro = ", read_only=True" if self.read_only else ""
+        return f"PostgresStoreBackend({target!r}, store_id={self.store_id!r}, schema={self.schema!r}{ro})"
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    # ------------------------------------------------------------------ connection and schema
+
+    async def _ensure(self) -> AsyncConnectionPool[Any]:
+        if self._closed:
+            raise StoreError("the store backend is closed")
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            raise StoreError(
+                "PostgresStoreBackend runs on asyncio only (psycopg's async API); use a SqliteStoreBackend "
+                "or JsonFileStoreBackend under trio"
+            ) from None
+        if self._ready and self._pool is not None:
+            return self._pool
+        if self._init_lock is None:
+            self._init_lock = asyncio.Lock()
+        async with self._init_lock:
+            if not self._ready:
+                await self._open()
+        assert self._pool is not None
+        return self._pool
+
+    async def _open(self) -> None:
+        try:
+            from psycopg import sql  # noqa: PLC0415 - the optional extra, imported on first use
+            from psycopg_pool import AsyncConnectionPool, PoolTimeout  # noqa: PLC0415 - the optional extra, imported on first use
+        except ImportError as err:  # pragma: no cover - the extra is installed in tests
+            raise StoreError(
+                "PostgresStoreBackend needs the 'postgres' extra: pip install 'sessionkeeper[postgres]'"
+            ) from err
+        self._build_sql(sql)
+        if self._pool is None:
+            assert self.dsn is not None
+            pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+                self.dsn,
+                min_size=self._min_size,
+                max_size=self._max_size,
+                kwargs={"autocommit": True},
+                configure=self._configure,
+                open=False,
+                timeout=self.lock_timeout_s,
+                name=f"sessionkeeper:{self.schema}:{self.store_id}",
+            )
+            try:
+                await pool.open(wait=True, timeout=self.connect_timeout_s)
+            except PoolTimeout as err:
+                await pool.close()
+                raise StoreUnavailableError(
+                    f"cannot reach PostgreSQL at {redact_url(self.dsn)} within {self.connect_timeout_s} s"
+                ) from err
+            self._pool = pool
+        try:
+            if self.read_only:
+                await self._check_schema_read_only()
+            else:
+                await self._migrate()
+        except BaseException:
+            if self._owns_pool:
+                await self._pool.close()
+                self._pool = None
+            raise
+        self._ready = True
+
+    async def _configure(self, conn: AsyncConnection[Any]) -> None:
+        """Per new pool connection: the row-lock wait limit (``SET lock_timeout``)."""
+        await conn.execute(f"SET lock_timeout = {max(1, round(self.lock_timeout_s * 1000))}")
+
+    def _build_sql(self, sql: Any) -> None:
+        table = sql.Identifier(self.schema, "sk_sessions")
+        fmt = {"t": table}
+        queries = {
+            "all": "SELECT session_key, entry_text FROM {t} WHERE store_id = %s ORDER BY seq",
+            "all_locked": (
+                "SELECT session_key, entry_text, revision FROM {t} WHERE store_id = %s "
+                "ORDER BY seq FOR UPDATE"
+            ),
+            "keys": "SELECT session_key FROM {t} WHERE store_id = %s ORDER BY seq",
+            "get": "SELECT entry_text, revision FROM {t} WHERE store_id = %s AND session_key = %s",
+            "get_locked": (
+                "SELECT entry_text, revision FROM {t} WHERE store_id = %s AND session_key = %s FOR UPDATE"
+            ),
+            "insert": (
+                "INSERT INTO {t} (store_id, session_key, entry_text, entry) VALUES (%s, %s, %s, %s::jsonb) "
+                "ON CONFLICT (store_id, session_key) DO NOTHING RETURNING revision"
+            ),
+            "cas": (
+                "UPDATE {t} SET entry_text = %s, entry = %s::jsonb, modified_at = now(), "
+                "revision = revision + CASE WHEN entry_text = %s THEN 0 ELSE 1 END "
+                "WHERE store_id = %s AND session_key = %s AND revision = %s RETURNING revision"
+            ),
+            "delete": "DELETE FROM {t} WHERE store_id = %s AND session_key = %s",
+            "delete_many": "DELETE FROM {t} WHERE store_id = %s AND session_key = ANY(%s)",
+        }
+        self._sql = {name: sql.SQL(text).format(**fmt) for name, text in queries.items()}
+        self._sql_module = sql
+
+    async def _migrate(self) -> None:
+        """Create or migrate the schema (forward-only; once per instance; safe under concurrent starts)."""
+        sql = self._sql_module
+        schema = sql.Identifier(self.schema)
+        migrations = sql.Identifier(self.schema, "sk_migrations")
+        async with self._connection() as conn:
+            version = await self._schema_version(conn)
+            if version == POSTGRES_SCHEMA_VERSION:
+                return
+            async with conn.transaction():
+                await conn.execute(
+                    "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                    (f"sessionkeeper.migrate:{self.schema}",),
+                )
+                await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
+                await conn.execute(
+                    sql.SQL(
+                        "CREATE TABLE IF NOT EXISTS {} (version integer PRIMARY KEY, name text NOT NULL, "
+                        "applied_at timestamptz NOT NULL DEFAULT now())"
+                    ).format(migrations)
+                )
+                cur = await conn.execute(
+                    sql.SQL("SELECT coalesce(max(version), 0) FROM {}").format(migrations)
+                )
+                row = await cur.fetchone()
+                version = int(row[0]) if row is not None else 0
+                self._check_not_newer(version)
+                for number, name, statements in _MIGRATIONS:
+                    if number <= version:
+                        continue
+                    for statement in statements:
+                        await conn.execute(sql.SQL(statement).format(schema=schema))
+                    await conn.execute(
+                        sql.SQL("INSERT INTO {} (version, name) VALUES (%s, %s)").format(migrations),
+                        (number, name),
+                    )
+                    _log.info(
+                        "applied store schema migration %d (%s)",
+                        number,
+                        name,
+                        extra={"schema": self.schema, "version": number},
+                    )
+
+    async def _schema_version(self, conn: AsyncConnection[Any]) -> int | None:
+        """The applied schema version, or ``None`` when there is no migrations table."""
+        sql = self._sql_module
+        cur = await conn.execute("SELECT to_regclass(%s)", (f'"{self.schema}".sk_migrations',))
+        row = await cur.fetchone()
+        if row is None or row[0] is None:
+            return None
+        cur = await conn.execute(
+            sql.SQL("SELECT coalesce(max(version), 0) FROM {}").format(
+                sql.Identifier(self.schema, "sk_migrations")
+            )
+        )
+        row = await cur.fetchone()
+        version = int(row[0]) if row is not None else 0
+        self._check_not_newer(version)
+        return version
+
+    async def _check_schema_read_only(self) -> None:
+        async with self._connection() as conn:
+            version = await self._schema_version(conn)
+        if version is None:
+            self._tables = False
+            return
+        if version < POSTGRES_SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.where}: schema version {version} is older than this library's "
+                f"({POSTGRES_SCHEMA_VERSION}); open it once without read_only to migrate it"
+            )
+
+    def _check_not_newer(self, version: int) -> None:
+        if version > POSTGRES_SCHEMA_VERSION:
+            raise StoreCorruptError(
+                f"store schema version {version} is newer than this library's ({POSTGRES_SCHEMA_VERSION}); "
+                "upgrade sessionkeeper (migrations are forward-only)",
+                path=self.where,
+            )
+
+    def _connection(self) -> Any:
+        assert self._pool is not None
+        return self._pool.connection()
+
+    async def _run(self, body: Callable[[AsyncConnection[TupleRow]], Awaitable[R]], *, write: bool) -> R:
+        """Run ``body`` on a pooled connection, mapping driver errors to ours."""
+        if write and self.read_only:
+            raise StoreError(f"session store {self.where} was opened read-only")
+        await self._ensure()
+        import psycopg  # noqa: PLC0415 - the optional extra, imported on first use
+        from psycopg import errors  # noqa: PLC0415 - the optional extra, imported on first use
+        from psycopg_pool import PoolTimeout  # noqa: PLC0415 - the optional extra, imported on first use
+
+        try:
+            async with self._connection() as conn:
+                return await body(conn)
+        except PoolTimeout as err:
+            raise SessionBusyError(
+                f"no connection to {self.where} within {self.lock_timeout_s} s (pool of {self._max_size} "
+                f"busy, or the server is unreachable: {err})",
+                path=self.where,
+                waited_ms=self.lock_timeout_s * 1000,
+            ) from err
+        except errors.LockNotAvailable as err:
+            raise SessionBusyError(
+                f"a row of {self.where} stayed locked by another writer past {self.lock_timeout_s} s",
+                path=self.where,
+                waited_ms=self.lock_timeout_s * 1000,
+            ) from err
+        except psycopg.OperationalError as err:
+            raise StoreUnavailableError(f"{self.where}: {err}") from err
+
+    async def _rows(self, conn: AsyncConnection[TupleRow], name: str, *params: Any) -> list[TupleRow]:
+        cur = await conn.execute(self._sql[name], params)
+        return await cur.fetchall()
+
+    # ------------------------------------------------------------------ reads
+
+    async def load_all(self) -> dict[str, SessionEntry]:
+        """Return every entry in insertion order (one query)."""
+
+        async def body(conn: AsyncConnection[TupleRow]) -> dict[str, SessionEntry]:
+            if not self._tables:
+                return {}
+            rows = await self._rows(conn, "all", self.store_id)
+            return {key: decode_entry_text(key, text, where=self.where) for key, text in rows}
+
+        return await self._run(body, write=False)
+
+    async def keys(self) -> list[str]:
+        """Return every session key in insertion order (never reads the entries)."""
+
+        async def body(conn: AsyncConnection[TupleRow]) -> list[str]:
+            if not self._tables:
+                return []
+            return [row[0] for row in await self._rows(conn, "keys", self.store_id)]
+
+        return await self._run(body, write=False)
+
+    async def get_with_revision(self, session_key: str) -> RevisionedEntry | None:
+        """Return the entry under ``session_key`` with its revision (for :meth:`compare_and_swap`)."""
+        if not storable_key(session_key, nul_ok=False):
+            return None
+
+        async def body(conn: AsyncConnection[TupleRow]) -> RevisionedEntry | None:
+            if not self._tables:
+                return None
+            rows = await self._rows(conn, "get", self.store_id, session_key)
+            if not rows:
+                return None
+            text, revision = rows[0]
+            return RevisionedEntry(
+                entry=decode_entry_text(session_key, text, where=self.where), revision=int(revision)
+            )
+
+        return await self._run(body, write=False)
+
+    async def get(self, session_key: str) -> SessionEntry | None:
+        """Return the entry under ``session_key``, or ``None`` (one primary-key read)."""
+        found = await self.get_with_revision(session_key)
+        return None if found is None else found.entry
+
+    # ------------------------------------------------------------------ writes
+
+    async def put(self, session_key: str, entry: SessionEntry) -> None:
+        """Store ``entry`` under ``session_key`` (row-locked upsert; the revision grows if it changed)."""
+        check_entry(session_key, entry)
+        await self.update(session_key, lambda _current: entry)
+
+    async def update(self, session_key: str, fn: EntryUpdater) -> SessionEntry | None:
+        """
+        Atomically replace the entry under ``session_key`` with ``fn(current)`` (``None``: no change).
+
+        The row is re-read under ``SELECT ... FOR UPDATE`` and written in the same transaction, so
+        concurrent updates from any process are applied one after the other. ``fn`` runs while the row is
+        locked: keep it quick and free of I/O. It may run again if another writer creates the key first.
+        """
+        check_key(session_key, nul_ok=False, backend="PostgreSQL")
+
+        async def body(conn: AsyncConnection[TupleRow]) -> SessionEntry | None:
+            while True:
+                try:
+                    async with conn.transaction():
+                        return await self._update_locked(conn, session_key, fn)
+                except _Retry:
+                    continue
+
+        return await self._run(body, write=True)
+
+    async def _update_locked(
+        self, conn: AsyncConnection[TupleRow], session_key: str, fn: EntryUpdater
+    ) -> SessionEntry | None:
+        rows = await self._rows(conn, "get_locked", self.store_id, session_key)
+        current = None if not rows else decode_entry_text(session_key, rows[0][0], where=self.where)
+        new = fn(current)
+        if new is None:
+            return current
+        check_entry(session_key, new)
+        text, jsonb_ok = encode_entry_text(new)
+        jsonb = text if jsonb_ok else None
+        if not rows:
+            if not await self._rows(conn, "insert", self.store_id, session_key, text, jsonb):
+                raise _Retry  # created meanwhile by another writer: start again on its row
+            return new
+        old_text, revision = rows[0]
+        if old_text != text:
+            await self._rows(conn, "cas", text, jsonb, text, self.store_id, session_key, revision)
+        return new
+
+    async def compare_and_swap(
+        self, session_key: str, entry: SessionEntry, *, expected_revision: int | None
+    ) -> int:
+        """
+        Store ``entry`` only if the stored revision is still ``expected_revision``.
+
+        For writers that hold an entry across slow work (a model call) without holding a lock: read with
+        :meth:`get_with_revision`, compute, then swap; a stale writer gets an error instead of overwriting
+        a newer entry.
+
+        Args:
+            expected_revision: The revision read; ``None``: the key must not exist (create).
+
+        Returns:
+            The new revision (unchanged if the entry's JSON text is the same).
+
+        Raises:
+            StaleEntryError: The key's revision is another one (or it exists / no longer exists); nothing
+                was written.
+        """
+        check_entry(session_key, entry)
+        check_key(session_key, nul_ok=False, backend="PostgreSQL")
+        text, jsonb_ok = encode_entry_text(entry)
+        jsonb = text if jsonb_ok else None
+
+        async def body(conn: AsyncConnection[TupleRow]) -> int:
+            if expected_revision is None:
+                rows = await self._rows(conn, "insert", self.store_id, session_key, text, jsonb)
+            else:
+                rows = await self._rows(
+                    conn, "cas", text, jsonb, text, self.store_id, session_key, expected_revision
+                )
+            if rows:
+                return int(rows[0][0])
+            now = await self._rows(conn, "get", self.store_id, session_key)
+            raise StaleEntryError(
+                session_key,
+                expected_revision=expected_revision,
+                current_revision=int(now[0][1]) if now else None,
+            )
+
+        return await self._run(body, write=True)
+
+    async def delete(self, session_key: str) -> bool:
+        """Remove ``session_key``; return whether it existed."""
+        if not storable_key(session_key, nul_ok=False):
+            return False
+
+        async def body(conn: AsyncConnection[TupleRow]) -> bool:
+            cur = await conn.execute(self._sql["delete"], (self.store_id, session_key))
+            return cur.rowcount > 0
+
+        return await self._run(body, write=True)
+
+    async def transaction(self, fn: StoreTransaction[T]) -> T:
+        """
+        Run ``fn`` on a copy of the whole store and write its edits in one PostgreSQL transaction.
+
+        Every row of the store is locked (``FOR UPDATE``) while ``fn`` runs; if another writer created a
+        key that ``fn`` also creates, everything is rolled back and ``fn`` runs again on a fresh snapshot.
+        """
+
+        async def body(conn: AsyncConnection[TupleRow]) -> T:
+            while True:
+                try:
+                    async with conn.transaction():
+                        return await self._transaction_locked(conn, fn)
+                except _Retry:
+                    continue
+
+        return await self._run(body, write=True)
+
+    async def _transaction_locked(self, conn: AsyncConnection[TupleRow], fn: StoreTransaction[T]) -> T:
+        rows = await self._rows(conn, "all_locked", self.store_id)
+        before: dict[str, SessionEntry] = {}
+        revisions: dict[str, int] = {}
+        for key, text, revision in rows:
+            before[key] = decode_entry_text(key, text, where=self.where)
+            revisions[key] = int(revision)
+        working = dict(before)
+        result = fn(working)
+        upserts, removals = diff_entries(before, working)
+        for key, entry in upserts.items():
+            check_entry(key, entry)
+            check_key(key, nul_ok=False, backend="PostgreSQL")
+        if removals:
+            await conn.execute(self._sql["delete_many"], (self.store_id, removals))
+        for key, entry in upserts.items():
+            text, jsonb_ok = encode_entry_text(entry)
+            jsonb = text if jsonb_ok else None
+            if key in revisions:
+                params = (text, jsonb, text, self.store_id, key, revisions[key])
+                if not await self._rows(conn, "cas", *params):  # pragma: no cover - the row is locked
+                    raise _Retry
+            elif not await self._rows(conn, "insert", self.store_id, key, text, jsonb):
+                raise _Retry
+        return result
+
+    async def aclose(self) -> None:
+        """Close the connection pool (unless it was given); the backend is unusable afterwards."""
+        self._closed = True
+        pool, self._pool = self._pool, None
+        if pool is not None and self._owns_pool:
+            await pool.close()

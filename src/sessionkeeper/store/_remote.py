@@ -1,0 +1,133 @@
+"""
+What the database-server store backends (PostgreSQL, Redis) share: the revisioned entry, the row text
+codec and the session-key check (DESIGN "Storage backends"; ``spec/distributed.md`` §2.4).
+
+An entry is stored as the exact JSON object text ``sessions.json`` would hold for it (unknown fields
+included), so a row reads back byte for byte; every write of a changed text bumps an integer revision,
+the compare-and-swap token of :meth:`compare_and_swap` (never a timestamp).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Final
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import attrs
+import msgspec
+
+from sessionkeeper.exceptions import InvalidSessionEntryError, StoreCorruptError
+from sessionkeeper.store._entry import (
+    SessionEntry,
+    encode_session_entry,
+    session_entry_from_dict,
+    session_entry_to_dict,
+)
+
+
+__all__ = ("RevisionedEntry",)
+
+_JSONB_UNSAFE: Final = "\\u0000"
+
+
+@attrs.frozen(kw_only=True)
+class RevisionedEntry:
+    """
+    A session entry with its revision (PostgreSQL and Redis store backends).
+
+    Attributes:
+        entry: The stored entry.
+        revision: Its revision: 1 when created, +1 at every committed change of its JSON text (an
+            unchanged write keeps it). The token :meth:`PostgresStoreBackend.compare_and_swap` checks.
+    """
+
+    entry: SessionEntry
+    revision: int
+
+
+def encode_entry_text(entry: SessionEntry) -> tuple[str, bool]:
+    """
+    The row text of ``entry`` and whether PostgreSQL's ``jsonb`` can hold it too.
+
+    Lone surrogates (valid in JavaScript strings) are written escaped; ``jsonb`` refuses them and
+    ``\\u0000``, so such rows keep only their text (``False``).
+    """
+    try:
+        text = encode_session_entry(entry).decode()
+    except UnicodeEncodeError:
+        return json.dumps(session_entry_to_dict(entry)), False
+    return text, _JSONB_UNSAFE not in text
+
+
+def decode_entry_text(session_key: str, text: str | bytes, *, where: str) -> SessionEntry:
+    """
+    Decode a stored row.
+
+    Raises:
+        StoreCorruptError: The text is not a JSON object (``where`` names the store).
+    """
+    try:
+        raw = msgspec.json.decode(text)
+    except (msgspec.DecodeError, RecursionError) as err:  # RecursionError: nested ~1000 deep
+        try:
+            raw = json.loads(text)  # lone surrogate escapes (see encode_entry_text)
+        except (ValueError, RecursionError):
+            raise StoreCorruptError(f"entry {session_key!r} is not valid JSON ({err})", path=where) from err
+    if not isinstance(raw, dict):
+        raise StoreCorruptError(f"entry {session_key!r} is not a JSON object", path=where)
+    return session_entry_from_dict(raw)
+
+
+def storable_key(key: object, *, nul_ok: bool) -> bool:
+    """
+    Whether ``key`` can be a row key: UTF-8 text (no lone surrogate) and, for PostgreSQL (``nul_ok``
+    false), no NUL character.
+    """
+    if not isinstance(key, str):
+        return True  # check_entry reports the type
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return nul_ok or "\x00" not in key
+
+
+def check_key(key: object, *, nul_ok: bool, backend: str) -> None:
+    """
+    Raises:
+        InvalidSessionEntryError: ``key`` cannot be stored by ``backend`` (see :func:`storable_key`);
+            a JSON store can hold it.
+    """
+    if not storable_key(key, nul_ok=nul_ok):
+        raise InvalidSessionEntryError(
+            f"session key {key!r} holds a lone surrogate or NUL: a {backend} store cannot hold it "
+            "(a JSON store can)"
+        )
+
+
+def split_url_options(url: str, names: tuple[str, ...]) -> tuple[str, dict[str, str]]:
+    """
+    Remove the query parameters ``names`` (ours, such as ``schema`` and ``store``) from a server URL.
+
+    Returns:
+        ``(url without them, {name: value})``; the other parameters stay for the client library.
+    """
+    parts = urlsplit(url)
+    ours: dict[str, str] = {}
+    rest: list[tuple[str, str]] = []
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if name in names:
+            ours[name] = value
+        else:
+            rest.append((name, value))
+    return urlunsplit(parts._replace(query=urlencode(rest))), ours
+
+
+def redact_url(url: str) -> str:
+    """``url`` without its password (for messages and ``repr``)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)
+    user = (parts.username or "") + ":***"
+    return urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
