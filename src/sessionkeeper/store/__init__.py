@@ -107,6 +107,8 @@ from sessionkeeper.store._paths import (
     resolve_session_file,
     transcript_path,
 )
+from sessionkeeper.store._postgres import POSTGRES_SCHEMA_VERSION, PostgresStoreBackend
+from sessionkeeper.store._remote import RevisionedEntry
 from sessionkeeper.store._reset import (
     EffectiveResetPolicy,
     Freshness,
@@ -122,8 +124,6 @@ from sessionkeeper.store._reset import (
     resolve_reset_type,
     resolve_session,
 )
-from sessionkeeper.store._postgres import POSTGRES_SCHEMA_VERSION, PostgresStoreBackend
-from sessionkeeper.store._remote import RevisionedEntry
 from sessionkeeper.store._sqlite import SQLITE_FILE_NAME, SqliteStoreBackend
 from sessionkeeper.store._store import RESET_CLEARED_FIELDS, BackendName, SessionStore, resolve_store_location
 
