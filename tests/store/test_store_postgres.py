@@ -299,7 +299,7 @@ def test_no_server_skips_with_the_reason_but_fails_under_ci(monkeypatch: pytest.
     monkeypatch.setattr(_servers, "POSTGRES_DSN", "postgresql://127.0.0.1:1/test")
     monkeypatch.delenv("CI", raising=False)
     with pytest.raises(
-        pytest.skip.Exception, match="no PostgreSQL server reachable at postgresql://127.0.0.1:1"
+        pytest.skip.Exception, match=r"no PostgreSQL server reachable at postgresql://127\.0\.0\.1:1"
     ):
         _servers.require_postgres()
     monkeypatch.setenv("CI", "true")
