@@ -172,11 +172,13 @@ async def test_default_mode_empty_llm_reply_falls_back() -> None:
     assert outcome.provider == "extractive" and outcome.summary and outcome.summary.strip()
 
 
-async def test_unregistered_provider_falls_back() -> None:
+async def test_provider_unregistered_after_construction_falls_back() -> None:
     transcript, _ = await _session()
-    outcome = await Compactor(settings=CompactionSettings(provider="ghost")).compact(
-        transcript, keep_recent_tokens=1
-    )  # type: ignore[arg-type]
+    registry = CompactionProviderRegistry()
+    registry.register(Provider(GOOD, "ghost"))
+    compactor = Compactor(settings=CompactionSettings(provider="ghost"), providers=registry)
+    registry.unregister("ghost")  # a plugin went away after the compactor was built
+    outcome = await compactor.compact(transcript, keep_recent_tokens=1)  # type: ignore[arg-type]
     assert outcome.provider == "extractive"
     assert outcome.fallbacks[0] == "provider 'ghost' is not registered"
 

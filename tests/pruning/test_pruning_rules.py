@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import msgspec
 import pytest
 from tests.pruning._builders import assistant, bash, call, image, result, thinking, turn, user
@@ -377,6 +379,15 @@ def _prune(pruner: Pruner, **kw: object):
 def test_pruner_runs_when_ttl_expired_and_resets_the_touch() -> None:
     r = _prune(Pruner(settings=ON))
     assert r.changed and r.last_cache_touch_at == NOW
+
+
+def test_pruner_logs_what_it_pruned_at_debug_only(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.DEBUG, logger="sessionkeeper.pruning"):
+        r = _prune(Pruner())
+    (record,) = [rec for rec in caplog.records if rec.name == "sessionkeeper.pruning"]
+    assert record.levelno == logging.DEBUG  # once per request: never at INFO (docs/logging.md)
+    assert record.soft_trimmed == list(r.soft_trimmed) == ["c0"]  # type: ignore[attr-defined]
+    assert (record.chars_before, record.chars_after) == (r.chars_before, r.chars_after)  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ ever written when the summariser failed or produced nothing usable.
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
@@ -51,13 +52,15 @@ from sessionkeeper.compaction._suffix import (
     format_file_operations,
     safeguard_suffix,
 )
-from sessionkeeper.exceptions import CompactionCancelled, CompactionError, ModelClientError
+from sessionkeeper.exceptions import CompactionCancelled, CompactionError, ConfigError, ModelClientError
 from sessionkeeper.transcript import CompactionEntry, TranscriptEntry, estimate_tokens
 from sessionkeeper.transcript._entries import key_to_json
 from sessionkeeper.transcript._manager import TranscriptManager
 
 
-__all__ = ("CompactionResult", "CompactionStatus", "Compactor")
+__all__ = ("CompactionResult", "CompactionStatus", "Compactor", "check_provider_configured")
+
+_log = logging.getLogger("sessionkeeper.compaction")
 
 CompactionStatus: TypeAlias = Literal[
     "compacted",
@@ -138,6 +141,49 @@ class CompactionResult:
         return out
 
 
+def _describe(err: BaseException) -> str:
+    """``Type: message`` of an error, one line, at most 300 characters (for log records)."""
+    text = " ".join(str(err).split())
+    described = f"{type(err).__name__}: {text}" if text else type(err).__name__
+    return described if len(described) <= 300 else described[:299] + "…"
+
+
+def _log_result(
+    result: CompactionResult, transcript: TranscriptManager, *, reason: str, session_key: str | None
+) -> None:
+    """One INFO record per written compaction; DEBUG for runs that wrote nothing (``docs/logging.md``)."""
+    extra: dict[str, Any] = {
+        "session_key": session_key,
+        "session_id": transcript.session_id,
+        "reason": reason,
+        "status": result.status,
+        "provider": result.provider,
+        "tokens_before": result.tokens_before,
+    }
+    if result.entry is not None:
+        extra |= {
+            "entry_id": result.entry.id,
+            "summary_chars": len(result.summary or ""),
+            "fallbacks": list(result.fallbacks),
+        }
+        _log.info(
+            "compacted %s (%s): %d tokens before, %s summary of %d chars",
+            session_key or transcript.session_id,
+            reason,
+            result.tokens_before,
+            result.provider,
+            extra["summary_chars"],
+            extra=extra,
+        )
+    else:
+        _log.debug(
+            "compaction of %s wrote nothing: %s",
+            session_key or transcript.session_id,
+            result.status,
+            extra=extra,
+        )
+
+
 def _real_conversation(messages: tuple[Any, ...]) -> bool:
     """OpenClaw §5.6 step 1: meaningful user/assistant text (not NO_REPLY/heartbeat) or a tool result."""
     for message in messages:
@@ -155,6 +201,38 @@ def _real_conversation(messages: tuple[Any, ...]) -> bool:
     return False
 
 
+def check_provider_configured(
+    settings: CompactionSettings, providers: CompactionProviderRegistry | None
+) -> None:
+    """
+    Refuse settings that name a compaction provider no registry knows (issue #11 "no silent surprises").
+
+    A configured ``agents.defaults.compaction.provider`` that is not in ``providers`` would otherwise make
+    every compaction fall back to the LLM or extractive summariser without a word. Deviation from
+    OpenClaw, which falls back silently (``docs/decisions.md`` row D3-unknown-provider).
+
+    Args:
+        settings: The compaction settings (``settings.provider`` is checked; ``None`` passes).
+        providers: The registry the compactor will use (``None`` = an empty one).
+
+    Raises:
+        ConfigError: ``settings.provider`` is set and not registered (key
+            ``agents.defaults.compaction.provider``; the message lists the registered ids).
+    """
+    wanted = settings.provider
+    if not wanted:
+        return
+    if providers is not None and wanted in providers:
+        return
+    known = ", ".join(providers.ids()) if providers is not None and len(providers) else "none"
+    raise ConfigError(
+        f"compaction provider {wanted!r} is not registered (registered: {known}); register it in the "
+        "CompactionProviderRegistry passed as providers=, or install the package declaring it "
+        "(CompactionProviderRegistry.from_entry_points())",
+        key="agents.defaults.compaction.provider",
+    )
+
+
 class Compactor:
     """
     Compacts transcripts (pi spec §13-15, OpenClaw spec §5, DESIGN D1-D4).
@@ -170,6 +248,12 @@ class Compactor:
         workspace_dir: Folder holding the agent's ``AGENTS.md``; with
             ``settings.post_compaction_sections`` its named sections are appended to safeguard
             summaries as ``<workspace-critical-rules>`` (OpenClaw spec §5.6). ``None``: not used.
+
+    Raises:
+        ConfigError: ``settings.provider`` names a provider that ``providers`` does not hold
+            (:func:`check_provider_configured`). A provider unregistered later, or one that raises, makes
+            the run fall back down the chain with a WARNING on the ``sessionkeeper.compaction`` logger
+            (``docs/logging.md``).
     """
 
     def __init__(
@@ -184,6 +268,7 @@ class Compactor:
         workspace_dir: Path | str | None = None,
     ) -> None:
         self.settings = settings if settings is not None else CompactionSettings()
+        check_provider_configured(self.settings, providers)
         self.workspace_dir = Path(workspace_dir) if workspace_dir is not None else None
         self.model_client = model_client
         self.providers = providers if providers is not None else CompactionProviderRegistry()
@@ -307,6 +392,7 @@ class Compactor:
             raise
         if errors:
             result = attrs.evolve(result, hook_errors=tuple(errors))
+        _log_result(result, transcript, reason=reason, session_key=session_key)
         end = CompactionEndEvent(reason=reason, session_key=session_key, will_retry=will_retry, result=result)
         settled = len(errors)
         await self._notify(end, errors)
@@ -448,6 +534,11 @@ class Compactor:
             provider = self.providers.get(settings.provider)
             if provider is None:
                 fallbacks.append(f"provider {settings.provider!r} is not registered")
+                _log.warning(
+                    "compaction provider %r is not registered: falling back to the built-in summariser",
+                    settings.provider,
+                    extra={"provider": settings.provider, "fallback": "unregistered"},
+                )
             else:
                 request = SummaryRequest(
                     messages=messages,
@@ -465,11 +556,23 @@ class Compactor:
                     if abort is not None and abort.is_set():
                         raise
                     fallbacks.append(f"provider {provider.id!r} failed: {err}")
+                    _log.warning(
+                        "compaction provider %r failed (%s): falling back to the built-in summariser",
+                        provider.id,
+                        _describe(err),
+                        extra={"provider": provider.id, "fallback": "failed", "error": _describe(err)},
+                    )
                 else:
                     if text.strip():
                         suffix = suffix_of()
                         return cap_preserving_suffix(text, suffix), provider.id, tuple(fallbacks)
                     fallbacks.append(f"provider {provider.id!r} returned an empty summary")
+                    _log.warning(
+                        "compaction provider %r returned an empty summary: falling back to the built-in "
+                        "summariser",
+                        provider.id,
+                        extra={"provider": provider.id, "fallback": "empty"},
+                    )
 
         if self.model_client is not None:
             llm = LlmSummarizer(
@@ -501,6 +604,11 @@ class Compactor:
                 if isinstance(err, CompactionCancelled):
                     raise
                 fallbacks.append(f"llm summarizer failed: {err}")
+                _log.warning(
+                    "LLM summariser failed (%s): writing an extractive summary",
+                    _describe(err),
+                    extra={"provider": "llm", "fallback": "failed", "error": _describe(err)},
+                )
         else:
             fallbacks.append("no model client: extractive summary")
 

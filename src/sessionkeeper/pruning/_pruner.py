@@ -9,6 +9,7 @@ large, eligible results are replaced by a placeholder, oldest first.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable, Sequence
 from typing import Literal
@@ -50,6 +51,8 @@ __all__ = (
     "prune_context_messages",
     "resolve_context_window_tokens",
 )
+
+_log = logging.getLogger("sessionkeeper.pruning")
 
 PRUNED_IMAGE_MARKER = "[image removed during context pruning]"
 """Text that replaces an image of a pruned tool result (field report B16)."""
@@ -558,4 +561,19 @@ class Pruner:
             drop_thinking_for_estimate=drop_thinking_for_estimate,
         )
         touch = now if result.changed else last_cache_touch_at
+        if result.changed:  # per request: DEBUG only (docs/logging.md)
+            _log.debug(
+                "pruned %d tool results (%d soft-trimmed, %d hard-cleared): %d -> %d chars",
+                len(result.soft_trimmed) + len(result.hard_cleared),
+                len(result.soft_trimmed),
+                len(result.hard_cleared),
+                result.chars_before,
+                result.chars_after,
+                extra={
+                    "soft_trimmed": list(result.soft_trimmed),
+                    "hard_cleared": list(result.hard_cleared),
+                    "chars_before": result.chars_before,
+                    "chars_after": result.chars_after,
+                },
+            )
         return attrs.evolve(result, last_cache_touch_at=touch)

@@ -25,6 +25,7 @@ DESIGN D3-D5; field reports B09, B11, B13, B14, B15.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,6 +41,7 @@ from sessionkeeper._hooks import HookRegistry, MemoryFlushEndEvent, MemoryFlushS
 from sessionkeeper._model_client import ModelClient, ModelRequest
 from sessionkeeper._silent import is_silent_reply_payload, strip_silent_token
 from sessionkeeper.compaction import CompactionProviderRegistry, Compactor, compaction_threshold
+from sessionkeeper.compaction._compactor import check_provider_configured
 from sessionkeeper.exceptions import (
     CompactionCancelled,
     CompactionError,
@@ -93,6 +95,8 @@ from sessionkeeper.transcript._tail import read_header
 
 
 __all__ = ("RuntimeSession", "SessionRuntime")
+
+_log = logging.getLogger("sessionkeeper.runtime")
 
 
 def _stamped(message: AgentMessage, now_ms: int) -> AgentMessage:
@@ -233,17 +237,24 @@ class SessionRuntime:
         model_client: The host's model, for LLM summaries and the default memory-flush turn; ``None``:
             extractive summaries, and no flush unless ``memory_flush_runner`` is given.
         memory_flush_runner: Runs the silent flush turn (``async (MemoryFlushRequest) -> reply text``).
-            Default with a ``model_client``: one model call with the flush prompts; a non-silent reply is
-            appended to ``workspace_dir / memory/YYYY-MM-DD.md``. With neither, hosts have no flush
-            support (OpenClaw's CLI-backend rule) and the flush is skipped.
-        workspace_dir: The agent workspace for the default flush runner's memory file (``None``: not
-            written).
+            Default with a ``model_client`` and a ``workspace_dir``: one model call with the flush prompts;
+            a non-silent reply is appended to ``workspace_dir / memory/YYYY-MM-DD.md``. Without a runner
+            and without that pair, the host has no flush support (OpenClaw's CLI-backend rule) and the
+            flush is skipped: a ``model_client`` without ``workspace_dir`` never runs the default flush
+            turn, whose reply would have nowhere to go (issue #11; one INFO record on
+            ``sessionkeeper.runtime`` says so at construction).
+        workspace_dir: The agent workspace for the default flush runner's memory file (``None``: no
+            default flush turn).
         hooks: Receives ``compaction_start``/``compaction_end`` (reason ``manual | threshold | overflow``),
             ``session_before_compact``, ``session_compact``, ``memory_flush_start``/``memory_flush_end``.
         providers: Registered compaction providers.
         clock: Time source (ms since epoch for timestamps, TTL and flush dates).
         cwd: The ``cwd`` written in new transcript headers (default: the process's).
         host_supports_flush: ``False`` turns the flush off (OpenClaw skips it for CLI backends).
+
+    Raises:
+        ConfigError: ``settings.compaction.provider`` names a compaction provider that ``providers`` does
+            not hold (issue #11; ``docs/decisions.md`` D3-unknown-provider).
     """
 
     def __init__(
@@ -274,9 +285,18 @@ class SessionRuntime:
             settings=self.settings.memory_flush, compaction=self.settings.compaction
         )
         self.pruner = Pruner(settings=self.settings.pruning, clock=clock)
+        check_provider_configured(self.settings.compaction, providers)
         runner = memory_flush_runner
         if runner is None and model_client is not None:
-            runner = self._default_flush_runner
+            if self.workspace_dir is not None:
+                runner = self._default_flush_runner
+            elif host_supports_flush and self.settings.memory_flush.enabled:
+                # the default flush turn's only output is the memory file: without a workspace it would
+                # pay for a model call whose reply is thrown away (issue #11)
+                _log.info(
+                    "memory flush off: the default flush turn needs workspace_dir (or a memory_flush_runner)",
+                    extra={"reason": "no_workspace_dir"},
+                )
         self._flush_runner: MemoryFlushRunner | None = runner if host_supports_flush else None
         self._memory_transcripts: dict[str, TranscriptManager] = {}
 
@@ -1086,6 +1106,22 @@ class SessionRuntime:
                 pending_compaction=pending_compaction,
             )
             await self._patch(session, record.to_entry_patch())
+            _log.warning(
+                "memory flush of %s failed (%d in a row%s): %s",
+                session.session_key,
+                record.memory_flush_failure_count,
+                ", cycle given up" if record.exhausted else "",
+                record.memory_flush_last_failure_error,
+                extra={
+                    "session_key": session.session_key,
+                    "session_id": session.session_id,
+                    "trigger": trigger,
+                    "reason": decision.reason,
+                    "error": record.memory_flush_last_failure_error,
+                    "failure_count": record.memory_flush_failure_count,
+                    "exhausted": record.exhausted,
+                },
+            )
             hook_errors += await self.hooks.notify(
                 MemoryFlushEndEvent(
                     session_key=session.session_key,
@@ -1115,6 +1151,21 @@ class SessionRuntime:
         memory_file = None
         if not silent and self.workspace_dir is not None and self._flush_runner == self._default_flush_runner:
             memory_file = plan.relative_path
+        _log.info(
+            "memory flush of %s ran (%s, %s)",
+            session.session_key,
+            decision.reason,
+            "silent" if silent else "replied",
+            extra={
+                "session_key": session.session_key,
+                "session_id": session.session_id,
+                "trigger": trigger,
+                "reason": decision.reason,
+                "context_tokens": decision.context_tokens,
+                "reply_silent": silent,
+                "memory_file": memory_file,
+            },
+        )
         return MemoryFlushOutcome(
             trigger=trigger,
             reason=decision.reason,

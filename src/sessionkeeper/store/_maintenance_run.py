@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -47,6 +48,7 @@ __all__ = (
 )
 
 _STORE_NAME = "sessions.json"
+_log = logging.getLogger("sessionkeeper.maintenance")
 
 
 def list_store_files(sessions_dir: Path) -> list[StoreFile]:
@@ -409,6 +411,27 @@ def _replace(report: MaintenanceReport, **changes: Any) -> MaintenanceReport:
 def _finish(
     report: MaintenanceReport, *, mode: str, dry_run: bool, applied: bool, warnings: list[str]
 ) -> MaintenanceReport:
-    return _replace(
+    report = _replace(
         report, mode=mode, dry_run=dry_run, applied=applied, warnings=tuple(dict.fromkeys(warnings))
     )
+    if not dry_run and (report.removals or report.file_actions or report.warnings):
+        # one INFO record per run that changed (enforce) or would change (warn mode) something;
+        # a dry run is the caller's question and logs nothing (docs/logging.md)
+        _log.info(
+            "session maintenance (%s) %s %d entries and %d files%s",
+            mode,
+            "removed" if applied else "would remove",
+            len(report.removals),
+            len(report.file_actions),
+            f"; {len(report.warnings)} warnings" if report.warnings else "",
+            extra={
+                "mode": mode,
+                "applied": applied,
+                "removed_keys": list(report.removed_keys),
+                "file_actions": len(report.file_actions),
+                "bytes_before": report.bytes_before,
+                "bytes_after": report.bytes_after,
+                "warnings": list(report.warnings),
+            },
+        )
+    return report

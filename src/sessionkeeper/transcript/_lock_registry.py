@@ -206,6 +206,7 @@ def run_watchdog(reg: Registry) -> int:
             round(held_for_ms),
             held.max_hold_ms,
             held.lock_path,
+            extra={"lock_path": str(held.lock_path), "held_ms": held_for_ms, "max_hold_ms": held.max_hold_ms},
         )
         try:
             remove_if_unchanged(held.lock_path, held.snapshot)
@@ -333,7 +334,10 @@ def contend(lock_path: Path, *, now_ms: int, stale_ms: float, orphan_grace_ms: i
     if decision == "remove":
         if remove_if_unchanged(lock_path, snapshot):
             _log.warning(
-                "removed stale session lock: %s (%s)", lock_path, ", ".join(inspection.stale_reasons)
+                "removed stale session lock: %s (%s)",
+                lock_path,
+                ", ".join(inspection.stale_reasons),
+                extra={"lock_path": str(lock_path), "stale_reasons": list(inspection.stale_reasons)},
             )
             return Attempt(outcome="removed", inspection=inspection)
         return Attempt(outcome="changed", inspection=inspection)

@@ -124,6 +124,10 @@ async def clean_stale_lock_files(
                     "removed stale session lock: %s (%s)",
                     inspection.lock_path,
                     ", ".join(inspection.stale_reasons),
+                    extra={
+                        "lock_path": str(inspection.lock_path),
+                        "stale_reasons": list(inspection.stale_reasons),
+                    },
                 )
             reports.append(StaleLockReport(inspection=inspection, removable=removable, removed=removed))
         return reports
