@@ -383,7 +383,7 @@ def test_pruner_runs_when_ttl_expired_and_resets_the_touch() -> None:
 
 def test_pruner_logs_what_it_pruned_at_debug_only(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.DEBUG, logger="sessionkeeper.pruning"):
-        r = _prune(Pruner())
+        r = _prune(Pruner(settings=ON))
     (record,) = [rec for rec in caplog.records if rec.name == "sessionkeeper.pruning"]
     assert record.levelno == logging.DEBUG  # once per request: never at INFO (docs/logging.md)
     assert record.soft_trimmed == list(r.soft_trimmed) == ["c0"]  # type: ignore[attr-defined]
