@@ -108,6 +108,7 @@ from sessionkeeper.store._paths import (
     transcript_path,
 )
 from sessionkeeper.store._postgres import POSTGRES_SCHEMA_VERSION, PostgresStoreBackend
+from sessionkeeper.store._redis import RedisStoreBackend
 from sessionkeeper.store._remote import RevisionedEntry
 from sessionkeeper.store._reset import (
     EffectiveResetPolicy,
@@ -162,6 +163,7 @@ __all__ = (
     "ParentForkResult",
     "ParsedSessionKey",
     "PostgresStoreBackend",
+    "RedisStoreBackend",
     "ResetContext",
     "ResetPolicy",
     "ResetRule",
