@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 import anyio
+import attrs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -106,7 +107,9 @@ def test_random_trees_round_trip_losslessly(ops: list) -> None:
             assert reopened.entries() == entries
             assert reopened.session_name == m.session_name
             assert reopened.labels == m.labels
-            assert reopened.diagnostics.clean
+            # random navigation and first-kept ids may leave a metadata leaf off the newest branch or a
+            # compaction keeping nothing: reported (issue 15), but the file itself is undamaged
+            assert attrs.evolve(reopened.diagnostics, stale_leaf=None, unreachable_first_kept=()).clean
             for entry in entries:
                 expected = build_session_context(entries, leaf_id=entry.id)
                 assert reopened.build_session_context(entry.id) == expected

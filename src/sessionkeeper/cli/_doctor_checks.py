@@ -304,6 +304,12 @@ def _builtin_checks() -> list[TranscriptCheck]:
               lambda d: _lines(d.entries_without_id)),
         check("repeated-headers", "repeated session header lines (ignored)", "info",
               lambda d: _lines(d.repeated_header_lines)),
+        check("non-string-timestamps", "summary or custom message entries whose timestamp is not a string",
+              "warning", lambda d: _lines(d.non_string_timestamps)),
+        check("unreachable-first-kept", "compactions whose firstKeptEntryId is off their path (keep nothing)",
+              "warning", lambda d: _ids(d.unreachable_first_kept)),
+        check("stale-leaf", "last entry is metadata off the newest branch (newer messages left out)",
+              "warning", lambda d: ((), d.stale_leaf) if d.stale_leaf else None),
     ]  # fmt: skip
 
 

@@ -190,6 +190,11 @@ def decode_json_line(line: bytes) -> tuple[Any, bool, bool]:
         U+FFFD; whether invalid UTF-8 bytes were replaced by U+FFFD (as Node's UTF-8 decoder does);
         whether lone surrogate escapes were found.
 
+    Numbers are read as ``JSON.parse`` reads them where Python cannot hold them exactly: an integer
+    literal longer than Python's int-digits limit (4,300 digits) and a number beyond the double range
+    (``1e400``) become ``float`` (``inf`` / ``-inf``, JavaScript's ``Infinity``), never an error
+    (issue 15 item 2). Shorter integers stay exact ``int``; the line's bytes are what the index keeps.
+
     Raises:
         ValueError: The line is not valid JSON (``msgspec.DecodeError`` / ``json.JSONDecodeError``), or
             it is nested too deeply to decode (about 1000 levels: read as an invalid line).
@@ -207,12 +212,23 @@ def decode_json_line(line: bytes) -> tuple[Any, bool, bool]:
         text = line.decode("utf-8", "replace")
         bad_utf8 = True
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = json.loads(text, parse_constant=_reject_constant, parse_int=_js_int)
     except RecursionError as err:
         raise ValueError("JSON nested too deeply") from err
     scrubbed = scrub_surrogates(value)
     lone = _contains_lone(value)
     return scrubbed, bad_utf8, lone
+
+
+_INT_DIGITS_LIMIT: Final = 4300  # Python's default int <-> str conversion limit (sys.int_info)
+
+
+def _js_int(text: str) -> int | float:
+    """An integer literal: exact when Python may convert it, else the double ``JSON.parse`` reads
+    (``float(text)`` has no digits limit: ``inf`` / ``-inf`` beyond the double range)."""
+    if len(text) <= _INT_DIGITS_LIMIT:
+        return int(text)
+    return float(text)
 
 
 def _reject_constant(name: str) -> Any:

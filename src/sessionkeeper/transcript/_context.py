@@ -37,7 +37,7 @@ from sessionkeeper.transcript._messages import (
     CustomMessage,
     UnknownMessage,
 )
-from sessionkeeper.transcript._time import parse_iso_ms
+from sessionkeeper.transcript._time import js_date_ms, parse_iso_ms
 
 
 __all__ = (
@@ -160,7 +160,7 @@ def _compaction_message(entry: TranscriptEntry) -> AgentMessage:
     for key in ("summary", "tokensBefore"):
         if key in raw:
             synthesized[key] = raw[key]
-    synthesized["timestamp"] = parse_iso_ms(raw.get("timestamp", ""))
+    synthesized["timestamp"] = js_date_ms(raw.get("timestamp", ""))
     return message_from_json(synthesized)
 
 
@@ -194,13 +194,13 @@ def _entry_message(entry: TranscriptEntry) -> AgentMessage | None:
         for key in ("customType", "content", "display", "details"):
             if key in raw:
                 synthesized[key] = raw[key]
-        synthesized["timestamp"] = parse_iso_ms(raw.get("timestamp", ""))
+        synthesized["timestamp"] = js_date_ms(raw.get("timestamp", ""))
         return message_from_json(synthesized)
     if kind == "branch_summary" and raw.get("summary"):
         synthesized = {"role": "branchSummary", "summary": raw["summary"]}
         if "fromId" in raw:
             synthesized["fromId"] = raw["fromId"]
-        synthesized["timestamp"] = parse_iso_ms(raw.get("timestamp", ""))
+        synthesized["timestamp"] = js_date_ms(raw.get("timestamp", ""))
         return message_from_json(synthesized)
     return None
 

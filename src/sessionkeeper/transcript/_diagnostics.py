@@ -59,6 +59,18 @@ class TranscriptDiagnostics:
         cycles: Ids of entries on a ``parentId`` cycle (a walk stops before repeating an entry).
         orphan_tool_results: ``toolCallId`` of tool results on the leaf's context with no matching
             tool call in the closest preceding assistant message (only set by ``scan``).
+        non_string_timestamps: Lines of ``compaction``, ``branch_summary`` and ``custom_message``
+            entries whose ``timestamp`` is not a string (read as ``new Date(value)``, as pi does:
+            ``null`` is 0, a number is ms, most other values an invalid date; issue 15 item 3).
+        unreachable_first_kept: Ids of compactions whose ``firstKeptEntryId`` names no entry on their
+            own path (absent, or an id that is not an ancestor, e.g. after a copy that dropped it):
+            such a compaction keeps no message verbatim. A compaction naming its own id (a hardened
+            successor boundary) is not listed (issue 15 item 8).
+        stale_leaf: ``(leaf id, newest id)`` when the file's last entry (the leaf on load) is a
+            metadata entry (label, session name, model or thinking change, custom state) whose path
+            does not hold the newest message-bearing entry of the file: another program appended it
+            through a stale handle, and the context at the leaf silently leaves out the newer
+            messages (issue 15 item 10). ``None`` otherwise.
     """
 
     path: Path | None = None
@@ -78,6 +90,9 @@ class TranscriptDiagnostics:
     missing_parents: tuple[str, ...] = ()
     cycles: tuple[str, ...] = ()
     orphan_tool_results: tuple[str, ...] = ()
+    non_string_timestamps: tuple[int, ...] = ()
+    unreachable_first_kept: tuple[str, ...] = ()
+    stale_leaf: tuple[str, str] | None = None
 
     @property
     def clean(self) -> bool:
@@ -95,6 +110,9 @@ class TranscriptDiagnostics:
             or self.missing_parents
             or self.cycles
             or self.orphan_tool_results
+            or self.non_string_timestamps
+            or self.unreachable_first_kept
+            or self.stale_leaf
         )
 
     @property
@@ -135,5 +153,12 @@ class TranscriptDiagnostics:
             "missingParents": list(self.missing_parents),
             "cycles": list(self.cycles),
             "orphanToolResults": list(self.orphan_tool_results),
+            "nonStringTimestamps": list(self.non_string_timestamps),
+            "unreachableFirstKept": list(self.unreachable_first_kept),
+            "staleLeaf": (
+                {"leafId": self.stale_leaf[0], "newestEntryId": self.stale_leaf[1]}
+                if self.stale_leaf
+                else None
+            ),
             "clean": self.clean,
         }

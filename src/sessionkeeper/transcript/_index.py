@@ -66,6 +66,7 @@ def new_entry_id(taken: set[str] | dict[str, Any]) -> str:
 
 
 _ANY_DECODER: Final = msgspec.json.Decoder()
+_STAMPED_KINDS: Final = frozenset({"compaction", "branch_summary", "custom_message"})
 
 
 def decode_line(line: bytes) -> Any:
@@ -330,6 +331,7 @@ class TranscriptIndex:
                     except UnicodeDecodeError:
                         bad_utf8.append(self.line_numbers[pos])
         missing, cyclic = self._graph_findings()
+        stamps, unreachable = self._entry_findings(loaded)
         return TranscriptDiagnostics(
             path=self.path,
             line_count=scan.line_count,
@@ -347,7 +349,74 @@ class TranscriptIndex:
             duplicate_ids=tuple((k, tuple(v)) for k, v in duplicates.items()),
             missing_parents=missing,
             cycles=cyclic,
+            non_string_timestamps=stamps,
+            unreachable_first_kept=unreachable,
+            stale_leaf=self._stale_leaf(loaded),
         )
+
+    def _is_ancestor(self, ancestor: str, pos: int) -> bool:
+        """Whether ``ancestor`` is on the path above the entry at ``pos`` (the walk's rules, cycle-safe)."""
+        seen = {pos}
+        parent = self.parents[pos]
+        while parent:
+            if parent == ancestor:
+                return True
+            at = self.by_id.get(parent)
+            if at is None or at in seen:
+                return False
+            seen.add(at)
+            parent = self.parents[at]
+        return False
+
+    def _entry_findings(self, loaded: int) -> tuple[tuple[int, ...], tuple[str, ...]]:
+        """Non-string timestamps of message-building entries, and compactions keeping nothing by
+        accident (see :class:`TranscriptDiagnostics`); decodes only those entries."""
+        stamps: list[int] = []
+        unreachable: list[str] = []
+        for pos in range(loaded):
+            kind = self.kinds[pos]
+            if kind not in _STAMPED_KINDS:
+                continue
+            entry = self.entry_at(pos)
+            if isinstance(entry, UnknownEntry) and not isinstance(entry.raw.get("timestamp"), str):
+                stamps.append(self.line_numbers[pos])
+            if kind != "compaction" or self.ids[pos] is None:
+                continue
+            if isinstance(entry, CompactionEntry):
+                first_kept: str | None = entry.first_kept_entry_id
+            else:
+                first_kept = (
+                    entry_key(entry.raw.get("firstKeptEntryId")) if isinstance(entry, UnknownEntry) else None
+                )
+            if first_kept == self.ids[pos]:
+                continue  # a hardened boundary: keeps nothing on purpose
+            if first_kept is None or not self._is_ancestor(first_kept, pos):
+                unreachable.append(self.ids[pos] or "")
+        return tuple(stamps), tuple(unreachable)
+
+    def _stale_leaf(self, loaded: int) -> tuple[str, str] | None:
+        """``(leaf, newest)`` when the last entry is metadata off the branch of the newest message-building
+        entry (see :class:`TranscriptDiagnostics`)."""
+        leaf_pos = next((p for p in range(loaded - 1, -1, -1) if self.ids[p] is not None), -1)
+        if leaf_pos < 0 or self.kinds[leaf_pos] in _STAMPED_KINDS or self.kinds[leaf_pos] == "message":
+            return None
+        newest = next(
+            (
+                p
+                for p in range(leaf_pos - 1, -1, -1)
+                if self.ids[p] is not None and (self.kinds[p] in _STAMPED_KINDS or self.kinds[p] == "message")
+            ),
+            -1,
+        )
+        if newest < 0:
+            return None
+        newest_id = self.ids[newest]
+        assert newest_id is not None
+        if self.by_id.get(newest_id) != newest or self._is_ancestor(newest_id, leaf_pos):
+            return None
+        leaf_id = self.ids[leaf_pos]
+        assert leaf_id is not None
+        return leaf_id, newest_id
 
     @property
     def labels(self) -> dict[str, str]:

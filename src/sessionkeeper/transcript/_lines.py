@@ -64,12 +64,13 @@ def decode_object(line: bytes) -> tuple[Any, bytes] | None:
         if not line.strip():
             return None
         try:
-            value = decode_json_line(line)[0]
+            value, bad_utf8, lone = decode_json_line(line)
         except ValueError:
             return None
         if not isinstance(value, dict):
             return None
-        return value, msgspec.json.encode(value)
+        # the loader's rule: re-encoded only when the text was repaired (else the bytes stay as read)
+        return value, msgspec.json.encode(value) if bad_utf8 or lone else line
     return head, line
 
 

@@ -359,7 +359,8 @@ def _scan_careful(data: bytes, path: Path | None) -> _Scan:
                 scan.bad_utf8.append(line_no)
             if had_lone:
                 scan.lone.append(line_no)
-            replacement = msgspec.json.encode(value)
+            if was_bad_utf8 or had_lone:  # else (a number msgspec cannot hold) the bytes stay as read
+                replacement = msgspec.json.encode(value)
             head = _Head(type=value.get("type"), id=value.get("id"), parentId=value.get("parentId"))
         if not complete:
             scan.missing_newline = True

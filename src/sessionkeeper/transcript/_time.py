@@ -6,10 +6,12 @@ on entries, and ms since the epoch (``Date.parse``) on synthesised messages (pi-
 from __future__ import annotations
 
 import datetime as _dt
+import math
 import re
+from typing import Any
 
 
-__all__ = ("iso_from_ms", "parse_iso_ms")
+__all__ = ("iso_from_ms", "js_date_ms", "parse_iso_ms")
 
 _ISO = re.compile(
     r"^(?P<y>[+-]\d{6}|\d{4})(?:-(?P<mo>\d{2})(?:-(?P<d>\d{2}))?)?"
@@ -17,6 +19,7 @@ _ISO = re.compile(
     r"(?P<tz>Z|[+-]\d{2}:\d{2})?)?$"
 )
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+_MAX_TIME_MS = 8.64e15  # ECMAScript TimeClip: |t| above 100,000,000 days is an invalid date
 
 
 def iso_from_ms(ms: int) -> str:
@@ -60,3 +63,65 @@ def parse_iso_ms(text: str) -> float | int:
         sign = 1 if tz[0] == "+" else -1
         ms -= sign * (int(tz[1:3]) * 60 + int(tz[4:6])) * 60_000
     return ms
+
+
+def js_date_ms(value: Any) -> float | int:
+    """
+    Return ``new Date(value).getTime()`` for any JSON value, as pi 0.73.1 dates the summary and custom
+    messages it builds from an entry's ``timestamp`` (issue 15 item 3: a foreign writer's ``null``,
+    number of ms or array there must not fail a context rebuild).
+
+    A string is :func:`parse_iso_ms`; ``null`` is ``0``; a boolean ``0``/``1``; a number is clipped as
+    ECMAScript's TimeClip does (truncated toward zero, NaN beyond +-8.64e15 ms or when not finite); an
+    array is read as the string its elements joined by ``,`` make (``[2020]`` -> ``"2020"``); an object
+    is NaN. V8 also parses some non-ISO strings (``"1,2"``) with a legacy parser: those are NaN here,
+    as for string timestamps (see :func:`parse_iso_ms`).
+
+    Returns:
+        ms since the epoch (``int``), or ``float("nan")`` for an invalid date.
+    """
+    if isinstance(value, str):
+        return parse_iso_ms(value)
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int | float):
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond any double: Infinity, an invalid date
+            return math.nan
+        if not math.isfinite(number) or abs(number) > _MAX_TIME_MS:
+            return math.nan
+        return int(number)  # truncation toward zero; -0 becomes 0
+    if isinstance(value, list):
+        text = _js_join(value)
+        return parse_iso_ms(text) if text is not None else math.nan
+    return math.nan
+
+
+def _js_join(values: list[Any], depth: int = 0) -> str | None:
+    """``Array.prototype.join(",")`` of JSON values (``None`` for what no date string can come from)."""
+    if depth > 100:
+        return None
+    parts: list[str] = []
+    for item in values:
+        if item is None:
+            parts.append("")
+        elif isinstance(item, str):
+            parts.append(item)
+        elif isinstance(item, list):
+            joined = _js_join(item, depth + 1)
+            if joined is None:
+                return None
+            parts.append(joined)
+        elif isinstance(item, bool):
+            parts.append("true" if item else "false")
+        elif isinstance(item, int | float):
+            number = float(item) if isinstance(item, float) or abs(item) < 10**21 else math.inf
+            if not math.isfinite(number) or abs(number) >= 1e21 or number != int(number):
+                return None  # "1.5", "1e+21", "NaN", "Infinity": no ISO date string contains them
+            parts.append(str(int(number)))  # String(2020.0) is "2020" (below 1e21 no exponent form)
+        else:
+            return None  # objects ("[object Object]"), numbers in a list: no ISO date string
+    return ",".join(parts)

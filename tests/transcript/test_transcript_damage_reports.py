@@ -1,0 +1,98 @@
+"""Damage other writers leave is reported, not loaded as clean (issue 15 items 8 and 10)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from sessionkeeper.cli._main import cli
+from sessionkeeper.transcript import load_transcript, load_transcript_bytes
+
+
+TS = "2026-01-01T00:00:00.000Z"
+HEADER = {"type": "session", "version": 3, "id": "s1", "timestamp": TS, "cwd": "/w"}
+
+
+def _user(entry_id: str, parent: str | None, text: str = "hi") -> dict[str, Any]:
+    message = {"role": "user", "content": text, "timestamp": 1}
+    return {"type": "message", "id": entry_id, "parentId": parent, "timestamp": TS, "message": message}
+
+
+def _label(entry_id: str, parent: str | None, target: str) -> dict[str, Any]:
+    return {
+        "type": "label",
+        "id": entry_id,
+        "parentId": parent,
+        "timestamp": TS,
+        "targetId": target,
+        "label": "L",
+    }
+
+
+def _compaction(entry_id: str, parent: str | None, first_kept: Any) -> dict[str, Any]:
+    entry = {"type": "compaction", "id": entry_id, "parentId": parent, "timestamp": TS, "summary": "S"}
+    if first_kept is not None:
+        entry["firstKeptEntryId"] = first_kept
+    entry["tokensBefore"] = 10
+    return entry
+
+
+def _file(*entries: dict[str, Any]) -> bytes:
+    return b"".join(json.dumps(e, separators=(",", ":")).encode() + b"\n" for e in [HEADER, *entries])
+
+
+def test_metadata_last_line_off_an_old_branch_is_a_stale_leaf() -> None:
+    # a1 <- a2 <- a3 (newest messages); another program's stale handle still at a1 appends a label
+    data = _file(_user("a1", None), _user("a2", "a1"), _user("a3", "a2"), _label("l1", "a1", "a1"))
+    index = load_transcript_bytes(data)
+    assert len(index.build_context().messages) == 1  # pi's context at the last entry: a1 only
+    assert index.diagnostics.stale_leaf == ("l1", "a3")
+    assert not index.diagnostics.clean
+    assert index.diagnostics.to_json()["staleLeaf"] == {"leafId": "l1", "newestEntryId": "a3"}
+
+
+def test_metadata_at_the_tip_or_a_message_on_a_branch_is_not_stale() -> None:
+    tip = _file(_user("a1", None), _user("a2", "a1"), _label("l1", "a2", "a1"))
+    assert load_transcript_bytes(tip).diagnostics.clean
+    under_tip = _file(
+        _user("a1", None), _user("a2", "a1"), _label("l1", "a2", "a1"), _label("l2", "l1", "a2")
+    )
+    assert load_transcript_bytes(under_tip).diagnostics.stale_leaf is None
+    branched = _file(_user("a1", None), _user("a2", "a1"), _user("b2", "a1"))  # a real branch (navigation)
+    assert load_transcript_bytes(branched).diagnostics.clean
+
+
+def test_compaction_keeping_nothing_by_accident_is_reported() -> None:
+    entries = [_user("a1", None), _label("l1", "a1", "a1"), _user("a2", "l1")]
+    broken = _file(*entries, _compaction("c1", "a2", "gone"))
+    diag = load_transcript_bytes(broken).diagnostics
+    assert diag.unreachable_first_kept == ("c1",)
+    off_path = _file(*entries, _user("b1", None), _compaction("c1", "a2", "b1"))
+    assert load_transcript_bytes(off_path).diagnostics.unreachable_first_kept == ("c1",)
+    absent = _file(
+        *entries, {"type": "compaction", "id": "c1", "parentId": "a2", "timestamp": TS, "summary": "S"}
+    )
+    assert load_transcript_bytes(absent).diagnostics.unreachable_first_kept == ("c1",)
+    fine = _file(*entries, _compaction("c1", "a2", "l1"))
+    assert load_transcript_bytes(fine).diagnostics.clean
+    hardened = _file(
+        *entries, _compaction("c1", "a2", "c1")
+    )  # a successor's boundary: keeps nothing on purpose
+    assert load_transcript_bytes(hardened).diagnostics.clean
+
+
+def test_doctor_reports_stale_leaf_and_unreachable_first_kept(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(
+        _file(_user("a1", None), _user("a2", "a1"), _compaction("c1", "a2", "x"), _label("l1", "a1", "a1"))
+    )
+    before = path.read_bytes()
+    result = CliRunner().invoke(cli, ["doctor", str(path), "--json"])
+    assert path.read_bytes() == before
+    assert "stale-leaf" in result.output
+    assert "unreachable-first-kept" in result.output
+    diag = load_transcript(path).diagnostics
+    assert diag.stale_leaf == ("l1", "c1") and diag.unreachable_first_kept == ("c1",)

@@ -1,0 +1,157 @@
+"""Values other writers put in a line that Python cannot hold as pi reads them (issue 15 items 2, 3)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from tests import _pi_oracle
+from tests._pi_oracle import PiOracle
+
+from sessionkeeper.cli._main import cli
+from sessionkeeper.transcript import TranscriptManager, load_transcript, load_transcript_bytes
+from sessionkeeper.transcript._codec import message_to_builtins
+from sessionkeeper.transcript._messages import UserMessage
+from sessionkeeper.transcript._time import js_date_ms
+
+
+pi_oracle = _pi_oracle.pi_oracle
+TS = "2026-01-01T00:00:00.000Z"
+HEADER = {"type": "session", "version": 3, "id": "s1", "timestamp": TS, "cwd": "/w"}
+HUGE = "9" * 5000  # over Python's 4,300-digit int conversion limit
+
+
+def _line(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _user(entry_id: str, parent: str | None, stamp: str = "1") -> bytes:
+    return (
+        f'{{"type":"message","id":"{entry_id}","parentId":{json.dumps(parent)},"timestamp":"{TS}",'
+        f'"message":{{"role":"user","content":"hi","timestamp":{stamp}}}}}'
+    ).encode()
+
+
+def _file(*lines: bytes) -> bytes:
+    return b"\n".join([_line(HEADER), *lines]) + b"\n"
+
+
+# --------------------------------------------------------------------------- item 2: huge integers
+
+
+@pytest.mark.parametrize("where", ["timestamp", "details", "id", "parentId", "deep"])
+def test_integer_over_the_digit_limit_loads_and_rebuilds(where: str) -> None:
+    lines = [_user("a1", None)]
+    if where == "timestamp":
+        lines.append(_user("a2", "a1", HUGE))
+    elif where == "details":
+        lines.append(
+            f'{{"type":"custom","customType":"x","data":{{"n":-{HUGE}}},"id":"a2","parentId":"a1",'
+            f'"timestamp":"{TS}"}}'.encode()
+        )
+    elif where == "id":
+        lines.append(f'{{"type":"label","id":{HUGE},"parentId":"a1","timestamp":"{TS}"}}'.encode())
+    elif where == "parentId":
+        lines.append(_user("a2", None).replace(b'"parentId":null', f'"parentId":{HUGE}'.encode()))
+    else:
+        lines.append(_user("a2", "a1", f'1,"x":[[[{HUGE}.5e3]]]'))
+    index = load_transcript_bytes(_file(*lines))
+    context = index.build_context()
+    assert context.messages[0] == UserMessage(content="hi", timestamp=1)
+    if where == "timestamp":
+        assert context.messages[-1] == UserMessage(content="hi", timestamp=math.inf)
+    # the line is kept byte for byte (a rewrite or copy writes what was read)
+    assert index.line_bytes(len(index) - 1) == lines[-1]
+    assert index.diagnostics.invalid_lines == ()
+
+
+@pytest.mark.anyio
+async def test_append_and_branch_keep_a_huge_number_line_byte_for_byte(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    big = _user("a2", "a1", HUGE)
+    path.write_bytes(_file(_user("a1", None), big))
+    manager = await TranscriptManager.open(path)
+    await manager.append_message(UserMessage(content="next", timestamp=2))
+    assert path.read_bytes().split(b"\n")[2] == big
+    child = await manager.create_branched_session("a2", path=tmp_path / "child.jsonl")
+    assert big in (tmp_path / "child.jsonl").read_bytes().split(b"\n")
+    assert child.build_session_context().messages[-1] == UserMessage(content="hi", timestamp=math.inf)
+
+
+def test_cli_context_on_a_huge_integer_prints_json(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(_file(_user("a1", None), _user("a2", "a1", HUGE)))
+    result = CliRunner().invoke(cli, ["context", str(path), "--json"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["messages"][-1]["timestamp"] is None  # JSON.stringify(Infinity) is null
+    doctor = CliRunner().invoke(cli, ["doctor", str(path), "--json"], catch_exceptions=False)
+    assert doctor.exit_code in (0, 1), doctor.output
+    assert load_transcript(path).diagnostics.invalid_lines == ()
+
+
+# --------------------------------------------------------------------------- item 3: non-string timestamps
+
+STAMPS: list[Any] = [None, 12345, [], [2020], ["2020-01-01T00:00:00Z"], {}, True, False, 1e300, "x", 8.64e15,
+                     8.7e15, 1.7, -1.7, [["2020"]], [None], -0.0]  # fmt: skip
+
+
+def _summaries(stamp: Any) -> bytes:
+    ts = json.dumps(stamp)
+    return _file(
+        _user("a1", None),
+        f'{{"type":"compaction","id":"c1","parentId":"a1","timestamp":{ts},"summary":"S",'
+        f'"firstKeptEntryId":"a1","tokensBefore":5}}'.encode(),
+        f'{{"type":"branch_summary","id":"b1","parentId":"c1","timestamp":{ts},"fromId":"c1",'
+        f'"summary":"B"}}'.encode(),
+        f'{{"type":"custom_message","id":"m1","parentId":"b1","timestamp":{ts},"customType":"x",'
+        f'"content":"c","display":true}}'.encode(),
+    )
+
+
+def _same(got: Any, expected: float) -> bool:
+    if math.isnan(expected):
+        return isinstance(got, float) and math.isnan(got)
+    return bool(got == expected)
+
+
+@pytest.mark.parametrize("stamp", STAMPS, ids=[json.dumps(s) for s in STAMPS])
+def test_non_string_timestamp_is_read_as_new_date_and_reported(stamp: Any) -> None:
+    index = load_transcript_bytes(_summaries(stamp))
+    messages = index.build_context().messages
+    assert [type(m).__name__ for m in messages] == [
+        "CompactionSummaryMessage", "UserMessage", "BranchSummaryMessage", "CustomMessage"
+    ]  # fmt: skip
+    expected = js_date_ms(stamp)
+    for position in (0, 2, 3):
+        assert _same(getattr(messages[position], "timestamp", None), expected), position
+    reported = index.diagnostics.non_string_timestamps
+    assert reported == (() if isinstance(stamp, str) else (3, 4, 5))
+    assert index.diagnostics.clean is isinstance(stamp, str)
+
+
+def test_js_date_ms_is_new_date_get_time() -> None:
+    assert js_date_ms(None) == 0
+    assert js_date_ms(12345.9) == 12345
+    assert js_date_ms(-1.7) == -1
+    assert js_date_ms(True) == 1
+    assert js_date_ms([2020]) == 1577836800000
+    assert js_date_ms([[["2020"]]]) == 1577836800000
+    assert js_date_ms(8.64e15) == 8.64e15
+    for nan in ([], {}, 8.64e15 + 1, math.inf, "x", [1, 2], 10**400):
+        assert math.isnan(js_date_ms(nan))
+
+
+@pytest.mark.oracle
+def test_non_string_timestamps_equal_pis(pi_oracle: PiOracle, tmp_path: Path) -> None:
+    for n, stamp in enumerate(STAMPS):
+        path = tmp_path / f"t{n}.jsonl"
+        path.write_bytes(_summaries(stamp))
+        ours = [message_to_builtins(m)["timestamp"] for m in load_transcript(path).build_context().messages]
+        ours = [None if isinstance(t, float) and math.isnan(t) else t for t in ours]
+        theirs = [m.get("timestamp") for m in pi_oracle.context(path)["messages"]]
+        assert ours == theirs, stamp
