@@ -74,6 +74,9 @@ class StoreBackend(Protocol):
     :class:`~sessionkeeper.store.SqliteStoreBackend`. Run
     :func:`sessionkeeper.testing.conformance.run_backend_conformance` against a new one.
 
+    Order: the built-in backends apply the calls on one instance in call order (FIFO; issue 11), as an
+    in-memory dict does; a backend that runs blocking work in threads can use the same rule.
+
     Errors: a store that cannot be parsed raises :class:`~sessionkeeper.exceptions.StoreCorruptError`
     (after a 0600 backup), a writer lock not acquired in time raises
     :class:`~sessionkeeper.exceptions.SessionBusyError`; ``OSError`` from the file system propagates.

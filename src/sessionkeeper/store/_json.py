@@ -32,7 +32,6 @@ import time
 from pathlib import Path
 from typing import Any, Final, NoReturn, TypeVar
 
-import anyio.to_thread
 import msgspec
 
 from sessionkeeper._fs import FILE_MODE, atomic_write_bytes, backup_file, ensure_dir
@@ -50,6 +49,7 @@ from sessionkeeper.store._entry import (
     session_entry_from_dict,
     session_entry_to_dict,
 )
+from sessionkeeper.store._turns import FifoTurns
 from sessionkeeper.transcript._estimate import _js_number  # JavaScript's Number#toString
 
 
@@ -108,6 +108,7 @@ class JsonFileStoreBackend:
         self.read_only = read_only
         self._lock_path = target.with_name(f"{target.name}.lock")
         self._mutex = threading.Lock()
+        self._turns = FifoTurns()  # calls apply in call order (issue 11)
         self._lock_fd: int | None = None
         self._sig: _Signature | None = None
         self._loaded = False
@@ -126,28 +127,28 @@ class JsonFileStoreBackend:
 
     async def load_all(self) -> dict[str, SessionEntry]:
         """Return every entry in file order (re-reads the file only when it changed)."""
-        return await anyio.to_thread.run_sync(self._load_all_sync)
+        return await self._turns.run(self._load_all_sync)
 
     async def get(self, session_key: str) -> SessionEntry | None:
         """Return the entry under ``session_key``, or ``None``."""
-        return await anyio.to_thread.run_sync(self._get_sync, session_key)
+        return await self._turns.run(self._get_sync, session_key)
 
     async def keys(self) -> list[str]:
         """Return every session key in file order."""
-        return await anyio.to_thread.run_sync(self._keys_sync)
+        return await self._turns.run(self._keys_sync)
 
     async def put(self, session_key: str, entry: SessionEntry) -> None:
         """Store ``entry`` under ``session_key`` (locked read-modify-write of the file)."""
         check_entry(session_key, entry)
-        await anyio.to_thread.run_sync(self._update_sync, session_key, lambda _old: entry)
+        await self._turns.run(self._update_sync, session_key, lambda _old: entry)
 
     async def update(self, session_key: str, fn: EntryUpdater) -> SessionEntry | None:
         """Atomically replace the entry under ``session_key`` with ``fn(current)`` (``None``: no change)."""
-        return await anyio.to_thread.run_sync(self._update_sync, session_key, fn)
+        return await self._turns.run(self._update_sync, session_key, fn)
 
     async def delete(self, session_key: str) -> bool:
         """Remove ``session_key``; return whether it existed."""
-        return await anyio.to_thread.run_sync(self._delete_sync, session_key)
+        return await self._turns.run(self._delete_sync, session_key)
 
     async def transaction(self, fn: StoreTransaction[T], *, purge_dropped: bool = False) -> T:
         """
@@ -160,7 +161,7 @@ class JsonFileStoreBackend:
                 them, as OpenClaw's save of the loaded store does (``sessions cleanup --enforce``).
                 Default ``False``: a transaction that changes nothing writes nothing.
         """
-        return await anyio.to_thread.run_sync(self._transaction_sync, fn, purge_dropped)
+        return await self._turns.run(self._transaction_sync, fn, purge_dropped)
 
     async def aclose(self) -> None:
         """Close the lock file descriptor."""

@@ -34,7 +34,6 @@ import time
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
 
-import anyio.to_thread
 import msgspec
 
 from sessionkeeper._fs import FILE_MODE, backup_file, ensure_dir
@@ -51,6 +50,7 @@ from sessionkeeper.store._entry import (
     session_entry_from_dict,
     session_entry_to_dict,
 )
+from sessionkeeper.store._turns import FifoTurns
 
 
 __all__ = ("SQLITE_FILE_NAME", "SqliteStoreBackend", "SqliteSynchronous")
@@ -120,6 +120,7 @@ class SqliteStoreBackend:
         self.busy_timeout_s = busy_timeout_s
         self.read_only = read_only
         self._mutex = threading.Lock()
+        self._turns = FifoTurns()  # calls apply in call order (issue 11)
         self._conn: sqlite3.Connection | None = None
         self._closed = False
 
@@ -353,45 +354,43 @@ class SqliteStoreBackend:
 
     async def load_all(self) -> dict[str, SessionEntry]:
         """Return every entry in insertion order."""
-        result: dict[str, SessionEntry] = await anyio.to_thread.run_sync(self._read, self._all)
+        result: dict[str, SessionEntry] = await self._turns.run(self._read, self._all)
         return result
 
     async def get(self, session_key: str) -> SessionEntry | None:
         """Return the entry under ``session_key``, or ``None`` (one indexed row read)."""
         if not _storable_key(session_key):
             return None
-        result: SessionEntry | None = await anyio.to_thread.run_sync(self._read, self._get, session_key)
+        result: SessionEntry | None = await self._turns.run(self._read, self._get, session_key)
         return result
 
     async def keys(self) -> list[str]:
         """Return every session key in insertion order."""
-        result: list[str] = await anyio.to_thread.run_sync(self._read, self._keys)
+        result: list[str] = await self._turns.run(self._read, self._keys)
         return result
 
     async def put(self, session_key: str, entry: SessionEntry) -> None:
         """Store ``entry`` under ``session_key`` (one row upsert)."""
         check_entry(session_key, entry)
         _check_key(session_key)
-        await anyio.to_thread.run_sync(self._write, self._update, session_key, lambda _old: entry)
+        await self._turns.run(self._write, self._update, session_key, lambda _old: entry)
 
     async def update(self, session_key: str, fn: EntryUpdater) -> SessionEntry | None:
         """Atomically replace the entry under ``session_key`` with ``fn(current)`` (``None``: no change)."""
         _check_key(session_key)
-        result: SessionEntry | None = await anyio.to_thread.run_sync(
-            self._write, self._update, session_key, fn
-        )
+        result: SessionEntry | None = await self._turns.run(self._write, self._update, session_key, fn)
         return result
 
     async def delete(self, session_key: str) -> bool:
         """Remove ``session_key``; return whether it existed."""
         if not _storable_key(session_key):
             return False
-        result: bool = await anyio.to_thread.run_sync(self._write, self._delete, session_key)
+        result: bool = await self._turns.run(self._write, self._delete, session_key)
         return result
 
     async def transaction(self, fn: StoreTransaction[T]) -> T:
         """Run ``fn`` on a copy of the whole store and apply its edits in one SQLite transaction."""
-        result: T = await anyio.to_thread.run_sync(self._write, self._transaction, fn)
+        result: T = await self._turns.run(self._write, self._transaction, fn)
         return result
 
     async def aclose(self) -> None:
