@@ -10,6 +10,7 @@ content ``--fix`` writes: every complete line that parses as a JSON object is ke
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
@@ -19,6 +20,7 @@ import msgspec
 
 from sessionkeeper._clock import SYSTEM_CLOCK
 from sessionkeeper.exceptions import TranscriptFormatError
+from sessionkeeper.store import refused_session_files
 from sessionkeeper.transcript import (
     TranscriptDiagnostics,
     TranscriptIndex,
@@ -246,6 +248,31 @@ class _LockCheck:
         return (Finding(check=self.id, severity="warning", message=message, fixable=True),)
 
 
+@attrs.frozen
+class _SessionFileCheck:
+    """Entries of ``sessions.json`` whose ``sessionFile`` the store refuses (issue 15 items 1, 4; F1)."""
+
+    id: str = "session-file"
+    description: str = "sessionFile values the store refuses (never read, written, archived or deleted)"
+
+    def check_directory(self, directory: Path) -> Iterable[Finding]:
+        try:
+            entries = json.loads((directory / "sessions.json").read_bytes())
+        except (OSError, ValueError, RecursionError):
+            return ()  # no JSON store, or one the store checks report
+        if not isinstance(entries, dict):
+            return ()
+        return tuple(
+            Finding(
+                check=self.id,
+                severity="error",
+                message=f"entry {key!r}: sessionFile {value!r} refused: {reason}",
+                ids=(key,),
+            )
+            for key, value, reason in refused_session_files(directory, entries)
+        )
+
+
 def _shorten(items: list[str], limit: int) -> str:
     return ", ".join(items[:limit]) + (", ..." if len(items) > limit else "")
 
@@ -355,7 +382,9 @@ def default_registry() -> DoctorRegistry:
     from sessionkeeper.cli._doctor_config import builtin_config_checks  # noqa: PLC0415 - it imports this module
 
     return DoctorRegistry(
-        transcript_checks=[*_builtin_checks(), _LockCheck()], config_checks=builtin_config_checks()
+        transcript_checks=[*_builtin_checks(), _LockCheck()],
+        directory_checks=[_SessionFileCheck()],
+        config_checks=builtin_config_checks(),
     )
 
 

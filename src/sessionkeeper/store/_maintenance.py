@@ -32,7 +32,6 @@ from sessionkeeper.store._artifacts import (
     is_store_temp_name,
     is_trajectory_name,
     prompt_blob_name,
-    trajectory_names,
 )
 from sessionkeeper.store._keys import (
     is_main_session_key,
@@ -230,19 +229,25 @@ def plan_maintenance(
         entry_file = _removed_session_file(entries[removal.key])
         if removal.session_id not in removed_files or entry_file:
             removed_files[removal.session_id] = entry_file
+    # F1 (issue 15 item 1): only files the removed session owns, and none a remaining entry references
     referenced_ids = {sid for e in sim.entries.values() if (sid := session_id_of(e))}
+    live_files = resolver.referenced(sim.entries)
     archived_any = False
     for session_id, session_file in removed_files.items():
         if session_id in referenced_ids:
             continue
-        for name in resolver.archive_candidates(session_id, session_file):
+        for name in resolver.archive_candidates(session_id, session_file, sim.warnings):
+            if name in live_files:
+                if name in sim.files:
+                    sim.warnings.append(f"kept {name}: a remaining entry references it")
+                continue
             archived_any = sim.archive(name) or archived_any
     for session_id, session_file in removed_files.items():
         if session_id in referenced_ids:
             continue
-        transcript = resolver.transcript({"sessionId": session_id, "sessionFile": session_file})
-        if transcript is not None:
-            for name in trajectory_names(transcript):
+        owned = resolver.owned_artifacts({"sessionId": session_id, "sessionFile": session_file})
+        for name in owned[1:]:
+            if name not in live_files:
                 sim.delete(name, "removed-trajectory")
 
     # (5) archive retention: deleted archives after pruneAfter, reset archives after their retention.
@@ -396,8 +401,10 @@ def _disk_budget(
             refcounts[sid] = refcounts.get(sid, 1) - 1
             if refcounts[sid] > 0:
                 continue
-            for name in resolver.artifacts(entry):
-                drop(name, "budget-entry-file")
+            live_files = resolver.referenced(sim.entries)
+            for name in resolver.owned_artifacts(entry, sim.warnings):
+                if name not in live_files:
+                    drop(name, "budget-entry-file")
     if total > high_water:
         sim.warnings.append(
             f"session disk budget still above high-water target ({total} > {high_water} bytes)"

@@ -28,6 +28,7 @@ from sessionkeeper.store._maintenance_report import (
     StoreFile,
     serialize_store,
 )
+from sessionkeeper.store._paths import check_session_file_owner
 
 
 __all__ = (
@@ -135,14 +136,39 @@ class Resolver:
             return []
         return [transcript, *trajectory_names(transcript)]
 
-    def archive_candidates(self, session_id: str, session_file: str | None) -> list[str]:
+    def archive_candidates(
+        self, session_id: str, session_file: str | None, refused: list[str] | None = None
+    ) -> list[str]:
+        """
+        The files of a removed session to archive: its explicit ``sessionFile`` when the session owns it
+        (:func:`~sessionkeeper.store._paths.check_session_file_owner`, F1), and its canonical name. A
+        refused ``sessionFile`` is appended to ``refused`` as a sentence for the report.
+        """
         out: list[str] = []
         explicit = self.session_file({"sessionFile": session_file}) if session_file else None
+        if explicit is not None:
+            reason = check_session_file_owner(explicit, session_id)
+            if reason is not None:
+                if refused is not None:
+                    refused.append(f"sessionFile of session {session_id!r} refused, not archived: {reason}")
+                explicit = None
         canonical = self.canonical(session_id)
         for name in (explicit, canonical):
             if name is not None and name not in out:
                 out.append(name)
         return out
+
+    def owned_artifacts(self, entry: Mapping[str, Any], refused: list[str] | None = None) -> list[str]:
+        """:meth:`artifacts` of the files ``entry`` owns (F1): a refused ``sessionFile`` gives none."""
+        session_id = session_id_of(entry)
+        if session_id is None:
+            return []
+        value = entry.get("sessionFile")
+        names: list[str] = []
+        for name in self.archive_candidates(session_id, value if isinstance(value, str) else None, refused):
+            names.extend([name, *trajectory_names(name)])
+            break
+        return names
 
     def referenced(self, entries: Mapping[str, Mapping[str, Any]]) -> set[str]:
         names: set[str] = set()

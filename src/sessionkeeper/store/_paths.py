@@ -5,6 +5,11 @@ Store layout (OpenClaw spec §1.1, §2.4; DESIGN "Files").
 ``<sessionId>.jsonl`` and ``<sessionId>-topic-<encodeURIComponent(threadId)>.jsonl``, and archives
 ``<file>.reset.<stamp>`` / ``<file>.deleted.<stamp>``. Every path built here is checked to stay inside
 its sessions directory; an id that would escape it raises :class:`~sessionkeeper.exceptions.UnsafePathError`.
+
+An entry's explicit ``sessionFile`` must also be attributable to that entry (:func:`check_session_file_owner`,
+issue 15 item 1, deviation F1 in docs/decisions.md): OpenClaw accepts any file inside the directory, so one
+wrong value made ``reset``, ``delete`` and ``sessions cleanup --enforce`` archive ``sessions.json`` or another
+session's transcript.
 """
 
 from __future__ import annotations
@@ -12,8 +17,9 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal
 from urllib.parse import quote
 
 from sessionkeeper._fs import check_safe_name
@@ -23,12 +29,16 @@ from sessionkeeper.store._entry import is_valid_transcript_session_id
 
 __all__ = (
     "DEFAULT_AGENT_ID",
+    "STORE_FILE_NAMES",
     "ArchiveReason",
     "agent_sessions_dir",
     "archive_name",
     "archive_stamp",
+    "check_session_file_owner",
     "encode_thread_id",
+    "is_store_file_name",
     "normalize_agent_id",
+    "refused_session_files",
     "resolve_session_file",
     "transcript_path",
 )
@@ -37,6 +47,14 @@ DEFAULT_AGENT_ID: Final = "main"
 """The agent id used when none (or an unusable one) is given."""
 
 ArchiveReason = Literal["reset", "deleted", "bak"]
+
+STORE_FILE_NAMES: Final = ("sessions.json", "sessions.sqlite")
+"""The store's own files; with their locks, backups, temp and journal files they are never a transcript."""
+
+# pi's fork/successor name: ``<ISO stamp, ':' and '.' as '-'>_<sessionId>.jsonl``
+_FORK_STEM_RE: Final = re.compile(
+    r"^\d{4}-\d{2}-\d{2}T[\w-]+?(?:Z|[+-]\d{2}(?:-\d{2})?)?_(?P<id>[^_]+)$", re.ASCII
+)
 
 _VALID_AGENT_ID_RE: Final = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$", re.IGNORECASE)
 _INVALID_AGENT_CHARS_RE: Final = re.compile(r"[^a-z0-9_-]+")
@@ -114,19 +132,68 @@ def transcript_path(sessions_dir: Path | str, session_id: str, *, thread_id: str
     return path
 
 
+def is_store_file_name(name: str) -> bool:
+    """
+    True for the store's own files: ``sessions.json`` / ``sessions.sqlite`` and every name derived from
+    them (``.lock``, ``.bak.<stamp>``, ``.<pid>.<uuid>.tmp``, SQLite's ``-wal`` / ``-shm`` / ``-journal``).
+    Compared case-insensitively (case-insensitive file systems).
+    """
+    lowered = name.lower()
+    return any(lowered == base or lowered.startswith((f"{base}.", f"{base}-")) for base in STORE_FILE_NAMES)
+
+
+def check_session_file_owner(name: str, session_id: str | None) -> str | None:
+    """
+    Whether a transcript file name can belong to the entry with ``session_id`` (issue 15 item 1, F1).
+
+    Attributable names: ``<sessionId>.jsonl``, the topic form ``<sessionId>-topic-<thread>.jsonl`` and the
+    fork / successor / reset form ``<ISO stamp>_<sessionId>.jsonl`` (the names this library, pi and
+    OpenClaw record, and what ``rewrite_session_file_for_new_session_id`` produces). Never the store's own
+    files (:func:`is_store_file_name`) nor a trajectory sidecar.
+
+    Args:
+        name: The file name (no directory).
+        session_id: The entry's ``sessionId``; ``None`` (no id) attributes nothing.
+
+    Returns:
+        ``None`` when the name is attributable, else the reason it is refused (one sentence).
+    """
+    if is_store_file_name(name):
+        return f"{name!r} is a file of the store itself"
+    sid = session_id.strip() if isinstance(session_id, str) else ""
+    if not sid:
+        return f"{name!r} cannot be attributed to an entry without a sessionId"
+    if name.endswith(".jsonl") and not name.endswith(".trajectory.jsonl"):
+        stem = name[: -len(".jsonl")]
+        if stem == sid or stem.startswith(f"{sid}-topic-"):
+            return None
+        fork = _FORK_STEM_RE.match(stem)
+        if fork is not None and fork.group("id") == sid:
+            return None
+    return f"{name!r} is not a transcript name of session {sid!r}"
+
+
 def resolve_session_file(sessions_dir: Path | str, session_file: str) -> Path:
     """
     Resolve an entry's explicit ``sessionFile`` and check it lies inside the sessions directory (§1.1).
 
     Relative paths are taken from ``sessions_dir``. Symlinks are resolved (realpath). As in OpenClaw, a
     file in a sibling agent's ``sessions/`` directory (``<root>/agents/<other>/sessions/``) is accepted.
+    This checks the place only; whose file it is, is :func:`check_session_file_owner`'s question.
 
     Raises:
-        UnsafePathError: "Session file path must be within sessions directory".
+        UnsafePathError: "Session file path must be within sessions directory"; also for a value that is
+            not valid Unicode (a lone surrogate, which no file name can hold).
     """
     directory = Path(sessions_dir)
     if not session_file or "\0" in session_file:
         raise UnsafePathError("Session file path must be within sessions directory", value=session_file)
+    try:
+        session_file.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise UnsafePathError(
+            f"Session file path {session_file!r} is not valid Unicode (lone surrogate)", value=session_file
+        ) from err
     candidate = Path(session_file)
     if not candidate.is_absolute():
         candidate = directory / candidate
@@ -140,6 +207,35 @@ def resolve_session_file(sessions_dir: Path | str, session_file: str) -> Path:
         if rel is not None and len(rel.parts) == 3 and rel.parts[1] == "sessions":
             return resolved
     raise UnsafePathError("Session file path must be within sessions directory", value=session_file)
+
+
+def refused_session_files(sessions_dir: Path | str, entries: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """
+    Every explicit ``sessionFile`` of ``entries`` the store refuses (for ``doctor``; issue 15 items 1, 4).
+
+    Args:
+        sessions_dir: The sessions directory.
+        entries: The store as loaded (session key -> raw entry object with camelCase fields).
+
+    Returns:
+        ``(session key, sessionFile value, reason)`` per refused value, in store order: outside the
+        directory, not valid Unicode, or not attributable to the entry (:func:`check_session_file_owner`).
+    """
+    refused: list[tuple[str, str, str]] = []
+    for key, entry in entries.items():
+        value = entry.get("sessionFile") if isinstance(entry, Mapping) else None
+        if not isinstance(value, str) or not value.strip():
+            continue
+        try:
+            path = resolve_session_file(sessions_dir, value.strip())
+        except UnsafePathError as err:
+            refused.append((key, value, str(err)))
+            continue
+        session_id = entry.get("sessionId")
+        reason = check_session_file_owner(path.name, session_id if isinstance(session_id, str) else None)
+        if reason is not None:
+            refused.append((key, value, reason))
+    return refused
 
 
 def archive_stamp(now_ms: int) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import builtins
 import datetime as _dt
+import logging
 import os
 import uuid
 from collections.abc import Callable, Mapping
@@ -28,11 +29,18 @@ from sessionkeeper.store._backend import StoreBackend
 from sessionkeeper.store._entry import SessionEntry, merge_session_entry, session_entry_to_dict
 from sessionkeeper.store._json import STORE_FILE_NAME, JsonFileStoreBackend
 from sessionkeeper.store._memory import InMemoryStoreBackend
-from sessionkeeper.store._paths import archive_name, resolve_session_file, transcript_path
+from sessionkeeper.store._paths import (
+    archive_name,
+    check_session_file_owner,
+    resolve_session_file,
+    transcript_path,
+)
 from sessionkeeper.store._sqlite import SQLITE_FILE_NAME, SqliteStoreBackend
 
 
 __all__ = ("RESET_CLEARED_FIELDS", "BackendName", "SessionStore", "resolve_store_location")
+
+_log = logging.getLogger("sessionkeeper.store")
 
 BackendName = Literal["json", "sqlite"]
 
@@ -440,16 +448,28 @@ class SessionStore:
 
     def transcript_file(self, entry: SessionEntry) -> Path | None:
         """
-        The transcript path of ``entry``: its ``sessionFile`` (checked to stay in the sessions directory)
-        or ``<sessions dir>/<sessionId>.jsonl``; ``None`` without a sessions directory or session id.
+        The transcript path of ``entry``: its ``sessionFile`` (checked to stay in the sessions directory and
+        to be attributable to the entry) or ``<sessions dir>/<sessionId>.jsonl``; ``None`` without a
+        sessions directory or session id.
+
+        Attributable (deviation F1, docs/store.md "Whose file is it"): ``<sessionId>.jsonl``, its topic form
+        ``<sessionId>-topic-<thread>.jsonl`` or its fork/successor form ``<ISO stamp>_<sessionId>.jsonl``,
+        never a file of the store itself (``sessions.json``, ``sessions.sqlite``, their locks, backups).
 
         Raises:
-            UnsafePathError: The path would leave the sessions directory.
+            UnsafePathError: The path would leave the sessions directory, is not valid Unicode, or names a
+                file that is not the entry's (nothing is read, written or moved through it).
         """
         if self.sessions_dir is None:
             return None
         if isinstance(entry.session_file, str) and entry.session_file.strip():
-            return resolve_session_file(self.sessions_dir, entry.session_file.strip())
+            value = entry.session_file.strip()
+            path = resolve_session_file(self.sessions_dir, value)
+            session_id = entry.session_id if isinstance(entry.session_id, str) else None
+            refused = check_session_file_owner(path.name, session_id)
+            if refused is not None:
+                raise UnsafePathError(f"sessionFile refused: {refused}", value=value)
+            return path
         if isinstance(entry.session_id, str):
             return transcript_path(self.sessions_dir, entry.session_id)
         return None
@@ -476,12 +496,37 @@ class SessionStore:
         fsync_dir(path.parent)
 
     async def _archive_transcript(self, entry: SessionEntry, reason: Literal["reset", "deleted"]) -> None:
+        """
+        Rename the transcript of a removed or reset ``entry`` to ``<file>.<reason>.<stamp>``.
+
+        Not acted on (issue 15 item 1, F1), with a ``sessionkeeper.store`` warning: a ``sessionFile`` the
+        entry cannot own (:meth:`transcript_file` refuses it), and a file a live entry of the store still
+        references. Never renames over an existing file.
+        """
         try:
             path = self.transcript_file(entry)
-        except UnsafePathError:
+        except UnsafePathError as err:
+            _log.warning(
+                "transcript not archived: %s",
+                err,
+                extra={"session_id": entry.session_id, "session_file": err.value, "reason": reason},
+            )
             return
         if path is None:
             return
+        for key, other in (await self.backend.load_all()).items():
+            try:
+                other_path = self.transcript_file(other)
+            except UnsafePathError:
+                continue
+            if other_path == path:
+                _log.warning(
+                    "transcript %s not archived: the live entry %r references it",
+                    path.name,
+                    key,
+                    extra={"session_id": entry.session_id, "session_key": key, "reason": reason},
+                )
+                return
         target = archive_name(path, reason, self.clock.now_ms())
 
         def move() -> None:
