@@ -150,6 +150,11 @@ class _Record(
     (lossless) instead of losing them.
     """
 
+    @property
+    def type(self) -> str:
+        """The wire ``type`` (``"session"``, ``"message"``, ``"compaction"``, ...); read-only (issue 11)."""
+        return self.__struct_config__.tag  # type: ignore[return-value]
+
 
 class SessionHeader(_Record, tag="session", frozen=True, kw_only=True):
     """

@@ -50,6 +50,11 @@ class _Block(
 ):
     """Base of content blocks: tagged on ``type``; a block with unknown fields does not decode."""
 
+    @property
+    def type(self) -> str:
+        """The wire ``type`` (``"text"``, ``"thinking"``, ``"image"``, ``"toolCall"``); read-only."""
+        return self.__struct_config__.tag  # type: ignore[return-value]
+
 
 class TextContent(_Block, tag="text", frozen=True, kw_only=True):
     """
@@ -154,6 +159,11 @@ class _Message(
     Unknown fields are refused when decoding, so a message with fields this library does not know is
     kept as an :class:`UnknownMessage` (lossless) instead of losing them.
     """
+
+    @property
+    def role(self) -> str:
+        """The wire ``role`` (``"user"``, ``"assistant"``, ``"toolResult"``, ...); read-only (issue 11)."""
+        return self.__struct_config__.tag  # type: ignore[return-value]
 
 
 class UserMessage(_Message, tag="user", frozen=True, kw_only=True):
