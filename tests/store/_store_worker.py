@@ -30,7 +30,7 @@ def _add(mark: str):  # type: ignore[no-untyped-def]
     return fn
 
 
-async def main(kind: str, url: str, namespace: str, worker: int, keys: int, updates: int) -> None:
+async def main(kind: str, url: str, namespace: str, *, worker: int, keys: int, updates: int) -> None:
     backend: PostgresStoreBackend | RedisStoreBackend
     if kind == "postgres":
         backend = PostgresStoreBackend(url, schema=namespace, max_size=4)
@@ -49,4 +49,4 @@ async def main(kind: str, url: str, namespace: str, worker: int, keys: int, upda
 
 if __name__ == "__main__":
     kind, url, namespace, worker, keys, updates = sys.argv[1:]
-    asyncio.run(main(kind, url, namespace, int(worker), int(keys), int(updates)))
+    asyncio.run(main(kind, url, namespace, worker=int(worker), keys=int(keys), updates=int(updates)))

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests._servers import pg_schema, redis_prefix
 
 from sessionkeeper.store import PostgresStoreBackend, RedisStoreBackend, session_entry_to_dict
-from tests._servers import pg_schema, redis_prefix
 
 
 pytestmark = pytest.mark.anyio
