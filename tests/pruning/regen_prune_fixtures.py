@@ -1,5 +1,6 @@
 """
-Regenerate the OpenClaw pruning fixtures in tests/data/oracle (prune-cases.json.gz, prune-results.json.gz).
+Regenerate the OpenClaw pruning fixtures in tests/data/oracle (prune-cases.json.gz, prune-results.json.gz,
+prune-boundary.json.gz).
 
 Runs ``prune.mjs`` of the OpenClaw oracle (openclaw 2026.7.35, ``tools/openclaw-oracle``) in one batch
 on the pi samples' contexts and on crafted contexts (CJK, emoji, images, many tool results, few
@@ -12,6 +13,14 @@ The cases file stores crafted messages inline and sample contexts by name (``"sa
 read from ``tests/data/pi/<name>.context.json``) to keep the fixtures small; the results file
 stores, per case, OpenClaw's ``pruningActive``, ``changed``, ``changedIndexes`` and the changed
 messages only (``changedMessages``: index -> message).
+
+``prune-boundary.json.gz`` (issue 11) holds, for every tool-result shape, one session of large ``read``
+results and cases whose ratio lies within a few weighted chars of ``softTrimRatio`` and of
+``hardClearRatio`` (a user message at the end is padded to place it; the pad is computed with our
+estimate, and the test checks that OpenClaw's own decision flips inside each group, so the cases
+straddle OpenClaw's threshold). Stored as ``{"sessions": {shape: messages}, "cases": [{name, session,
+padChars, config, contextWindow}], "results": [...], "numbers": [[python repr, JSON.stringify], ...]}``
+(the numbers check the JavaScript number form the tool-call estimate counts).
 """
 
 from __future__ import annotations
@@ -19,6 +28,8 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import math
+import random
 import subprocess
 import sys
 import tempfile
@@ -366,12 +377,182 @@ def case_messages(case: dict[str, Any]) -> list[dict[str, Any]]:
     return sample_messages(case["sample"]) if "sample" in case else list(case["messages"])
 
 
+READ_ARGS: dict[str, Any] = {"path": "src/app/module.py", "offset": 1, "limit": 2000}
+# numbers JSON.stringify writes differently from Python (1.0 -> 1, 2e3 -> 2000, 1e21 -> 1e+21, -0.0 -> 0)
+FLOAT_ARGS: dict[str, Any] = {"path": "src/app/module.py", "offset": 1.0, "limit": 2000.0}
+NUMBER_FORMS_ARGS: dict[str, Any] = {
+    "path": "src/app/module.py",
+    "scale": [1e21, 1e-7, -0.0, 1e16, 2.5, 12345678901234567890, 1.5e300, 0.000001],
+}
+BOUNDARY_OFFSETS = (-2, -1, 0, 1, 2)
+
+
+def _lines(k: int) -> str:
+    return f"{k:03d} def handler_{k}(request): return respond(request, status=200)  # é\n" * (70 + 9 * k)
+
+
+def boundary_shapes() -> dict[str, list[dict[str, Any]]]:
+    """One session per tool-result shape: a user turn, then 6 ``read`` calls with large results."""
+
+    def session(content: Any, *, extra: Any = None, args: dict[str, Any] = READ_ARGS) -> list[dict[str, Any]]:
+        messages = [_user("Read the project files.", T0)]
+        for k in range(6):
+            ts = T0 + 10 * (k + 1)
+            call_id = f"toolu_{k:04d}"
+            messages.append(_assistant([_call(call_id, "read", args)], ts))
+            result = _result(call_id, "read", content(k), ts + 1)
+            if extra is not None:
+                result.update(extra(k))
+            messages.append(result)
+            messages.append(_assistant([_text(f"Read file {k}.")], ts + 2, stop="stop"))
+        return messages
+
+    return {
+        "text": session(lambda k: [_text(_lines(k))]),
+        "text-blocks": session(lambda k: [_text(_lines(k)), _text("trailer line\n" * 40)]),
+        "text-image": session(lambda k: [_text(_lines(k)), _image(3000)]),
+        "image-only": session(lambda k: [_image(3000 + k)]),
+        "cjk": session(lambda k: [_text("日本語のテキスト、中文文本和한국어。\n" * (220 + 15 * k))]),
+        "astral": session(lambda k: [_text("😀a𠀀b" * (1200 + 80 * k))]),
+        "is-error": session(lambda k: [_text(_lines(k))], extra=lambda k: {"isError": True}),
+        "details": session(
+            lambda k: [_text(_lines(k))], extra=lambda k: {"details": {"truncation": {"truncated": False}}}
+        ),
+        "extra-field": session(lambda k: [_text(_lines(k))], extra=lambda k: {"extraField": k}),
+        "malformed-text": session(lambda k: [_text(_lines(k)), {"type": "text", "text": k}]),
+        "empty-and-text": session(lambda k: [] if k % 2 else [_text(_lines(k))]),
+        "near-max-chars": session(lambda k: [_text("x" * (3996 + 2 * k))]),
+        "float-args": session(lambda k: [_text(_lines(k))], args=FLOAT_ARGS),
+        "number-forms-args": session(lambda k: [_text(_lines(k))], args=NUMBER_FORMS_ARGS),
+    }
+
+
+def boundary_cases(shapes: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Cases around both thresholds for every shape (the pad is placed with our estimate)."""
+    from sessionkeeper.pruning import PruningSettings, estimate_context_chars, prune_context_messages
+    from sessionkeeper.transcript import message_from_json
+
+    cases = []
+    for shape, raw in shapes.items():
+        messages = [message_from_json(m) for m in raw]
+        total = estimate_context_chars(messages)
+        for threshold, ratio, config in (
+            ("soft", 0.3, {"mode": "cache-ttl"}),
+            ("hard", 0.5, {"mode": "cache-ttl", "minPrunableToolChars": 0}),
+        ):
+            window = math.ceil(total / (ratio * 4)) + 600
+            delta = 0
+            if threshold == "hard":  # the soft trims always run first: place the pad after them
+                trimmed = prune_context_messages(
+                    messages,
+                    settings=PruningSettings(mode="cache-ttl", soft_trim_ratio=0.0, hard_clear_ratio=1.0),
+                    context_window_tokens=window,
+                )
+                delta = trimmed.chars_after - trimmed.chars_before
+            cases.extend(
+                {
+                    "name": f"{shape}-{threshold}{offset:+d}",
+                    "session": shape,
+                    "padChars": math.floor(ratio * window * 4) + offset - total - delta,
+                    "config": config,
+                    "contextWindow": window,
+                }
+                for offset in BOUNDARY_OFFSETS
+            )
+    return cases
+
+
+def boundary_messages(
+    sessions: dict[str, list[dict[str, Any]]], case: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The messages of a boundary case: its shape's session plus the padded user message."""
+    return [*sessions[case["session"]], _user("p" * case["padChars"], T0 + 999)]
+
+
+def _run_oracle(oracle: str, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8") as handle:
+        json.dump(batch, handle)
+        batch_path = handle.name
+    proc = subprocess.run(
+        ["node", str(Path(oracle) / "prune.mjs"), "--cases", batch_path],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    outputs: list[dict[str, Any]] = json.loads(proc.stdout)
+    return outputs
+
+
+def js_number_samples() -> list[float]:
+    """Floats whose ``JSON.stringify`` form the fixture records (edges, then seeded random ones)."""
+    rng = random.Random(11)
+    samples = [0.0, -0.0, 1.0, -1.0, 0.1, 1e20, 1e21, 1e-6, 1e-7, 1.5e-7, 5e-324, 1.7976931348623157e308]
+    samples += [float(2**53), float(2**53 + 2), 123456789.0, 2000.0, 0.5, 100.0]
+    for _ in range(400):
+        samples.append(rng.uniform(-1, 1) * 10 ** rng.randint(-30, 30))
+        samples.append(float(rng.randint(-(10**22), 10**22)))
+        samples.append(round(rng.uniform(0, 10_000), rng.randint(0, 6)))
+    return samples
+
+
+def js_number_strings(samples: list[float]) -> list[str]:
+    """``JSON.stringify`` of each sample, by Node."""
+    script = (
+        "const xs = JSON.parse(require('fs').readFileSync(0, 'utf8'));"
+        " console.log(JSON.stringify(xs.map((x) => JSON.stringify(x))))"
+    )
+    proc = subprocess.run(
+        ["node", "-e", script], input=json.dumps(samples), check=True, capture_output=True, text=True
+    )
+    strings: list[str] = json.loads(proc.stdout)
+    return strings
+
+
+def _write(name: str, value: Any) -> None:
+    data = (json.dumps(value, ensure_ascii=False) + "\n").encode("utf-8")
+    (OUT / name).write_bytes(gzip.compress(data, mtime=0))  # byte-identical on rerun
+
+
+def write_boundary_fixture(oracle: str) -> int:
+    """Run the boundary cases through OpenClaw and write ``prune-boundary.json.gz``; returns the count."""
+    sessions = boundary_shapes()
+    cases = boundary_cases(sessions)
+    batch = [
+        {k: v for k, v in c.items() if k not in ("session", "padChars")}
+        | {"messages": boundary_messages(sessions, c)}
+        for c in cases
+    ]
+    results = []
+    for case, output in zip(cases, _run_oracle(oracle, batch), strict=True):
+        changed = output.get("changedIndexes", [])
+        results.append(
+            {
+                "name": case["name"],
+                "pruningActive": output["pruningActive"],
+                "changed": output["changed"],
+                "changedIndexes": changed,
+                "changedMessages": {str(i): output["messages"][i] for i in changed},
+                "messageCount": len(output["messages"]),
+            }
+        )
+    samples = js_number_samples()
+    numbers = [[repr(x), js] for x, js in zip(samples, js_number_strings(samples), strict=True)]
+    _write(
+        "prune-boundary.json.gz",
+        {"sessions": sessions, "cases": cases, "results": results, "numbers": numbers},
+    )
+    return len(cases)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[1])
     parser.add_argument(
         "--oracle", default="/tmp/openclaw-oracle", help="installed copy of tools/openclaw-oracle"
     )
     args = parser.parse_args()
+    sys.path.insert(0, str(REPO / "src"))
+    count = write_boundary_fixture(args.oracle)
+    print(f"wrote {count} boundary cases to {OUT}")
     cases = crafted_cases()
     batch = []
     for case in cases:

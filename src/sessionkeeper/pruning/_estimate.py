@@ -4,7 +4,8 @@ The character estimate context pruning uses (OpenClaw spec §7 "Char estimate").
 OpenClaw's pruner measures the context in *weighted characters* and compares the total with
 ``context window tokens x 4``. Text counts its UTF-16 length, except that CJK ideographs, kana,
 Hangul, Yi and fullwidth forms count 4 each; an image counts 8000 whatever its size; assistant
-thinking text and signatures count; a tool call counts the JSON length of its arguments; any role
+thinking text and signatures count; a tool call counts the length of its arguments as JavaScript's
+``JSON.stringify`` writes them (``1.0`` as ``1``, ``1e21`` as ``1e+21``); any role
 other than ``user``, ``assistant`` and ``toolResult`` counts 256.
 
 Everything here is measured in UTF-16 code units, like JavaScript's ``String.length``, so the numbers
@@ -13,6 +14,7 @@ equal OpenClaw's own on the same input (checked against ``tools/openclaw-oracle/
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
@@ -37,6 +39,7 @@ __all__ = (
     "estimate_context_chars",
     "estimate_message_chars",
     "estimate_string_chars",
+    "js_number_to_string",
     "slice_utf16_safe",
     "utf16_len",
 )
@@ -122,14 +125,74 @@ def slice_utf16_safe(text: str, start: int, end: int | None = None) -> str:
     return units[2 * lo : 2 * hi].decode("utf-16-le", "surrogatepass")
 
 
+_JS_SAFE_INT: Final = 2**53
+
+
+def js_number_to_string(value: float) -> str:
+    """
+    Return JavaScript's ``Number.prototype.toString()`` of ``value`` (what ``JSON.stringify`` writes).
+
+    Integral values print without a fraction (``1.0`` -> ``"1"``, ``-0.0`` -> ``"0"``, ``1e20`` ->
+    ``"100000000000000000000"``), exponents start at 1e21 and below 1e-6 (``"1e+21"``, ``"1e-7"``,
+    ``"1.5e-7"``), with the shortest round-trip digits (Python's ``repr``, which picks the same
+    digits). Not finite: ``"null"`` (``JSON.stringify``'s rendering).
+    """
+    if not math.isfinite(value):
+        return "null"
+    if value == 0:
+        return "0"
+    sign = "-" if value < 0 else ""
+    mantissa, _, exp_text = repr(abs(value)).partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    digits = whole + fraction  # value = 0.<digits> x 10^point
+    point = len(whole) + int(exp_text or 0)
+    stripped = digits.lstrip("0")
+    point -= len(digits) - len(stripped)
+    digits = stripped.rstrip("0")
+    k = len(digits)
+    if k <= point <= 21:
+        text = digits + "0" * (point - k)
+    elif 0 < point <= 21:
+        text = f"{digits[:point]}.{digits[point:]}"
+    elif -6 < point <= 0:
+        text = "0." + "0" * -point + digits
+    else:
+        exponent = point - 1
+        mark = "+" if exponent >= 0 else "-"
+        head = digits if k == 1 else f"{digits[0]}.{digits[1:]}"
+        text = f"{head}e{mark}{abs(exponent)}"
+    return sign + text
+
+
+def _number_len_delta(value: Any) -> int:
+    """JS-minus-msgspec length of the numbers in ``value`` (floats, and ints JS reads as doubles)."""
+    delta = 0
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is str:
+            continue
+        if kind is dict:
+            stack.extend(item.values())
+        elif kind is list or kind is tuple:
+            stack.extend(item)
+        elif kind is float:
+            delta += len(js_number_to_string(item)) - len(msgspec.json.encode(item))
+        elif kind is int and not -_JS_SAFE_INT < item < _JS_SAFE_INT:
+            delta += len(js_number_to_string(float(item))) - len(str(item))
+    return delta
+
+
 def _args_json_len(arguments: Any) -> int:
+    """``JSON.stringify(arguments ?? {}).length`` as OpenClaw counts a tool call (UTF-16 units)."""
     try:
         encoded = msgspec.json.encode(arguments if arguments is not None else {})
     except (TypeError, ValueError, OverflowError):
         return _MALFORMED_ARGS_CHARS
-    if encoded.isascii():
-        return len(encoded)
-    return utf16_len(encoded.decode("utf-8"))
+    length = len(encoded) if encoded.isascii() else utf16_len(encoded.decode("utf-8"))
+    # msgspec writes 1.0 and 1e21 where JavaScript writes 1 and 1e+21: count JavaScript's numbers
+    return length + _number_len_delta(arguments)
 
 
 def _malformed_text_len(block: dict[str, Any]) -> int:
