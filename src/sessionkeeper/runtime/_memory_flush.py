@@ -423,7 +423,8 @@ class MemoryFlushPolicy:
         == compactionCount``, a missing ``compactionCount`` being 0). Then the flush runs when a compaction
         is about to run (``pending_compaction``: threshold, preflight, overflow or timeout compaction; B14,
         D4 "the flush always runs first"), when ``context_tokens >= flush threshold > 0``, or when the
-        transcript written since the latest compaction is at least ``forceFlushTranscriptBytes`` (> 0).
+        live window (the latest compaction, its kept range and what follows) is at least
+        ``forceFlushTranscriptBytes`` (> 0).
 
         Args:
             context_tokens: The projected context in tokens (last usage + newer messages + the incoming
@@ -431,11 +432,13 @@ class MemoryFlushPolicy:
             context_window: The model's window in tokens (``None`` = 200000).
             compaction_count: ``SessionEntry.compactionCount`` (``None`` = 0).
             memory_flush_compaction_count: ``SessionEntry.memoryFlushCompactionCount`` (``None`` = never).
-            active_transcript_bytes: Bytes of transcript written since the latest compaction (the whole file
-                when it has none; the successor file when ``truncateAfterCompaction`` rotates), if known.
-                Refinement of OpenClaw, which measures the whole file: an append-only file stays over the
-                limit after a compaction, so OpenClaw's forced flush fires again at the start of every
-                cycle, on nothing but the summary (B14).
+            active_transcript_bytes: Bytes of the live window the next request carries, if known: on the
+                path to the leaf, the latest compaction entry, its kept range (from ``firstKeptEntryId``)
+                and everything after it; the whole path when it has none
+                (``SessionRuntime.active_transcript_bytes``, issue #15 item 11). Refinement of OpenClaw,
+                which measures the whole file: an append-only file stays over the limit after a
+                compaction, so OpenClaw's forced flush fires again at the start of every cycle, on nothing
+                but the summary (B14).
             max_output_tokens: The reply budget the host requests, if known (raises the reserve, B09).
             pending_compaction: A compaction is about to run in this turn.
             has_session: A ``SessionEntry`` exists for the session key.

@@ -84,6 +84,7 @@ from sessionkeeper.store._reset import ResetContext, SessionEvent, SessionResolu
 from sessionkeeper.transcript import (
     AgentMessage,
     AssistantMessage,
+    CompactionEntry,
     MessageEntry,
     TextContent,
     TranscriptEntry,
@@ -91,6 +92,7 @@ from sessionkeeper.transcript import (
     UserMessage,
     estimate_tokens,
 )
+from sessionkeeper.transcript._entries import UnknownEntry, entry_key
 from sessionkeeper.transcript._tail import read_header
 
 
@@ -362,14 +364,68 @@ class SessionRuntime:
 
     @staticmethod
     def active_transcript_bytes(session: RuntimeSession) -> int:
-        """Bytes of transcript lines written after the latest compaction entry (the whole file without)."""
+        """
+        Bytes (lines and their newlines) of the live window the next request carries: on the path to the
+        leaf, the latest compaction entry, its kept range (from ``firstKeptEntryId`` up to it) and every
+        entry after it; the whole path when it has no compaction (issue #15 item 11; pi's
+        ``buildSessionContext`` rule, pi-format §9). A kept range whose ``firstKeptEntryId`` is not on the
+        path keeps nothing, as pi does. Off-branch lines are not counted.
+        """
         index = session.transcript.index
-        kinds = index.kinds
-        try:  # C-speed searches: this runs before every new turn
-            start = len(kinds) - kinds[::-1].index("compaction")
-        except ValueError:
-            start = 0
-        return sum(map(len, index.lines[start : len(kinds)])) + len(kinds) - start
+        kinds, ids, parents, lines, by_id = index.kinds, index.ids, index.parents, index.lines, index.by_id
+        leaf = session.transcript.leaf_id
+        pos = by_id.get(leaf) if isinstance(leaf, str) and leaf else None
+        if pos is None:
+            if not leaf or not kinds:
+                return 0
+            pos = len(kinds) - 1  # an unknown leaf: the last entry, as build_session_context falls back
+        if pos == len(kinds) - 1 and parents[1:] == ids[:-1] and not parents[0]:
+            # one chain and the leaf at its end (the usual file): C-speed list operations; this runs
+            # before every turn, and a walk costs ~35 ms on a 20k-entry file
+            try:
+                start = len(kinds) - 1 - kinds[::-1].index("compaction")
+            except ValueError:
+                return sum(map(len, lines[: len(kinds)])) + len(kinds)
+            entry = index.entry_at(start)
+            kept_at = start
+            if isinstance(entry, CompactionEntry | UnknownEntry):
+                first = (
+                    entry.first_kept_entry_id
+                    if isinstance(entry, CompactionEntry)
+                    else entry_key(entry.raw.get("firstKeptEntryId"))
+                )
+                found = by_id.get(first) if first is not None else None
+                kept_at = found if found is not None and found < start else start
+            return sum(map(len, lines[kept_at : len(kinds)])) + len(kinds) - kept_at
+        total = kept = 0
+        first_kept: object = None
+        compaction_seen = False
+        seen = {pos}
+        while True:
+            size = len(lines[pos]) + 1
+            if compaction_seen:
+                kept += size
+                if ids[pos] == first_kept:
+                    total += kept
+                    break
+            else:
+                total += size
+                if kinds[pos] == "compaction":
+                    compaction_seen = True
+                    entry = index.entry_at(pos)
+                    if isinstance(entry, CompactionEntry):
+                        first_kept = entry.first_kept_entry_id
+                    elif isinstance(entry, UnknownEntry):
+                        first_kept = entry_key(entry.raw.get("firstKeptEntryId"))
+                    if first_kept is None or first_kept == ids[pos]:
+                        break  # a strict checkpoint keeps nothing before itself
+            parent = parents[pos]
+            nxt = by_id.get(parent) if parent else None
+            if nxt is None or nxt in seen:
+                break
+            seen.add(nxt)
+            pos = nxt
+        return total
 
     def _last_cache_touch(self, transcript: TranscriptManager) -> int | None:
         """The newest ``openclaw.cache-ttl`` marker of this provider and model (decodes markers only)."""

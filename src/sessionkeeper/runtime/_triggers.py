@@ -224,7 +224,8 @@ def decide_preflight_compaction(
         context_tokens: Projected context in tokens, including the incoming prompt.
         context_window: The model's window in tokens (``None`` = 200000).
         settings: The compaction settings.
-        active_transcript_bytes: Size of the active transcript file, in bytes, if known.
+        active_transcript_bytes: Bytes of the live window, if known: the latest compaction, its kept range
+            and everything after it on the path (``SessionRuntime.active_transcript_bytes``, issue #15).
         max_output_tokens: The reply budget the host requests, if known.
         is_heartbeat: The turn is a heartbeat.
         ineffective_compactions: See :func:`decide_threshold_compaction`.
