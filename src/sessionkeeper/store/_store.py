@@ -36,6 +36,7 @@ from sessionkeeper.store._paths import (
     transcript_path,
 )
 from sessionkeeper.store._sqlite import SQLITE_FILE_NAME, SqliteStoreBackend
+from sessionkeeper.store._urls import is_store_url, open_store_url
 
 
 __all__ = ("RESET_CLEARED_FIELDS", "BackendName", "SessionStore", "resolve_store_location")
@@ -160,13 +161,20 @@ class SessionStore:
         durable: bool = True,
         new_session_id: Callable[[], str] | None = None,
         read_only: bool = False,
+        transcripts_dir: Path | str | None = None,
     ) -> SessionStore:
         """
-        Open the store of a sessions directory (DESIGN "Files").
+        Open the store of a sessions directory (DESIGN "Files"), or of a database server.
 
         Args:
             path: The sessions directory (``<root>/agents/<agentId>/sessions``), or its ``sessions.json``
-                or ``sessions.sqlite``.
+                or ``sessions.sqlite``; or a ``postgresql://`` / ``redis://`` URL
+                (:class:`~sessionkeeper.store.PostgresStoreBackend`,
+                :class:`~sessionkeeper.store.RedisStoreBackend`; query parameters ``schema``, ``prefix``,
+                ``store``, ``ttl``: see docs/postgres.md). Only the store is in the database: transcripts
+                stay JSONL files in ``transcripts_dir``.
+            transcripts_dir: With a URL only: the directory of the transcripts (``None``: a store without
+                files, as :meth:`in_memory`).
             backend: ``"json"`` or ``"sqlite"``; default: the one whose file exists, else ``"json"``.
             clock: See :class:`SessionStore`.
             durable: fsync every write (JSON: file + directory; SQLite: ``synchronous=FULL``, else
@@ -178,8 +186,18 @@ class SessionStore:
                 as an empty store); every write raises :class:`~sessionkeeper.exceptions.StoreError`.
 
         Raises:
-            ConfigError: See :func:`resolve_store_location`.
+            ConfigError: See :func:`resolve_store_location`; ``backend`` or ``transcripts_dir`` given with
+                the wrong kind of ``path``.
         """
+        if is_store_url(path):
+            if backend is not None:
+                raise ConfigError("is for sessions directories; a URL names its backend", key="backend")
+            backend_ = open_store_url(str(path), read_only=read_only)
+            return cls(backend_, sessions_dir=transcripts_dir, clock=clock, new_session_id=new_session_id)
+        if transcripts_dir is not None:
+            raise ConfigError(
+                "is for store URLs; a sessions directory holds its transcripts", key="transcripts_dir"
+            )
         file, name = resolve_store_location(path, backend)
         store_backend: StoreBackend
         if name == "json":

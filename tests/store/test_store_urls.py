@@ -1,0 +1,74 @@
+"""``SessionStore.open`` on a ``postgresql://`` or ``redis://`` URL (issue 13): the store in the database,
+transcripts as files in ``transcripts_dir``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from tests._servers import pg_schema, redis_prefix
+
+from sessionkeeper.exceptions import ConfigError
+from sessionkeeper.store import PostgresStoreBackend, RedisStoreBackend, SessionStore
+from sessionkeeper.store._urls import is_store_url, open_store_url
+
+
+pytestmark = pytest.mark.anyio
+__all__ = ("pg_schema", "redis_prefix")
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def test_postgres_url_opens_the_store_in_the_database(
+    pg_schema: tuple[str, str], tmp_path: Path
+) -> None:
+    dsn, schema = pg_schema
+    url = f"{dsn}?sslmode=disable&schema={schema}&store=agent-main"
+    async with SessionStore.open(url, transcripts_dir=tmp_path) as store:
+        assert isinstance(store.backend, PostgresStoreBackend)
+        assert (store.backend.schema, store.backend.store_id) == (schema, "agent-main")
+        assert store.backend.dsn == f"{dsn}?sslmode=disable"  # our parameters never reach libpq
+        entry = await store.patch("agent:main:main", {"label": "Main"})
+        assert store.transcript_file(entry) == tmp_path / f"{entry.session_id}.jsonl"
+    async with SessionStore.open(f"{dsn}?schema={schema}&store=agent-main", read_only=True) as again:
+        assert [key for key, _ in await again.list()] == ["agent:main:main"]
+        assert again.sessions_dir is None
+    async with SessionStore.open(f"{dsn}?schema={schema}&store=other") as other:
+        assert await other.list() == []  # one store per store id
+
+
+async def test_redis_url_opens_the_store_in_redis(redis_prefix: tuple[str, str], tmp_path: Path) -> None:
+    url, prefix = redis_prefix
+    async with SessionStore.open(
+        f"{url}?prefix={prefix}&store=a1&ttl=3600", transcripts_dir=tmp_path
+    ) as store:
+        assert isinstance(store.backend, RedisStoreBackend)
+        assert (store.backend.key_prefix, store.backend.store_id, store.backend.ttl_s) == (prefix, "a1", 3600)
+        assert store.backend.url == url
+        entry = await store.patch("agent:main:main", {"label": "Main"})
+        assert store.transcript_file(entry) == tmp_path / f"{entry.session_id}.jsonl"
+        assert (await store.require("agent:main:main")).label == "Main"
+
+
+def test_store_urls_and_paths_are_told_apart() -> None:
+    assert is_store_url("postgresql://127.0.0.1/test")
+    assert is_store_url("postgres://u@h/db")
+    assert is_store_url("REDIS://127.0.0.1:6379/0")
+    assert not is_store_url("/srv/agents/main/sessions")
+    assert not is_store_url("C:\\agents\\main\\sessions")
+    assert not is_store_url(Path("postgresql:/x"))
+    assert not is_store_url("file:///srv/sessions")
+
+
+def test_bad_combinations_are_config_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="backend"):
+        SessionStore.open("postgresql://127.0.0.1/test", backend="sqlite")
+    with pytest.raises(ConfigError, match="transcripts_dir"):
+        SessionStore.open(tmp_path, transcripts_dir=tmp_path)
+    with pytest.raises(ConfigError, match="ttl"):
+        open_store_url("redis://127.0.0.1:6379/0?ttl=soon")
+    with pytest.raises(ConfigError, match="schema"):
+        open_store_url("postgresql://127.0.0.1/test?schema=a-b")
