@@ -21,6 +21,7 @@ from sessionkeeper.store._reset import (
     EffectiveResetPolicy,
     ResetContext,
     ResetPolicy,
+    ResetRule,
     daily_reset_at_ms,
     evaluate_freshness,
     has_provider_owned_session,
@@ -89,11 +90,32 @@ def test_freshness_matches_openclaw(case, expected):
         return
     verdict = resolution.freshness
     assert verdict is not None
+    expected = _d12(expected, case, p.at_hour)
     assert verdict.fresh == expected["fresh"]
     assert verdict.stale_reason == expected["staleReason"]
     assert verdict.daily_reset_at == expected["dailyResetAt"]
     assert verdict.idle_expires_at == expected["idleExpiresAt"]
     assert resolution.is_new == (not expected["fresh"])
+
+
+def _d12(expected: dict[str, Any], case: dict[str, Any], at_hour: int) -> dict[str, Any]:
+    """
+    The oracle's verdict under deviation D12: when OpenClaw's previous daily boundary is the DST-gap-shifted
+    hour moved back a day (``at_hour`` exists on that day), ours is ``at_hour`` on that calendar day.
+    """
+    at = expected.get("dailyResetAt")
+    if at is None:
+        return expected
+    zone = ZoneInfo(case["tz"])
+    local = dt.datetime.fromtimestamp(at / 1000, tz=zone)
+    wall = dt.datetime(local.year, local.month, local.day, at_hour, tzinfo=zone)
+    calendar = round(wall.timestamp() * 1000)
+    if local.hour == at_hour or dt.datetime.fromtimestamp(calendar / 1000, tz=zone).hour != at_hour:
+        return expected
+    assert expected.get("idleExpiresAt") is None  # the D12 cases of the set are daily-only
+    started = case["entry"].get("sessionStartedAt")
+    fresh = started >= calendar
+    return {**expected, "dailyResetAt": calendar, "fresh": fresh, "staleReason": None if fresh else "daily"}
 
 
 # ------------------------------------------------------------------------------------------ daily boundary
@@ -117,6 +139,26 @@ def test_daily_boundary_on_dst_days():
     # fall back 2026-11-01: 01:xx happens twice; the first occurrence (EDT) is used
     assert daily_reset_at_ms(_ms("2026-11-01T12:00:00Z"), 1, zone=ny) == _ms("2026-11-01T05:00:00Z")
     assert daily_reset_at_ms(_ms("2026-11-01T12:00:00Z"), 4, zone=ny) == _ms("2026-11-01T09:00:00Z")
+
+
+def test_previous_daily_boundary_is_computed_on_its_own_calendar_day_d12():
+    ny = ZoneInfo("America/New_York")
+    # 2026-03-08 01:30 EST, before the (gap-shifted) 03:00 EDT boundary of that day: the previous boundary
+    # is 2026-03-07 02:00 EST (07:00Z); OpenClaw 2026.7.35 takes 03:00 EST (08:00Z), an hour late
+    now = _ms("2026-03-08T06:30:00Z")
+    assert daily_reset_at_ms(now, 2, zone=ny) == _ms("2026-03-07T07:00:00Z")
+    started = _ms("2026-03-07T07:30:00Z")  # 02:30 EST, after that day's boundary: still fresh
+    policy = ResetPolicy(time_zone=ny, reset=ResetRule(mode="daily", at_hour=2))
+    entry = {
+        "sessionId": "s",
+        "updatedAt": started,
+        "sessionStartedAt": started,
+        "lastInteractionAt": started,
+    }
+    result = resolve_session(entry, session_key="agent:main:main", now_ms=now, policy=policy, body="hi")
+    assert result.reason == "fresh"
+    # a gap on the previous day resolves forward on that day, as JavaScript does
+    assert daily_reset_at_ms(_ms("2026-03-09T05:30:00Z"), 2, zone=ny) == _ms("2026-03-08T07:00:00Z")
 
 
 @given(st.integers(_ms("2020-01-01T00:00:00Z"), _ms("2035-01-01T00:00:00Z")), st.integers(0, 23))
@@ -412,3 +454,43 @@ def test_system_events_on_a_new_key_create_a_session(event):
 
 def _as_dict(entry: SessionEntry) -> dict[str, Any]:
     return session_entry_to_dict(entry)
+
+
+# ------------------------------------------------------------------------------------------ zone (D12)
+
+
+def test_reset_zone_falls_back_to_user_timezone_before_the_host_zone_d12(monkeypatch):
+    monkeypatch.setenv("TZ", "UTC")
+    tokyo = ZoneInfo("Asia/Tokyo")
+    config = load_config({"agents": {"defaults": {"userTimezone": "Asia/Tokyo"}}})
+    policy = ResetPolicy.from_config(config)
+    assert policy.time_zone == tokyo
+    # 04:00 JST is 19:00Z the day before: a session started at 18:00Z is stale at 20:00Z
+    now = _ms("2026-09-21T20:00:00Z")
+    assert daily_reset_at_ms(now, 4, zone=policy.zone) == _ms("2026-09-21T19:00:00Z")
+    started = _ms("2026-09-21T18:00:00Z")
+    entry = {
+        "sessionId": "s",
+        "updatedAt": started,
+        "sessionStartedAt": started,
+        "lastInteractionAt": started,
+    }
+    result = resolve_session(entry, session_key="agent:main:main", now_ms=now, policy=policy, body="hi")
+    assert result.reason == "stale-daily"
+    # session.timeZone wins over userTimezone
+    both = load_config(
+        {"session": {"timeZone": "Europe/Paris"}, "agents": {"defaults": {"userTimezone": "Asia/Tokyo"}}}
+    )
+    assert ResetPolicy.from_config(both).time_zone == ZoneInfo("Europe/Paris")
+    assert ResetPolicy.from_mapping({}, user_timezone="Asia/Tokyo").time_zone == tokyo
+
+
+def test_an_unknown_user_timezone_falls_back_to_the_host_zone_with_a_warning(monkeypatch, caplog):
+    monkeypatch.setenv("TZ", "UTC")
+    config = load_config({"agents": {"defaults": {"userTimezone": "Mars/Olympus"}}})
+    with caplog.at_level("WARNING", logger="sessionkeeper.store"):
+        policy = ResetPolicy.from_config(config)
+    assert policy.time_zone is None
+    assert policy.zone == ZoneInfo("UTC")
+    assert any("userTimezone" in r.getMessage() for r in caplog.records)
+    assert ResetPolicy.from_config(load_config({})).time_zone is None

@@ -15,6 +15,7 @@ carries over the safe preferences) and why.
 from __future__ import annotations
 
 import datetime as _dt
+import logging
 import math
 import os
 import uuid
@@ -29,6 +30,9 @@ from sessionkeeper.exceptions import ConfigError, SessionArchivedError
 from sessionkeeper.store._entry import SessionEntry, session_entry_from_dict, session_entry_to_dict
 from sessionkeeper.store._keys import parse_thread_suffix
 from sessionkeeper.store._legacy_config import warn_legacy_key
+
+
+_log = logging.getLogger("sessionkeeper.store")
 
 
 __all__ = (
@@ -183,6 +187,22 @@ def _parse_zone(value: object, key: str) -> _dt.tzinfo | None:
         raise ConfigError(f"unknown time zone {value!r}", key=key) from err
 
 
+def _user_zone(value: object) -> _dt.tzinfo | None:
+    """``agents.defaults.userTimezone`` as a zone; ``None`` (host zone) when absent or unknown (D12)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        return _parse_zone(value, "agents.defaults.userTimezone")
+    except ConfigError as err:
+        _log.warning(
+            "ignoring agents.defaults.userTimezone %r for the reset policy (%s); using the host's zone",
+            value,
+            err,
+            extra={"key": "agents.defaults.userTimezone", "value": repr(value)},
+        )
+        return None
+
+
 @attrs.frozen(kw_only=True)
 class ResetPolicy:
     """
@@ -195,8 +215,9 @@ class ResetPolicy:
         reset_by_channel: ``session.resetByChannel.<channel>``; replaces ``reset`` and ``reset_by_type``
             wholesale for that channel.
         idle_minutes: Legacy top-level ``session.idleMinutes``.
-        time_zone: IANA zone of the daily boundary (``session.timeZone``, our addition); ``None`` uses the
-            host's zone (``$TZ`` or ``/etc/localtime``), as OpenClaw does.
+        time_zone: IANA zone of the daily boundary (``session.timeZone``, our addition, else
+            ``agents.defaults.userTimezone``, D12); ``None`` uses the host's zone (``$TZ`` or
+            ``/etc/localtime``), as OpenClaw 2026.7.35 does.
         reset_triggers: ``session.resetTriggers``, default ``("/new", "/reset")``.
     """
 
@@ -209,13 +230,23 @@ class ResetPolicy:
 
     @classmethod
     def from_config(cls, config: Config) -> Self:
-        """Read the policy from the ``session`` section. Raises :class:`ConfigError` naming the key."""
-        return cls.from_mapping(config.section("session"))
+        """
+        Read the policy from the ``session`` section; the zone falls back to
+        ``agents.defaults.userTimezone`` (D12). Raises :class:`ConfigError` naming the key.
+        """
+        user_timezone = config.section("agents.defaults").get("userTimezone")
+        return cls.from_mapping(config.section("session"), user_timezone=user_timezone)
 
     @classmethod
-    def from_mapping(cls, session: Mapping[str, Any]) -> Self:
+    def from_mapping(cls, session: Mapping[str, Any], *, user_timezone: object = None) -> Self:
         """
         Build the policy from a ``session`` block (camelCase keys).
+
+        The daily boundary's zone is ``session.timeZone``, else ``user_timezone`` (OpenClaw's
+        ``agents.defaults.userTimezone``; deviation D12: OpenClaw 2026.7.35 always uses the host's zone,
+        later versions use this one), else the host's zone. A ``userTimezone`` that is not a known IANA
+        zone is ignored with a warning (OpenClaw falls back the same way); a bad ``session.timeZone``
+        raises.
 
         The legacy top-level ``idleMinutes`` is honoured as OpenClaw does, with a :class:`DeprecationWarning`
         (use ``session.reset.idleMinutes``); the removed ``parentForkMaxTokens`` is ignored with one.
@@ -257,7 +288,7 @@ class ResetPolicy:
             reset_by_type=by_type,
             reset_by_channel=by_channel,
             idle_minutes=_number(legacy),
-            time_zone=_parse_zone(session.get("timeZone"), "session.timeZone"),
+            time_zone=_parse_zone(session.get("timeZone"), "session.timeZone") or _user_zone(user_timezone),
             reset_triggers=tuple(str(t) for t in triggers if str(t).strip()),
         )
 
@@ -314,9 +345,11 @@ def daily_reset_at_ms(now_ms: int, at_hour: float, *, zone: _dt.tzinfo) -> int:
     """
     The most recent daily boundary at or before ``now_ms`` (``resolveDailyResetAtMs``, spec §4.2).
 
-    Today at ``at_hour``:00 local time, or yesterday's when ``now_ms`` is earlier. Local times are resolved
-    as JavaScript does (a non-existent hour moves forward, an ambiguous one takes the first occurrence),
-    so the result equals OpenClaw's on DST days.
+    Today at ``at_hour``:00 local time, or yesterday's when ``now_ms`` is earlier, each computed on its own
+    calendar day. Local times are resolved as JavaScript does (a non-existent hour moves forward, an
+    ambiguous one takes the first occurrence). Deviation D12 (``docs/decisions.md``): on a day whose
+    ``at_hour`` falls in a DST gap, OpenClaw 2026.7.35 takes the previous boundary as the shifted one
+    moved back a day (an hour late); here it is ``at_hour`` on the previous calendar day.
 
     Args:
         now_ms: Current time, ms since epoch.
@@ -330,8 +363,10 @@ def daily_reset_at_ms(now_ms: int, at_hour: float, *, zone: _dt.tzinfo) -> int:
     local = _dt.datetime.fromtimestamp(now_ms / 1000, tz=zone)
     boundary = _js_local_ms(zone, local.date(), hour)
     if now_ms < boundary:
-        fields = _dt.datetime.fromtimestamp(boundary / 1000, tz=zone)
-        boundary = _js_local_ms(zone, fields.date() - _dt.timedelta(days=1), fields.hour, fields.minute)
+        # D12: yesterday's boundary is computed on yesterday's calendar day. OpenClaw 2026.7.35 moves
+        # the Date of today's (gap-shifted) boundary back a day, so when ``at_hour`` falls in today's DST
+        # gap it lands an hour late and sessions of that hour are reset early.
+        boundary = _js_local_ms(zone, local.date() - _dt.timedelta(days=1), hour)
     return boundary
 
 
