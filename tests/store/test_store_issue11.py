@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from click.testing import CliRunner
 
-from sessionkeeper.exceptions import SessionArchivedError, StoreError
+from sessionkeeper.cli._main import cli
+from sessionkeeper.exceptions import SessionArchivedError, StoreCorruptError, StoreError
 from sessionkeeper.runtime import ModelInfo, SessionRuntime
 from sessionkeeper.store import (
     InMemoryStoreBackend,
@@ -20,6 +23,7 @@ from sessionkeeper.store import (
     SqliteStoreBackend,
     StoreBackend,
     resolve_session,
+    run_maintenance,
     session_entry_from_dict,
     session_entry_to_dict,
 )
@@ -247,3 +251,40 @@ async def test_a_cancelled_call_does_not_block_the_calls_after_it(kind: str, tmp
         entry = await backend.get("k")
     assert entry is not None and entry.label == "after"
     await backend.aclose()
+
+
+# ------------------------------------------------------------ issue 15 item 5: read-only runs write nothing
+
+
+@pytest.mark.parametrize("content", [b"", b"   \n\t  \n", b"{not json", b"[]"])
+def test_cleanup_dry_run_on_an_empty_or_corrupt_store_writes_nothing(tmp_path: Path, content: bytes) -> None:
+    store = tmp_path / "sessions"
+    store.mkdir()
+    (store / "sessions.json").write_bytes(content)
+    (store / "s1.jsonl").write_text('{"type":"session","version":3,"id":"s1"}\n')
+    before = sorted(os.listdir(store))
+    for extra in (["--dry-run"], ["--dry-run", "--enforce"], ["--dry-run", "--json"]):
+        result = CliRunner().invoke(cli, ["sessions", "cleanup", "--store", str(store), *extra])
+        assert result.exit_code != 0
+        assert sorted(os.listdir(store)) == before, extra
+    assert (store / "sessions.json").read_bytes() == content
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("content", [b"  \n", b"{not json"])
+async def test_run_maintenance_dry_run_and_warn_on_a_path_write_no_backup(
+    tmp_path: Path, content: bytes
+) -> None:
+    store = tmp_path / "sessions"
+    store.mkdir()
+    (store / "sessions.json").write_bytes(content)
+    for kwargs in ({"dry_run": True}, {"mode": "warn"}):
+        with pytest.raises(StoreCorruptError) as info:
+            await run_maintenance(store, now_ms=NOW, **kwargs)
+        assert info.value.backup_path is None
+        assert os.listdir(store) == ["sessions.json"]
+    # the enforce run still backs the file up (0600) before refusing
+    with pytest.raises(StoreCorruptError) as info:
+        await run_maintenance(store, now_ms=NOW)
+    assert info.value.backup_path is not None
+    assert info.value.backup_path.stat().st_mode & 0o777 == 0o600

@@ -176,9 +176,10 @@ def transcripts_with_messages(sessions_dir: Path, files: Iterable[StoreFile]) ->
     )
 
 
-def _resolve_target(store: Any) -> _Target:
+def _resolve_target(store: Any, *, read_only: bool = False) -> _Target:
     if isinstance(store, str | os.PathLike):
-        json_backend = JsonFileStoreBackend(Path(store), durable=True)
+        # a dry run or warn-mode run on a path opens the file read-only: not even a corrupt-file backup
+        json_backend = JsonFileStoreBackend(Path(store), durable=True, read_only=read_only)
         path = json_backend.path
         return _Target(backend=json_backend, sessions_dir=path.parent, store_file=path, owned=True)
     if isinstance(store, JsonFileStoreBackend):
@@ -194,15 +195,19 @@ def _resolve_target(store: Any) -> _Target:
     )
 
 
-def _check_not_empty(path: Path) -> None:
-    """An empty ``sessions.json`` is not an empty store: maintenance would orphan every transcript (B21)."""
+def _check_not_empty(path: Path, *, read_only: bool = False) -> None:
+    """
+    An empty ``sessions.json`` is not an empty store: maintenance would orphan every transcript (B21).
+    A whitespace-only file is backed up first, except by a read-only run (dry run, warn mode), which
+    writes nothing (issue 15 item 5).
+    """
     try:
         data = path.read_bytes()
     except FileNotFoundError:
         return
     if data.strip():
         return
-    backup = backup_file(path) if data else None
+    backup = backup_file(path) if data and not read_only else None
     raise StoreCorruptError(
         "the store file is empty; maintenance refuses to treat it as an empty store "
         "(every transcript would look unreferenced); the file was left unchanged",
@@ -330,8 +335,8 @@ async def run_maintenance(
         and unreferenced-artifact summaries, warnings. ``applied`` tells whether anything was carried out.
 
     Raises:
-        StoreCorruptError: ``sessions.json`` is empty or not a JSON object (a 0600 backup is written;
-            nothing is changed).
+        StoreCorruptError: ``sessions.json`` is empty or not a JSON object (a 0600 backup is written,
+            except by a dry run or a warn-mode run on a path, which write nothing; nothing is changed).
         SessionBusyError: The store lock was not acquired in time.
         TypeError: ``store`` is not a supported store.
     """
@@ -339,11 +344,14 @@ async def run_maintenance(
     effective_mode: MaintenanceMode = mode or settings.mode
     now = clock.now_ms() if now_ms is None else int(now_ms)
     keys = tuple(active_keys)
-    target = _resolve_target(store)
+    read_only = dry_run or effective_mode == "warn"
+    target = _resolve_target(store, read_only=read_only)
     backend = target.backend
     try:
         if target.store_file is not None:
-            await anyio.to_thread.run_sync(_check_not_empty, target.store_file)
+            await anyio.to_thread.run_sync(
+                functools.partial(_check_not_empty, target.store_file, read_only=read_only)
+            )
         if dry_run or effective_mode == "warn":
             entries = await backend.load_all()
             plan = await anyio.to_thread.run_sync(
