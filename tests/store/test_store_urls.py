@@ -3,6 +3,8 @@ transcripts as files in ``transcripts_dir``."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from pathlib import Path
 
 import pytest
@@ -72,3 +74,56 @@ def test_bad_combinations_are_config_errors(tmp_path: Path) -> None:
         open_store_url("redis://127.0.0.1:6379/0?ttl=soon")
     with pytest.raises(ConfigError, match="schema"):
         open_store_url("postgresql://127.0.0.1/test?schema=a-b")
+
+
+def _cli(*args: str) -> tuple[int, str]:
+    from click.testing import CliRunner
+
+    from sessionkeeper.cli._main import cli
+
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.output
+
+
+def _seed(url: str) -> None:
+    async def run() -> None:
+        async with SessionStore.open(url) as store:
+            await store.patch("agent:main:main", {"label": "Main"})
+            await store.patch("agent:main:cron:1", {"label": "Cron"})
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("kind", ["postgres", "redis"])
+def test_cli_sessions_list_and_status_on_a_store_url(kind: str, request: pytest.FixtureRequest) -> None:
+    if kind == "postgres":
+        dsn, schema = request.getfixturevalue("pg_schema")
+        url = f"{dsn}?schema={schema}&store=cli"
+    else:
+        base, prefix = request.getfixturevalue("redis_prefix")
+        url = f"{base}?prefix={prefix}&store=cli"
+    _seed(url)
+    code, out = _cli("sessions", "list", "--store", url, "--json")
+    assert code == 0, out
+    listed = json.loads(out)
+    assert listed["backend"] == kind and listed["store"] == url and listed["count"] == 2
+    assert {row["key"] for row in listed["sessions"]} == {"agent:main:main", "agent:main:cron:1"}
+    code, out = _cli("status", "--store", url, "agent:main:main", "--json")
+    assert code == 0, out
+    status = json.loads(out)
+    assert status["found"] is True and status["entry"]["label"] == "Main" and status["transcript"] is None
+    code, out = _cli("status", "--store", url, "agent:main:nope")
+    assert code == 1 and "no session for key" in out
+
+
+def test_cli_store_url_never_shows_the_password(pg_schema: tuple[str, str]) -> None:
+    dsn, schema = pg_schema
+    url = dsn.replace("postgresql://", "postgresql://root:s3cret@") + f"?schema={schema}"
+    code, out = _cli("sessions", "list", "--store", url, "--json")
+    assert code == 0, out
+    assert "s3cret" not in out and json.loads(out)["store"].startswith("postgresql://root:***@")
+
+
+def test_cli_store_path_that_is_not_a_url_must_exist(tmp_path: Path) -> None:
+    code, out = _cli("sessions", "list", "--store", str(tmp_path / "missing"))
+    assert code == 2 and "does not exist" in out

@@ -22,8 +22,16 @@ from rich.table import Table
 from rich.text import Text
 
 from sessionkeeper.cli._main import EXIT_ERROR, fail
-from sessionkeeper.store import SessionEntry, SessionStore, session_entry_to_dict
+from sessionkeeper.store import (
+    PostgresStoreBackend,
+    RedisStoreBackend,
+    SessionEntry,
+    SessionStore,
+    session_entry_to_dict,
+)
 from sessionkeeper.store._json import JsonFileStoreBackend
+from sessionkeeper.store._remote import redact_url
+from sessionkeeper.store._urls import is_store_url
 
 
 __all__ = ("COMMANDS", "session_row", "sessions_group", "status_command", "store_options")
@@ -35,21 +43,55 @@ _BACKEND_CHOICE = click.Choice(["json", "sqlite"])
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def store_options(command: F) -> F:
-    """The ``--store`` and ``--backend`` options of every command on a sessions store."""
+def store_options(command: F, *, urls: bool = False) -> F:
+    """
+    The ``--store`` and ``--backend`` options of every command on a sessions store; with ``urls``
+    ``--store`` also takes a ``postgresql://`` / ``redis://`` URL (a store in a database, docs/postgres.md).
+    """
     command = click.option(
         "--backend",
         type=_BACKEND_CHOICE,
         default=None,
         help="Store backend (default: the file that exists, else json).",
     )(command)
+    help_text = "Sessions directory (<root>/agents/<agentId>/sessions) or its sessions.json / sessions.sqlite"
+    if urls:
+        return click.option(
+            "--store",
+            "store_path",
+            required=True,
+            metavar="DIR|URL",
+            callback=_store_location,
+            help=help_text + ", or a postgresql:// or redis:// store URL (docs/postgres.md).",
+        )(command)
     return click.option(
         "--store",
         "store_path",
         required=True,
         type=click.Path(path_type=Path, exists=True),
-        help="Sessions directory (<root>/agents/<agentId>/sessions) or its sessions.json / sessions.sqlite.",
+        help=help_text + ".",
     )(command)
+
+
+def _store_location(ctx: click.Context, param: click.Parameter, value: str) -> Path | str:
+    """``--store`` with URLs: a database store URL (kept as a string), else an existing path."""
+    if is_store_url(value):
+        return value
+    converted: Path = click.Path(path_type=Path, exists=True).convert(value, param, ctx)
+    return converted
+
+
+def _store_or_url_options(command: F) -> F:
+    return store_options(command, urls=True)
+
+
+def _location(store: SessionStore, given: Path | str) -> tuple[str, str]:
+    """``(where, backend name)`` for the output (a URL without its password)."""
+    if isinstance(store.backend, PostgresStoreBackend | RedisStoreBackend):
+        kind = "postgres" if isinstance(store.backend, PostgresStoreBackend) else "redis"
+        return redact_url(str(given)), kind
+    where = str(getattr(store.backend, "path", given))
+    return where, "sqlite" if where.endswith(".sqlite") else "json"
 
 
 _ROW_FIELDS: tuple[tuple[str, str], ...] = (
@@ -102,7 +144,7 @@ def _when(ms: Any) -> str:
         return str(ms)
 
 
-def _open(store: Path, backend: str | None) -> SessionStore:
+def _open(store: Path | str, backend: str | None) -> SessionStore:
     """Open the store read-only: listing or showing a session never creates or writes anything."""
     return SessionStore.open(store, backend=backend, read_only=True)  # type: ignore[arg-type]
 
@@ -128,26 +170,34 @@ def sessions_group() -> None:
 
 
 @sessions_group.command("list")
-@store_options
+@_store_or_url_options
 @click.option("--archived", is_flag=True, help="List archived sessions instead of active ones.")
 @click.option("--all", "show_all", is_flag=True, help="List active and archived sessions.")
 @click.option("--limit", type=click.IntRange(min=0), default=None, help="At most N sessions.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (fields documented in docs/store.md).")
 def list_command(
-    *, store_path: Path, backend: str | None, archived: bool, show_all: bool, limit: int | None, as_json: bool
+    *,
+    store_path: Path | str,
+    backend: str | None,
+    archived: bool,
+    show_all: bool,
+    limit: int | None,
+    as_json: bool,
 ) -> None:
     """List sessions: pinned first, then most recently updated."""
 
-    async def run() -> tuple[list[tuple[str, SessionEntry]], list[str], str]:
+    async def run() -> tuple[list[tuple[str, SessionEntry]], list[str], tuple[str, str]]:
         async with _open(store_path, backend) as store:
             rows = await store.list(archived=None if show_all else archived, limit=limit)
-            return rows, _dropped_note(store), str(getattr(store.backend, "path", store_path))
+            return rows, _dropped_note(store), _location(store, store_path)
 
-    rows, dropped, location = _with_spinner(f"reading {store_path}", lambda: anyio.run(run))
+    rows, dropped, (location, backend_name) = _with_spinner(
+        f"reading {redact_url(str(store_path))}", lambda: anyio.run(run)
+    )
     if as_json:
         payload = {
             "store": location,
-            "backend": "sqlite" if location.endswith(".sqlite") else "json",
+            "backend": backend_name,
             "count": len(rows),
             "sessions": [session_row(key, entry) for key, entry in rows],
             "droppedKeys": dropped,
@@ -180,10 +230,10 @@ def list_command(
 
 
 @click.command("status")
-@store_options
+@_store_or_url_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (fields documented in docs/store.md).")
 @click.argument("key")
-def status_command(*, store_path: Path, backend: str | None, as_json: bool, key: str) -> None:
+def status_command(*, store_path: Path | str, backend: str | None, as_json: bool, key: str) -> None:
     """Show one session's entry and transcript. Exit 1 when the key is not in the store."""
 
     async def run() -> tuple[SessionEntry | None, dict[str, Any] | None]:
@@ -206,7 +256,7 @@ def status_command(*, store_path: Path, backend: str | None, as_json: bool, key:
         if as_json:  # the JSON document is the answer (stdout only), as before
             click.echo(json.dumps({"key": key, "found": False}, indent=2))
             raise SystemExit(EXIT_ERROR)
-        fail(f"no session for key {key!r} in {store_path}", code=EXIT_ERROR)
+        fail(f"no session for key {key!r} in {redact_url(str(store_path))}", code=EXIT_ERROR)
     if as_json:
         payload = {
             "key": key,
