@@ -15,7 +15,6 @@ cheap. Every subpackage (``sessionkeeper.transcript``, ``.store``, ``.compaction
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
 from sessionkeeper import exceptions as exceptions
@@ -57,6 +56,7 @@ if TYPE_CHECKING:
     from sessionkeeper._tokens import EstimateTokenCounter as EstimateTokenCounter
     from sessionkeeper._tokens import TiktokenCounter as TiktokenCounter
     from sessionkeeper._tokens import TokenCounter as TokenCounter
+    from sessionkeeper._version import __version__ as __version__
     from sessionkeeper.compaction import CompactionPreparation as CompactionPreparation
     from sessionkeeper.compaction import CompactionProvider as CompactionProvider
     from sessionkeeper.compaction import CompactionProviderRegistry as CompactionProviderRegistry
@@ -151,12 +151,8 @@ if TYPE_CHECKING:
     from sessionkeeper.transcript import shared_index_cache as shared_index_cache
 
 
-try:
-    __version__ = version("sessionkeeper")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
-    __version__ = "0.0.0"
-
 _LAZY: dict[str, str] = {
+    "__version__": "sessionkeeper._version",  # a constant module: no importlib.metadata at import (issue 11)
     "apply_parent_fork": "sessionkeeper.store",
     "shared_index_cache": "sessionkeeper.transcript",
     "TranscriptInfo": "sessionkeeper.transcript",

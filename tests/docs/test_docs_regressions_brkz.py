@@ -65,7 +65,10 @@ def test_every_name_a_guide_imports_exists(page: str, block: str) -> None:
 
 def _commands(group: click.Group, prefix: str = "") -> list[tuple[str, click.Command]]:
     found: list[tuple[str, click.Command]] = []
-    for name, command in sorted(group.commands.items()):
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):  # the root group loads its commands lazily
+        command = group.get_command(ctx, name)
+        assert command is not None, name
         if isinstance(command, click.Group):
             found += _commands(command, f"{prefix}{name} ")
         else:

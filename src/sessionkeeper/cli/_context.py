@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 import msgspec
-from rich.console import Console
-from rich.markup import escape
 
 from sessionkeeper.cli._main import EXIT_BAD_INPUT, fail
 from sessionkeeper.transcript import (
@@ -38,6 +36,10 @@ from sessionkeeper.transcript import (
     try_read_tail_context,
 )
 from sessionkeeper.transcript._entries import NonStringId, entry_key
+
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 __all__ = ("COMMANDS", "context_command")
@@ -161,6 +163,9 @@ def context_command(file: Path, leaf: str | None, as_json: bool, llm: bool, last
             payload["llmMessages"] = [message_to_builtins(m) for m in convert_to_llm(ctx.messages)]
         click.echo(msgspec.json.encode(payload).decode("utf-8"))
         return
+    from rich.console import Console  # noqa: PLC0415 - the JSON path does not pay for rich (issue 11)
+    from rich.markup import escape  # noqa: PLC0415
+
     console = Console()
     estimate = estimate_context_tokens(ctx.messages)
     shown = convert_to_llm(ctx.messages) if llm else list(ctx.messages)
@@ -187,6 +192,9 @@ def _print_last(file: Path, n: int, *, leaf: str | None, as_json: bool, llm: boo
         payload = {"messages": [message_to_builtins(m) for m in messages]}
         click.echo(msgspec.json.encode(payload).decode("utf-8"))
         return
+    from rich.console import Console  # noqa: PLC0415 - the JSON path does not pay for rich
+    from rich.markup import escape  # noqa: PLC0415
+
     console = Console()
     console.print(
         f"[bold]{escape(_printable(str(file)))}[/bold]  last {len(messages)} messages of the current branch"
@@ -196,6 +204,8 @@ def _print_last(file: Path, n: int, *, leaf: str | None, as_json: bool, llm: boo
 
 
 def _print_message(console: Console, number: int, message: AgentMessage) -> None:
+    from rich.markup import escape  # noqa: PLC0415 - see context_command
+
     raw = message_to_builtins(message)
     role = _printable(str(raw.get("role", "?")))
     style = _ROLE_STYLE.get(role, "white")

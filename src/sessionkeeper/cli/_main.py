@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import importlib
 import io
-import logging
 import sys
-import warnings
 from typing import Any, NoReturn
 
 import click
 
+from sessionkeeper._version import __version__
 from sessionkeeper.exceptions import (
     ConfigError,
     SessionKeeperError,
@@ -26,17 +25,20 @@ EXIT_OK = 0
 EXIT_ERROR = 1
 EXIT_BAD_INPUT = 2
 
-# One module per command (or command group); each exposes ``COMMANDS: tuple[click.Command, ...]``.
-_COMMAND_MODULES: tuple[str, ...] = (
-    "sessions",
-    "cleanup",
-    "prune",
-    "context",
-    "tree",
-    "doctor",
-    "demo",
-    "compact",
-)
+# Each command is imported when it runs (or when help lists it): ``--version`` and ``context --json`` do
+# not pay for rich, the store, compaction or the runtime (issue 11, "speed an operator feels").
+# name -> (module under sessionkeeper.cli, attribute). ``sessions`` comes from ``_cleanup``, which attaches
+# its ``cleanup`` subcommand to the group defined in ``_sessions``.
+_LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "compact": ("_compact", "compact_command"),
+    "context": ("_context", "context_command"),
+    "demo": ("_demo", "demo_command"),
+    "doctor": ("_doctor", "doctor_command"),
+    "prune": ("_prune", "prune_command"),
+    "sessions": ("_cleanup", "sessions_group"),
+    "status": ("_sessions", "status_command"),
+    "tree": ("_tree", "tree_command"),
+}
 
 _BAD_INPUT_ERRORS = (ConfigError, TranscriptFormatError, TranscriptNotFoundError, UnsafePathError)
 
@@ -57,7 +59,24 @@ def _usage_error(err: click.UsageError) -> NoReturn:
 
 
 class _Group(click.Group):
-    """Maps sessionkeeper errors (and click usage errors) to one stderr line and a documented exit code."""
+    """
+    The root group: loads each subcommand's module on first use (:data:`_LAZY_COMMANDS`), and maps
+    sessionkeeper errors (and click usage errors) to one stderr line and a documented exit code.
+    """
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*_LAZY_COMMANDS, *self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = self.commands.get(cmd_name)
+        if found is None and cmd_name in _LAZY_COMMANDS:
+            module, attribute = _LAZY_COMMANDS[cmd_name]
+            command = getattr(importlib.import_module(f"sessionkeeper.cli.{module}"), attribute)
+            if not isinstance(command, click.Command):  # pragma: no cover - a wrong table entry
+                raise TypeError(f"sessionkeeper.cli.{module}.{attribute} is not a click command")
+            self.add_command(command, cmd_name)
+            found = command
+        return found
 
     def make_context(
         self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
@@ -68,6 +87,8 @@ class _Group(click.Group):
             _usage_error(err)
 
     def invoke(self, ctx: click.Context) -> Any:
+        if isinstance(ctx.obj, _Entry):  # the ``sessionkeeper`` script (not a test's CliRunner): once per run
+            _configure_logging()
         # Session keys and stored strings may hold lone surrogates (JavaScript writes them): print them as
         # ``\\udXXX`` escapes instead of dying on UnicodeEncodeError with a traceback.
         for stream in (sys.stdout, sys.stderr):
@@ -86,43 +107,39 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="sessionkeeper")
+@click.version_option(version=__version__, prog_name="sessionkeeper")
 def cli() -> None:
     """sessionkeeper: inspect, compact and maintain agent session transcripts and stores."""
 
 
-def _register() -> None:
-    for name in _COMMAND_MODULES:
-        module = importlib.import_module(f"sessionkeeper.cli._{name}")
-        for command in module.COMMANDS:
-            cli.add_command(command)
+class _Entry:
+    """``ctx.obj`` of a run started by :func:`main`: configure logging when a command runs."""
 
 
-_register()
-
-
-class _WarningLine(logging.Handler):
+def _configure_logging() -> None:
     """
     Library warnings as one stderr line each (``sessionkeeper: warning: ...``), no traceback.
 
     Error records are not printed: every error the library logs is also raised, and :func:`fail` reports
-    it as the command's one error line.
+    it as the command's one error line. Done when a command runs, not for ``--version``/``--help``
+    (``logging`` is not imported for them).
     """
+    import logging  # noqa: PLC0415 - not needed by --version (issue 11: start-up time)
+    import warnings  # noqa: PLC0415
 
-    def emit(self, record: logging.LogRecord) -> None:
-        if record.levelno >= logging.ERROR:
-            return
-        try:
-            text = " ".join(record.getMessage().split("\n")).strip()
-        except Exception:  # a malformed log call must not break the command
-            return
-        click.echo(f"sessionkeeper: warning: {text}", err=True)
+    class WarningLine(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.ERROR:
+                return
+            try:
+                text = " ".join(record.getMessage().split("\n")).strip()
+            except Exception:  # a malformed log call must not break the command
+                return
+            click.echo(f"sessionkeeper: warning: {text}", err=True)
 
-
-def _configure_logging() -> None:
     logger = logging.getLogger("sessionkeeper")
-    if not any(isinstance(h, _WarningLine) for h in logger.handlers):
-        logger.addHandler(_WarningLine(logging.WARNING))
+    if not any(type(h).__name__ == "WarningLine" for h in logger.handlers):
+        logger.addHandler(WarningLine(logging.WARNING))
         logger.propagate = False
     # Python hides DeprecationWarning outside __main__; an operator must see that a config key is legacy.
     warnings.showwarning = _show_warning
@@ -143,5 +160,4 @@ def _show_warning(  # noqa: PLR0917 - the signature of warnings.showwarning
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``sessionkeeper`` script and ``python -m sessionkeeper``."""
-    _configure_logging()
-    cli.main(args=argv, prog_name="sessionkeeper")
+    cli.main(args=argv, prog_name="sessionkeeper", obj=_Entry())
