@@ -237,11 +237,12 @@ async def test_safeguard_redistils_previous_summary() -> None:
 
 async def test_safeguard_history_share_drops_oldest_chunk_and_summarises_it_first() -> None:
     history = [user(f"part {i} " + "h" * 3990) for i in range(8)]  # 8 x 1000 tokens
-    tail = [user("tail one " + "t" * 13990), user("tail two " + "t" * 13990)]  # 2 x 3500 tokens
+    tail = [user("tail " + "t" * 27990)]  # one kept message of 7000 tokens, over the keep budget
     transcript, _ = await manager(*history, *tail)
     client = ScriptedModelClient(handler=lambda request: GOOD_SECTIONS)
     compactor = Compactor(model_client=client, context_window=10_000)
-    outcome = await compactor.compact(transcript, keep_recent_tokens=7000)  # type: ignore[arg-type]
+    # 2000 = D9's keep cap in this window (0.4 x (10000 - 5000)); the kept 7000 exceed 0.5 x 1.2 x window
+    outcome = await compactor.compact(transcript, keep_recent_tokens=2000)  # type: ignore[arg-type]
     assert outcome.status == "compacted" and outcome.preparation is not None
     assert len(outcome.preparation.messages_to_summarize) == 8
     texts = [str(r.messages[0].content) for r in client.requests]  # type: ignore[union-attr]

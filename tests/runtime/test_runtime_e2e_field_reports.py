@@ -148,11 +148,10 @@ async def test_b11_an_ineffective_compaction_is_not_repeated_for_the_turn() -> N
     for index in range(6):  # 30000 tokens of history before the tail
         await transcript.append_message(UserMessage(content="h" * 10_000, timestamp=index))
         await transcript.append_message(reply("a" * 10_000, provider="openai"))
-    # the last turn: a user ask and its tool block, ~16000 tokens that the cut point keeps whole
+    # the last turn: a user ask and its tool block, ~16000 tokens that the cut point keeps whole (no cut
+    # point after the tool result, so even D9's smaller keep budget keeps the whole turn: B05)
     await transcript.append_message(UserMessage(content="run the big tool " + "u" * 4000, timestamp=9))
-    await transcript.append_message(tool_call("c1"))
-    await transcript.append_message(tool_result("c1", "T" * 60_000))
-    outcome = await runtime.after_turn(session, messages=[reply("done", provider="openai")])
+    outcome = await runtime.after_turn(session, messages=[tool_call("c1"), tool_result("c1", "T" * 60_000)])
     first = outcome.compaction
     assert first is not None and first.compacted and first.trigger == "threshold"
     assert first.tokens_after > 16_000 and not first.effective  # ~2000 summary + ~15000 tail

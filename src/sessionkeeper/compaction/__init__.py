@@ -18,6 +18,8 @@ from sessionkeeper.compaction._branch_summary import (
 )
 from sessionkeeper.compaction._budget import (
     DEFAULT_CONTEXT_WINDOW,
+    CompactionBudget,
+    compaction_budget,
     compaction_threshold,
     effective_reserve_tokens,
     should_compact,
@@ -55,6 +57,7 @@ __all__ = (
     "BranchEntries",
     "BranchSummary",
     "CheckpointSide",
+    "CompactionBudget",
     "CompactionCheckpoint",
     "CompactionPreparation",
     "CompactionProvider",
@@ -73,6 +76,7 @@ __all__ = (
     "chunk_messages_by_max_tokens",
     "clear_token_memo",
     "collect_entries_for_branch_summary",
+    "compaction_budget",
     "compaction_threshold",
     "effective_reserve_tokens",
     "extract_identifiers",

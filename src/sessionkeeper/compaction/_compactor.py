@@ -36,7 +36,7 @@ from sessionkeeper._hooks import (
     SessionCompactEvent,
 )
 from sessionkeeper._model_client import ModelClient
-from sessionkeeper.compaction._budget import DEFAULT_CONTEXT_WINDOW
+from sessionkeeper.compaction._budget import DEFAULT_CONTEXT_WINDOW, CompactionBudget, compaction_budget
 from sessionkeeper.compaction._cut import entry_kind, message_role
 from sessionkeeper.compaction._extractive import extractive_summary, message_text
 from sessionkeeper.compaction._landing import land_compaction, landing
@@ -243,11 +243,14 @@ class Compactor:
         providers: Registered compaction providers (``settings.provider`` picks one).
         hooks: Hook registry for ``session_before_compact`` / ``session_compact`` and the
             ``compaction_start`` / ``compaction_end`` events; ``None`` emits nothing.
-        context_window: The model's window in tokens (sizes safeguard chunks); ``None`` = 200000.
+        context_window: The model's window in tokens (sizes the keep budget, summary requests and
+            chunks, DESIGN D9); ``None`` = 200000.
         clock: Time source (retry waits).
         workspace_dir: Folder holding the agent's ``AGENTS.md``; with
             ``settings.post_compaction_sections`` its named sections are appended to safeguard
             summaries as ``<workspace-critical-rules>`` (OpenClaw spec §5.6). ``None``: not used.
+        max_output_tokens: The host's reply budget, when known (raises the reserve, B09), so the
+            D9 budgets match the runtime's threshold. ``None``: OpenClaw's reserve.
 
     Raises:
         ConfigError: ``settings.provider`` names a provider that ``providers`` does not hold
@@ -266,6 +269,7 @@ class Compactor:
         context_window: int | None = None,
         clock: Clock = SYSTEM_CLOCK,
         workspace_dir: Path | str | None = None,
+        max_output_tokens: int | None = None,
     ) -> None:
         self.settings = settings if settings is not None else CompactionSettings()
         check_provider_configured(self.settings, providers)
@@ -274,18 +278,36 @@ class Compactor:
         self.providers = providers if providers is not None else CompactionProviderRegistry()
         self.hooks = hooks
         self.context_window = context_window or DEFAULT_CONTEXT_WINDOW
+        self.max_output_tokens = max_output_tokens
         self._clock = clock
 
+    def budget(
+        self, *, reason: CompactionReason = "threshold", keep_recent_tokens: int | None = None
+    ) -> CompactionBudget:
+        """
+        The window-derived budgets of a run (DESIGN D9, :func:`compaction_budget`).
+
+        The keep budget asked for is the explicit value, else the configured one; a manual run
+        without either is a strict checkpoint (``None``, OpenClaw's ``/compact``), automatic runs use
+        20000. It is then lowered to ``0.4 * (window - effectiveReserve)`` (logged once when lowered).
+        """
+        requested = keep_recent_tokens
+        if requested is None:
+            requested = (
+                self.settings.keep_recent_tokens
+                if reason == "manual"
+                else self.settings.resolved_keep_recent_tokens
+            )
+        return compaction_budget(
+            self.settings,
+            context_window=self.context_window,
+            keep_recent_tokens=requested,
+            max_output_tokens=self.max_output_tokens,
+        )
+
     def keep_budget(self, *, reason: CompactionReason, keep_recent_tokens: int | None) -> int | None:
-        """
-        The keep budget for a run: the explicit value, else the configured one; a manual run without
-        either is a strict checkpoint (``None``, OpenClaw's ``/compact``), automatic runs use 20000.
-        """
-        if keep_recent_tokens is not None:
-            return keep_recent_tokens
-        if reason == "manual":
-            return self.settings.keep_recent_tokens
-        return self.settings.resolved_keep_recent_tokens
+        """The keep budget in force for a run (:meth:`budget`), ``None`` for a strict checkpoint."""
+        return self.budget(reason=reason, keep_recent_tokens=keep_recent_tokens).keep_recent_tokens
 
     def plan(
         self,
@@ -468,8 +490,11 @@ class Compactor:
                 successor=successor,
             )
 
+        budget = self.budget(reason=reason, keep_recent_tokens=keep_recent_tokens)
         with anyio.fail_after(self.settings.timeout_seconds):
-            summary, provider, fallbacks = await self._summarize(plan, instructions=instructions, abort=abort)
+            summary, provider, fallbacks = await self._summarize(
+                plan, instructions=instructions, abort=abort, budget=budget
+            )
         if abort is not None and abort.is_set():
             raise CompactionCancelled("aborted")
 
@@ -509,10 +534,16 @@ class Compactor:
         )
 
     async def _summarize(
-        self, plan: CompactionPreparation, *, instructions: str | None, abort: anyio.Event | None
+        self,
+        plan: CompactionPreparation,
+        *,
+        instructions: str | None,
+        abort: anyio.Event | None,
+        budget: CompactionBudget,
     ) -> tuple[str, str, tuple[str, ...]]:
-        """Run the D3 chain; returns ``(summary, provider, fallbacks)``."""
+        """Run the D3 chain; returns ``(summary, provider, fallbacks)`` (at most D9's chars)."""
         settings = self.settings
+        max_chars = budget.summary_max_chars
         safeguard = settings.effective_mode == "safeguard"
         fallbacks: list[str] = []
         agents_md = await self._agents_md() if safeguard and settings.post_compaction_sections else None
@@ -525,7 +556,7 @@ class Compactor:
 
         if safeguard and not _real_conversation(messages):
             body = structured_fallback_summary(plan.previous_summary)
-            return cap_preserving_suffix(body, suffix_of()), "fallback", ()
+            return cap_preserving_suffix(body, suffix_of(), max_chars=max_chars), "fallback", ()
 
         structured = build_structured_instructions(
             instructions, policy=settings.identifier_policy, identifier_text=settings.identifier_instructions
@@ -565,7 +596,8 @@ class Compactor:
                 else:
                     if text.strip():
                         suffix = suffix_of()
-                        return cap_preserving_suffix(text, suffix), provider.id, tuple(fallbacks)
+                        capped = cap_preserving_suffix(text, suffix, max_chars=max_chars)
+                        return capped, provider.id, tuple(fallbacks)
                     fallbacks.append(f"provider {provider.id!r} returned an empty summary")
                     _log.warning(
                         "compaction provider %r returned an empty summary: falling back to the built-in "
@@ -576,7 +608,11 @@ class Compactor:
 
         if self.model_client is not None:
             llm = LlmSummarizer(
-                self.model_client, settings=settings, context_window=self.context_window, clock=self._clock
+                self.model_client,
+                settings=settings,
+                context_window=self.context_window,
+                clock=self._clock,
+                budget=budget,
             )
             try:
                 if safeguard:
@@ -590,7 +626,8 @@ class Compactor:
                         abort=abort,
                     )
                     suffix = suffix_of(guarded.split_turn)
-                    return cap_preserving_suffix(guarded.history, suffix), "llm", tuple(fallbacks)
+                    capped = cap_preserving_suffix(guarded.history, suffix, max_chars=max_chars)
+                    return capped, "llm", tuple(fallbacks)
                 text = await llm.default_summary(
                     messages_to_summarize=plan.messages_to_summarize,
                     turn_prefix_messages=plan.turn_prefix_messages,
@@ -613,14 +650,14 @@ class Compactor:
             fallbacks.append("no model client: extractive summary")
 
         suffix = suffix_of() if safeguard else ""
-        budget = MAX_COMPACTION_SUMMARY_CHARS - len(suffix) - 64 if safeguard else 12_000
+        room = min(MAX_COMPACTION_SUMMARY_CHARS, max_chars) - len(suffix) - 64 if safeguard else 12_000
         body = extractive_summary(
             messages,
             previous_summary=plan.previous_summary,
             read_files=read_files,
             modified_files=modified_files,
-            max_chars=max(2000, budget),
+            max_chars=min(max(2000, room), max_chars),
         )
         if safeguard:
-            return cap_preserving_suffix(body, suffix), "extractive", tuple(fallbacks)
+            return cap_preserving_suffix(body, suffix, max_chars=max_chars), "extractive", tuple(fallbacks)
         return body + format_file_operations(read_files, modified_files), "extractive", tuple(fallbacks)

@@ -17,7 +17,6 @@ unchanged; an ``"aborted"`` reply raises :class:`~sessionkeeper.exceptions.Compa
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import anyio
@@ -25,6 +24,7 @@ import attrs
 
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
 from sessionkeeper._model_client import ModelClient, ModelRequest
+from sessionkeeper.compaction._budget import CompactionBudget, compaction_budget
 from sessionkeeper.compaction._chunking import (
     chunk_messages_by_max_tokens,
     history_needs_pruning,
@@ -97,6 +97,8 @@ class LlmSummarizer:
             quality guard).
         context_window: The summarising model's window in tokens (sizes safeguard chunks).
         clock: Waits between retries of a failed chunk (500 ms, then 1000 ms).
+        budget: The window-derived request sizes (DESIGN D9); ``None``: derived from ``settings``
+            and ``context_window`` (:func:`~sessionkeeper.compaction.compaction_budget`).
     """
 
     def __init__(
@@ -106,11 +108,15 @@ class LlmSummarizer:
         settings: CompactionSettings,
         context_window: int,
         clock: Clock = SYSTEM_CLOCK,
+        budget: CompactionBudget | None = None,
     ) -> None:
         self._client = client
         self._settings = settings
         self._window = max(1, context_window)
         self._clock = clock
+        self._budget = budget or compaction_budget(
+            settings, context_window=self._window, keep_recent_tokens=None, warn=False
+        )
 
     async def _complete(self, text: str, *, max_tokens: int, abort: anyio.Event | None, purpose: str) -> str:
         request = ModelRequest(
@@ -146,21 +152,27 @@ class LlmSummarizer:
         custom_instructions: str | None,
         abort: anyio.Event | None = None,
     ) -> str:
-        """pi's ``generateSummary``: ``maxTokens = floor(0.8 * reserveTokens)``."""
+        """
+        pi's ``generateSummary``: ``maxTokens = floor(0.8 * reserveTokens)``, at most a quarter of
+        ``window - effectiveReserve`` (DESIGN D9).
+        """
         text = build_history_prompt(
             serialize_conversation(messages),
             previous_summary=previous_summary,
             custom_instructions=custom_instructions,
         )
-        max_tokens = math.floor(0.8 * self._settings.reserve_tokens)
+        max_tokens = self._budget.summary_max_tokens
         return await self._complete(text, max_tokens=max_tokens, abort=abort, purpose="compaction")
 
     async def turn_prefix_summary(
         self, messages: Sequence[AgentMessage], *, abort: anyio.Event | None = None
     ) -> str:
-        """pi's ``generateTurnPrefixSummary``: ``maxTokens = floor(0.5 * reserveTokens)``."""
+        """
+        pi's ``generateTurnPrefixSummary``: ``maxTokens = floor(0.5 * reserveTokens)``, at most an
+        eighth of ``window - effectiveReserve`` (DESIGN D9).
+        """
         text = build_turn_prefix_prompt(serialize_conversation(messages))
-        max_tokens = math.floor(0.5 * self._settings.reserve_tokens)
+        max_tokens = self._budget.turn_prefix_max_tokens
         return await self._complete(
             text, max_tokens=max_tokens, abort=abort, purpose="compaction-turn-prefix"
         )

@@ -1027,6 +1027,7 @@ class SessionRuntime:
             hooks=self.hooks,
             context_window=self.context_window,
             clock=self.clock,
+            max_output_tokens=self.model.max_output_tokens,
         )
         reason: Literal["manual", "threshold", "overflow"] = (
             "threshold" if trigger == "preflight" else "overflow" if trigger == "timeout" else trigger
