@@ -3,7 +3,9 @@ Test helpers for hosts of sessionkeeper (STYLE item 11): deterministic doubles f
 
 - :class:`FakeClock`: settable wall and monotonic time; ``sleep`` advances instantly.
 - :class:`ScriptedModelClient`: a :class:`~sessionkeeper.ModelClient` replaying a script or a handler,
-  recording requests.
+  recording requests; :meth:`~ScriptedModelClient.next_turn` fakes the agent's main model with
+  :class:`ScriptedTurn` replies (tool calls, usage, recorded errors) and scripted exceptions
+  (:func:`context_overflow_error`).
 - :func:`capture_events`: record what a :class:`~sessionkeeper.HookRegistry` emits.
 - :class:`FakeTokenCounter`: predictable token counts without tiktoken.
 - :class:`InMemoryStoreBackend` (from :mod:`sessionkeeper.store`): a session store that never touches
@@ -18,7 +20,14 @@ from __future__ import annotations
 from sessionkeeper.store import InMemoryStoreBackend
 from sessionkeeper.testing._clock import FakeClock
 from sessionkeeper.testing._events import CapturedEvents, capture_events
-from sessionkeeper.testing._model import ModelHandler, ScriptedModelClient, ScriptedReply
+from sessionkeeper.testing._model import (
+    ModelHandler,
+    ScriptedModelClient,
+    ScriptedProviderError,
+    ScriptedReply,
+    ScriptedTurn,
+    context_overflow_error,
+)
 from sessionkeeper.testing._tokens import FakeTokenCounter
 
 
@@ -29,13 +38,25 @@ __all__ = (
     "InMemoryStoreBackend",
     "ModelHandler",
     "ScriptedModelClient",
+    "ScriptedProviderError",
     "ScriptedReply",
+    "ScriptedTurn",
     "capture_events",
+    "context_overflow_error",
 )
 
 
 def _fix_module_names() -> None:
-    for name in ("CapturedEvents", "FakeClock", "FakeTokenCounter", "ScriptedModelClient", "capture_events"):
+    for name in (
+        "CapturedEvents",
+        "FakeClock",
+        "FakeTokenCounter",
+        "ScriptedModelClient",
+        "ScriptedProviderError",
+        "ScriptedTurn",
+        "capture_events",
+        "context_overflow_error",
+    ):
         globals()[name].__module__ = __name__
 
 

@@ -21,6 +21,11 @@ class FakeClock:
     Implements the :class:`~sessionkeeper._clock.Clock` protocol, so it can be passed wherever
     sessionkeeper takes ``clock=``.
 
+    The default start, 2026-01-01T00:00:00Z, is 4 hours before the default daily session reset (04:00
+    local time; on a UTC host): a test that advances past it between two ``SessionRuntime.open`` calls
+    gets a new session (``stale-daily``). Start at ``1_767_240_000_000`` (04:00 UTC) or use a UTC or
+    idle-only :class:`~sessionkeeper.store.ResetPolicy` for long tests (``docs/testing.md``).
+
     Args:
         now_ms: Initial wall-clock time in ms since the epoch (default 2026-01-01T00:00:00Z).
         monotonic: Initial monotonic time in seconds (default 0.0).
