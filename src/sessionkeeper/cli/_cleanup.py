@@ -37,6 +37,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sessionkeeper._config import load_config
+from sessionkeeper.cli._output import console_for_stdout, print_table
 from sessionkeeper.cli._sessions import plain, sessions_group, store_options
 from sessionkeeper.store import (
     BackendName,
@@ -152,7 +153,7 @@ def _print_human(console: Console, report: MaintenanceReport, store_path: Path) 
         table = Table("session key", "action")
         for key, reason in changed.items():
             table.add_row(plain(key), reason)
-        console.print(table)
+        print_table(console, table)
     if report.file_actions:
         files = Table("file", "action", "reason", "bytes")
         for file_action in report.file_actions:
@@ -160,7 +161,7 @@ def _print_human(console: Console, report: MaintenanceReport, store_path: Path) 
                 f"archive -> {file_action.archive_name}" if file_action.archive_name else file_action.action
             )
             files.add_row(plain(file_action.name), plain(label), file_action.reason, str(file_action.size))
-        console.print(files)
+        print_table(console, files)
     budget = report.disk_budget
     if budget is not None:
         console.print(
@@ -209,7 +210,7 @@ def cleanup_command(
     now_ms = parse_now(now) if now is not None else None
     mode: MaintenanceMode | None = "enforce" if enforce else None
 
-    console = Console()
+    console = console_for_stdout()
     store_file, _ = resolve_store_location(store_path, cast("BackendName | None", backend))
     show_progress = progress_wanted(
         as_json=as_json,

@@ -38,10 +38,10 @@ from typing import Any
 import anyio
 import attrs
 import click
-from rich.console import Console
 from rich.table import Table
 
 from sessionkeeper.cli._main import EXIT_BAD_INPUT, EXIT_ERROR, fail
+from sessionkeeper.cli._output import console_for_stdout, print_table
 from sessionkeeper.compaction import (
     ENTRY_POINT_GROUP,
     CompactionProviderRegistry,
@@ -102,7 +102,7 @@ def _print(data: dict[str, Any], *, as_json: bool, title: str) -> None:
     table = Table(title=title, show_header=False)
     for key, value in data.items():
         table.add_row(key, json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else value)
-    Console().print(table)
+    print_table(console_for_stdout(), table)
 
 
 async def _run(

@@ -163,10 +163,11 @@ def context_command(file: Path, leaf: str | None, as_json: bool, llm: bool, last
             payload["llmMessages"] = [message_to_builtins(m) for m in convert_to_llm(ctx.messages)]
         click.echo(msgspec.json.encode(payload).decode("utf-8"))
         return
-    from rich.console import Console  # noqa: PLC0415 - the JSON path does not pay for rich (issue 11)
-    from rich.markup import escape  # noqa: PLC0415
+    from rich.markup import escape  # noqa: PLC0415 - the JSON path does not pay for rich (issue 11)
 
-    console = Console()
+    from sessionkeeper.cli._output import console_for_stdout  # noqa: PLC0415
+
+    console = console_for_stdout()
     estimate = estimate_context_tokens(ctx.messages)
     shown = convert_to_llm(ctx.messages) if llm else list(ctx.messages)
     model = f"{ctx.model.provider}/{ctx.model.model_id}" if ctx.model else "-"
@@ -192,10 +193,11 @@ def _print_last(file: Path, n: int, *, leaf: str | None, as_json: bool, llm: boo
         payload = {"messages": [message_to_builtins(m) for m in messages]}
         click.echo(msgspec.json.encode(payload).decode("utf-8"))
         return
-    from rich.console import Console  # noqa: PLC0415 - the JSON path does not pay for rich
-    from rich.markup import escape  # noqa: PLC0415
+    from rich.markup import escape  # noqa: PLC0415 - the JSON path does not pay for rich
 
-    console = Console()
+    from sessionkeeper.cli._output import console_for_stdout  # noqa: PLC0415
+
+    console = console_for_stdout()
     console.print(
         f"[bold]{escape(_printable(str(file)))}[/bold]  last {len(messages)} messages of the current branch"
     )

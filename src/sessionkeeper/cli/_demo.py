@@ -35,6 +35,7 @@ from sessionkeeper._tokens import EstimateTokenCounter
 from sessionkeeper.cli._demo_runtime import replay_sessions
 from sessionkeeper.cli._doctor import run_doctor
 from sessionkeeper.cli._main import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_OK, fail
+from sessionkeeper.cli._output import console_for_stdout, print_table
 from sessionkeeper.compaction import extractive_summary, prepare_compaction
 from sessionkeeper.pruning import Pruner, PruningSettings, SoftTrimSettings, estimate_context_chars
 from sessionkeeper.transcript import (
@@ -443,7 +444,7 @@ def _print_step(console: Console, index: int, record: dict[str, Any]) -> None:
             table.add_column(key)
         for row in rows:
             table.add_row(*(escape("-" if v is None else str(v)) for v in row.values()))
-        console.print(table)
+        print_table(console, table)
     console.print(escape(record["summary"]))
 
 
@@ -467,7 +468,7 @@ def demo_command(as_json: bool, workdir: Path | None) -> None:
             fail(f"--workdir {workdir}: {err.strerror or err}", code=EXIT_BAD_INPUT)
         if used:
             fail(f"--workdir {workdir} is not empty; give a new or empty directory", code=EXIT_BAD_INPUT)
-    console = Console(highlight=False)
+    console = console_for_stdout(highlight=False)
     counter = iter(range(1, 1000))
 
     def show(record: dict[str, Any]) -> None:

@@ -56,6 +56,7 @@ from sessionkeeper.cli._doctor_checks import (
 )
 from sessionkeeper.cli._doctor_config import read_config_file, run_config_checks
 from sessionkeeper.cli._main import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_OK, fail
+from sessionkeeper.cli._output import console_for_stdout, print_table
 from sessionkeeper.exceptions import SessionBusyError, TranscriptFormatError
 from sessionkeeper.transcript import SessionWriteLock, TranscriptDiagnostics
 from sessionkeeper.transcript._lock_inspect import LockInspection
@@ -302,10 +303,13 @@ def _render(run: DoctorRun, console: Console) -> None:
         if report.backup_path is not None:
             notes.append(f"backup: {escape(report.backup_path.name)}")
         style = _STYLE.get(report.status, "white")
+        # piped: the whole path, and the findings on the file's one line
         table.add_row(
-            escape(report.path.name), f"[{style}]{report.status}[/{style}]", "\n".join(notes) or "-"
+            escape(report.path.name if console.is_terminal else str(report.path)),
+            f"[{style}]{report.status}[/{style}]",
+            ("\n" if console.is_terminal else "; ").join(notes) or "-",
         )
-    console.print(table)
+    print_table(console, table)
     for finding in run.directory_findings:
         console.print(f"{finding.severity}: {finding.check}: {escape(finding.message)}")
     data = run.to_json()["summary"]
@@ -335,7 +339,7 @@ def doctor_command(path: Path, fix: bool, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(run.to_json(), ensure_ascii=False, indent=2))
     else:
-        _render(run, Console(highlight=False))
+        _render(run, console_for_stdout(highlight=False))
     click.get_current_context().exit(run.exit_code)
 
 

@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sessionkeeper.cli._main import EXIT_ERROR, fail
+from sessionkeeper.cli._output import console_for_stdout, print_table
 from sessionkeeper.store import (
     PostgresStoreBackend,
     RedisStoreBackend,
@@ -220,8 +221,8 @@ def list_command(
             str(entry.total_tokens) if isinstance(entry.total_tokens, int) else "",
             flags.strip(),
         )
-    console = Console()
-    console.print(table)
+    console = console_for_stdout()
+    print_table(console, table)
     if dropped:
         console.print(
             Text(f"{len(dropped)} invalid entries ignored (as OpenClaw does): ", style="yellow")
@@ -283,7 +284,7 @@ def status_command(*, store_path: Path | str, backend: str | None, as_json: bool
     if transcript is not None:
         size = f"{transcript['bytes']} bytes" if transcript["exists"] else "missing"
         table.add_row("transcript", plain(f"{transcript['path']} ({size})"))
-    Console().print(table)
+    print_table(console_for_stdout(), table)
 
 
 COMMANDS: tuple[click.Command, ...] = (sessions_group, status_command)
