@@ -133,6 +133,7 @@ def _run_kills(tmp_path: Path, rounds: int, seed: int) -> dict[str, int]:
     rng = random.Random(seed)
     ctx = multiprocessing.get_context("fork")
     stats = {"kills": 0, "torn": 0, "acked": 0, "migrations": 0, "stale_locks": 0, "compactions": 0}
+    stats |= {"empty_locks": 0, "max_after_kill_ms": 0}
     stats["compacted_contexts"] = stats["compaction_attempts"] = 0
     transcript = tmp_path / "sessions" / "run.jsonl"
     store = tmp_path / "sessions" / "sessions.json"
@@ -195,9 +196,15 @@ def _run_kills(tmp_path: Path, rounds: int, seed: int) -> dict[str, int]:
         acks.unlink(missing_ok=True)
 
         # 3. the next append and compaction succeed (through the lock; a dead child's lock is reclaimed)
-        if transcript.with_name(transcript.name + ".lock").exists():
+        lock = transcript.with_name(transcript.name + ".lock")
+        if lock.exists():
             stats["stale_locks"] += 1
+            # a lock appears complete or not at all: a kill never leaves an empty, owner-less one
+            stats["empty_locks"] += lock.stat().st_size == 0
+        started = time.monotonic()
         new_id, compaction_id = anyio.run(_parent_append_and_compact, transcript, f"after kill {round_no}")
+        elapsed_ms = round((time.monotonic() - started) * 1000)
+        stats["max_after_kill_ms"] = max(stats["max_after_kill_ms"], elapsed_ms)
         acked_entries += [new_id] if compaction_id is None else [new_id, compaction_id]
         assert set(acked_entries) <= set(_file_ids(transcript))
         _check_context(load_transcript(transcript))
@@ -209,6 +216,7 @@ def _run_kills(tmp_path: Path, rounds: int, seed: int) -> dict[str, int]:
 def test_sigkill_during_appends_and_store_writes_loses_nothing(tmp_path: Path) -> None:
     stats = _run_kills(tmp_path, rounds=30, seed=7)
     assert stats["kills"] == 30
+    assert stats["empty_locks"] == 0
     assert stats["acked"] >= 20  # two rounds in three kill only after the first acknowledgement
     assert stats["torn"] == 4  # each injected fragment loaded as a torn tail, then was cut by the next append
     assert stats["compaction_attempts"] > 0  # the child compacted between kills (some were cut by the kill)
@@ -218,6 +226,8 @@ def test_sigkill_during_appends_and_store_writes_loses_nothing(tmp_path: Path) -
 @pytest.mark.slow
 def test_sigkill_long_run(tmp_path: Path) -> None:
     stats = _run_kills(tmp_path, rounds=300, seed=int(os.environ.get("FAULT_SEED", "11")))
+    print(f"sigkill long run figures: {stats}")  # quoted in reports (shown with -rP)
     assert stats["kills"] == 300
+    assert stats["empty_locks"] == 0
     assert stats["torn"] > 0
     assert stats["compaction_attempts"] > 0

@@ -4,7 +4,8 @@ The write lock's process-wide state and its file attempts (see :mod:`._lock` for
 - The registry: which transcripts this process holds or is taking, and the FIFO queue of in-process
   contenders for each; reset in a forked child; locks still held at exit are removed (``atexit``).
 - The watchdog thread that releases locks held past their ``max_hold_ms``.
-- One attempt on a lock file (``O_CREAT|O_EXCL`` create, else inspect and maybe remove-if-unchanged),
+- One attempt on a lock file (created complete or not at all, :func:`create_complete`; else inspect and
+  maybe remove-if-unchanged),
   run in a worker thread.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import errno
 import logging
 import os
 import threading
@@ -26,7 +28,7 @@ import anyio.lowlevel
 import attrs
 
 from sessionkeeper._clock import Clock
-from sessionkeeper._fs import DIR_MODE, FILE_MODE
+from sessionkeeper._fs import DIR_MODE, FILE_MODE, temp_name
 from sessionkeeper.exceptions import LockError
 from sessionkeeper.transcript._lock_inspect import (
     LockInspection,
@@ -56,6 +58,9 @@ ENV_VARIABLES: Final = (ENV_ACQUIRE_TIMEOUT_MS, ENV_STALE_MS, ENV_MAX_HOLD_MS)
 _CREATE_FLAGS: Final = (
     os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 )
+# O_TMPFILE refused by the file system (or the kernel), and link(2) refused by it
+_NO_TMPFILE: Final = frozenset({errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT})
+_NO_HARD_LINKS: Final = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOSYS, errno.EMLINK, errno.EXDEV})
 
 
 # --------------------------------------------------------------------------- process registry
@@ -285,24 +290,11 @@ def try_create(
 ) -> Attempt:
     """One attempt on the lock file; with ``then``, run it under the new lock and remove the lock after."""
     try:
-        fd = os.open(lock_path, _CREATE_FLAGS, FILE_MODE)
+        st = create_complete(lock_path, raw)
     except FileExistsError:
         return contend(lock_path, now_ms=now_ms, stale_ms=stale_ms, orphan_grace_ms=orphan_grace_ms)
     except OSError as err:
         raise LockError(f"cannot create lock file {lock_path}: {err.strerror or err}") from err
-    try:
-        view = memoryview(raw)
-        while view:
-            view = view[os.write(fd, view) :]
-        st = os.fstat(fd)
-    except OSError as err:  # pragma: no cover - disk full or I/O error on a fresh tiny file
-        mine = os.fstat(fd)
-        os.close(fd)
-        remove_if_unchanged(
-            lock_path, LockSnapshot(dev=mine.st_dev, ino=mine.st_ino, mtime_ns=mine.st_mtime_ns, raw=b"")
-        )
-        raise LockError(f"cannot write lock file {lock_path}: {err.strerror or err}") from err
-    os.close(fd)
     snapshot = LockSnapshot(dev=st.st_dev, ino=st.st_ino, mtime_ns=st.st_mtime_ns, raw=raw)
     if then is None:
         return Attempt(outcome="acquired", snapshot=snapshot)
@@ -311,6 +303,98 @@ def try_create(
     finally:
         remove_if_unchanged(lock_path, snapshot)
     return Attempt(outcome="done", snapshot=snapshot, result=result)
+
+
+def _write_all(fd: int, raw: bytes) -> None:
+    view = memoryview(raw)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def create_complete(lock_path: Path, raw: bytes) -> os.stat_result:
+    """
+    Create ``lock_path`` holding ``raw``, complete or not at all (issue 15, operational).
+
+    The payload is written to an unnamed file (``O_TMPFILE``, Linux) or else to a temp file
+    ``<lock>.<pid>.<uuid>.tmp`` (0600, ``O_EXCL|O_NOFOLLOW``), then hard-linked into place with
+    ``link(2)``, which fails when any file or symlink, dangling or not, is there: ``O_EXCL`` semantics.
+    A process killed before the link leaves no lock file (an empty, owner-less lock can only come from
+    another program), and never an unnamed file; a killed named-temp fallback may leave its ``.tmp``.
+    Where the file system has no hard links, the payload is written into an ``O_EXCL`` file directly.
+
+    Returns:
+        The ``fstat`` of the new lock file (identity and mtime of what was linked).
+
+    Raises:
+        FileExistsError: A lock file (or any directory entry) already exists at ``lock_path``.
+        OSError: The directory cannot be written.
+    """
+    made = _create_unnamed(lock_path, raw)
+    if made is not None:
+        return made
+    tmp = temp_name(lock_path)
+    fd = os.open(tmp, _CREATE_FLAGS, FILE_MODE)
+    try:
+        _write_all(fd, raw)
+        st = os.fstat(fd)
+        try:
+            os.link(tmp, lock_path, follow_symlinks=False)
+        except OSError as err:
+            if err.errno not in _NO_HARD_LINKS:
+                raise
+            return _create_in_place(lock_path, raw)
+        return st
+    finally:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+
+
+def _create_unnamed(lock_path: Path, raw: bytes) -> os.stat_result | None:
+    """The ``O_TMPFILE`` + ``linkat(/proc/self/fd/N, AT_SYMLINK_FOLLOW)`` way; ``None`` where unsupported."""
+    flag = getattr(os, "O_TMPFILE", 0)
+    if not flag:
+        return None
+    directory = lock_path.parent
+    try:
+        fd = os.open(directory, flag | os.O_WRONLY | getattr(os, "O_CLOEXEC", 0), FILE_MODE)
+    except OSError as err:
+        if err.errno in _NO_TMPFILE:
+            return None
+        raise
+    try:
+        _write_all(fd, raw)
+        st = os.fstat(fd)
+        dir_fd = os.open(directory, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            os.link(f"/proc/self/fd/{fd}", lock_path, src_dir_fd=dir_fd, follow_symlinks=True)
+        except OSError as err:
+            no_proc = err.errno == errno.ENOENT and not Path("/proc/self/fd").is_dir()
+            if err.errno in _NO_HARD_LINKS or no_proc:
+                return None
+            raise
+        finally:
+            os.close(dir_fd)
+        return st
+    finally:
+        os.close(fd)
+
+
+def _create_in_place(lock_path: Path, raw: bytes) -> os.stat_result:
+    """The fallback without hard links: ``O_CREAT|O_EXCL|O_NOFOLLOW``, then the payload."""
+    fd = os.open(lock_path, _CREATE_FLAGS, FILE_MODE)
+    try:
+        try:
+            _write_all(fd, raw)
+            return os.fstat(fd)
+        except OSError:  # pragma: no cover - disk full on a fresh tiny file
+            mine = os.fstat(fd)
+            remove_if_unchanged(
+                lock_path, LockSnapshot(dev=mine.st_dev, ino=mine.st_ino, mtime_ns=mine.st_mtime_ns, raw=b"")
+            )
+            raise
+    finally:
+        os.close(fd)
 
 
 def contend(lock_path: Path, *, now_ms: int, stale_ms: float, orphan_grace_ms: int) -> Attempt:
