@@ -4,7 +4,7 @@ File-system primitives shared by every layer (DESIGN "Files", "Reliability and s
 - :func:`atomic_write_bytes`: temp file ``<name>.<pid>.<uuid>.tmp`` in the same directory, fsync,
   rename over the target, fsync of the directory. A crash leaves the old file or the new one.
 - :func:`backup_file`: copy to ``<name>.bak.<ISO stamp with ':' and '.' as '-'>`` with mode 0600
-  before any repair or migration rewrite.
+  before any repair or migration rewrite; :func:`backup_bytes` keeps only the bytes a repair removes.
 - :func:`check_safe_name`: refuse ids and names that could escape their directory.
 - Files are created 0600 and directories 0700.
 
@@ -19,7 +19,7 @@ import filecmp
 import os
 import shutil
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from glob import escape as glob_escape
 from pathlib import Path
 
@@ -30,6 +30,7 @@ __all__ = (
     "DIR_MODE",
     "FILE_MODE",
     "atomic_write_bytes",
+    "backup_bytes",
     "backup_file",
     "backup_name",
     "check_safe_name",
@@ -44,6 +45,8 @@ FILE_MODE = 0o600
 
 DIR_MODE = 0o700
 """Mode of every directory sessionkeeper creates."""
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
 def iso_stamp(now_ms: int | None = None) -> str:
@@ -236,4 +239,52 @@ def backup_file(target: Path, *, now_ms: int | None = None, reuse_identical: boo
             dest.unlink()
         raise
     dest.chmod(FILE_MODE)
+    return dest
+
+
+def _new_backup(dest_for: Callable[[int], Path]) -> tuple[int, Path]:
+    """Create the first free backup name (``O_EXCL``: never over an earlier backup or a symlink)."""
+    counter = 0
+    while True:
+        dest = dest_for(counter)
+        try:
+            return os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, FILE_MODE), dest
+        except FileExistsError:
+            counter += 1
+
+
+def backup_bytes(target: Path, data: bytes, *, label: str, now_ms: int | None = None) -> Path:
+    """
+    Save the bytes a repair is about to remove from ``target`` (issue 15: not a copy of the whole file).
+
+    Written to ``<name>.<label>.bak.<stamp>`` (mode 0600, fsynced, ``O_EXCL``; a numeric suffix when the
+    name is taken), a name maintenance recognises as a backup (``*.bak.<stamp>``) and sweeps with the other
+    artifacts. The torn-tail repair passes ``label="torn-<offset>"``: the file holds exactly the bytes that
+    stood at that byte offset.
+
+    Args:
+        target: The file being repaired.
+        data: The bytes removed from it.
+        label: Says what was removed and where (a single path component, no ``/``).
+        now_ms: Time for the stamp in ms since the epoch; ``None`` means now.
+
+    Returns:
+        The backup path.
+
+    Raises:
+        OSError: The backup could not be written (the caller must then not modify ``target``).
+    """
+    check_safe_name(label, what="backup label")
+    base = target.with_name(f"{target.name}.{label}.bak.{iso_stamp(now_ms)}")
+    fd, dest = _new_backup(lambda n: base if n == 0 else base.with_name(f"{base.name}.{n}"))
+    try:
+        try:
+            _write_pieces(fd, [data])
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            dest.unlink()
+        raise
     return dest

@@ -259,15 +259,17 @@ def test_archive_retention_uses_prune_after_and_reset_retention():
         _file("b.jsonl.deleted.2026-09-01T00-00-00.000Z"),  # 20 days
         _file("c.jsonl.reset.2026-09-10T00-00-00.000Z"),  # 11 days
         _file("d.jsonl.reset.2026-08-01T00-00-00Z"),  # 51 days, no millis
-        _file("e.jsonl.bak.2020-01-01T00-00-00.000Z"),  # bak archives are not retention-managed
+        # transcript backups follow pruneAfter (issue 15, deviation F2); store backups are not managed
+        _file("e.jsonl.bak.2020-01-01T00-00-00.000Z"),
+        _file("sessions.json.bak.2020-01-01T00-00-00.000Z"),
     ]
     plan = _plan({}, files, settings=MaintenanceSettings.from_mapping({"resetArchiveRetention": "10d"}))
-    assert sorted(a.name for a in plan.report.file_actions) == [
-        "a.jsonl.deleted.2026-08-01T00-00-00.000Z",
-        "c.jsonl.reset.2026-09-10T00-00-00.000Z",
-        "d.jsonl.reset.2026-08-01T00-00-00Z",
+    assert sorted((a.name, a.reason) for a in plan.report.file_actions) == [
+        ("a.jsonl.deleted.2026-08-01T00-00-00.000Z", "archive-retention"),
+        ("c.jsonl.reset.2026-09-10T00-00-00.000Z", "archive-retention"),
+        ("d.jsonl.reset.2026-08-01T00-00-00Z", "archive-retention"),
+        ("e.jsonl.bak.2020-01-01T00-00-00.000Z", "backup-retention"),
     ]
-    assert {a.reason for a in plan.report.file_actions} == {"archive-retention"}
 
 
 def test_reset_retention_false_keeps_reset_archives_and_skips_retention_without_new_archives():

@@ -337,7 +337,9 @@ async def test_tail_repairs_still_happen_with_inline_writes(
     assert data.endswith(b"\n")
     if kind == "torn":
         assert repair.backup_path is not None
-        assert repair.backup_path.read_bytes() == good + tail
+        # only the removed bytes are backed up, named with the offset they stood at (issue 15)
+        assert repair.backup_path.read_bytes() == tail
+        assert repair.backup_path.name.startswith(f"s.jsonl.torn-{len(good)}.bak.")
         assert stat.S_IMODE(repair.backup_path.stat().st_mode) == 0o600
         assert tail not in data
     else:

@@ -308,9 +308,9 @@ async def test_torn_tail_is_backed_up_and_cut_before_append_b01(tmp_path: Path) 
     assert m.last_repair.kind == "torn"
     backup = m.last_backup
     assert backup is not None
-    assert backup.read_bytes() == good + torn
+    assert backup.read_bytes() == torn  # what the repair removed, not the whole file (issue 15)
     assert stat.S_IMODE(backup.stat().st_mode) == 0o600
-    assert backup.name.startswith("s-b01.jsonl.bak.")
+    assert backup.name.startswith(f"s-b01.jsonl.torn-{len(good)}.bak.")
 
 
 async def test_valid_last_line_without_newline_gets_one(tmp_path: Path) -> None:

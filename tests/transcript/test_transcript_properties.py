@@ -213,7 +213,12 @@ def test_append_after_corruption_keeps_every_complete_line(data: bytes) -> None:
             after = path.read_bytes()
             kept = set(after.split(b"\n"))
             for backup in _backups(Path(tmp)):
-                assert backup.read_bytes() == data
+                assert backup.read_bytes() == data  # a whole-file backup (migration rewrite)
+                kept |= set(backup.read_bytes().split(b"\n"))
+            for backup in Path(tmp).glob("s.jsonl.torn-*.bak.*"):
+                # a torn-tail backup holds exactly the bytes cut at its offset (issue 15)
+                offset = int(backup.name.removeprefix("s.jsonl.torn-").split(".", 1)[0])
+                assert data[offset:] == backup.read_bytes()
                 kept |= set(backup.read_bytes().split(b"\n"))
             complete = data.split(b"\n")[:-1]
             assert all(line in kept for line in complete)

@@ -26,6 +26,7 @@ __all__ = (
     "is_prompt_blob_temp_name",
     "is_store_temp_name",
     "is_trajectory_name",
+    "is_transcript_backup_name",
     "prompt_blob_hash",
     "prompt_blob_name",
     "trajectory_names",
@@ -78,6 +79,19 @@ def is_archive_name(file_name: str) -> bool:
     if _LEGACY_STORE_BACKUP.match(file_name):
         return True
     return any(archive_timestamp_ms(file_name, reason) is not None for reason in ("deleted", "reset", "bak"))
+
+
+def is_transcript_backup_name(file_name: str) -> bool:
+    """
+    True for a transcript backup with a stamp: ``<name>.jsonl.bak.<stamp>`` (migration, ``doctor --fix``)
+    or ``<name>.jsonl.<label>.bak.<stamp>`` (a torn-tail repair's removed bytes, ``torn-<offset>``).
+    Store backups (``sessions.json.bak.*``) are not transcript backups.
+    """
+    index = file_name.rfind(".bak.")
+    if index < 0 or archive_timestamp_ms(file_name, "bak") is None:
+        return False
+    head = file_name[:index]
+    return head.endswith(".jsonl") or re.search(r"\.jsonl\.torn-\d+$", head) is not None
 
 
 def is_checkpoint_transcript_name(file_name: str) -> bool:

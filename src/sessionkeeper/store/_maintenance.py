@@ -31,6 +31,7 @@ from sessionkeeper.store._artifacts import (
     is_prompt_blob_temp_name,
     is_store_temp_name,
     is_trajectory_name,
+    is_transcript_backup_name,
     prompt_blob_name,
 )
 from sessionkeeper.store._keys import (
@@ -264,6 +265,14 @@ def plan_maintenance(
                 if older_than is not None and now_ms - stamp > older_than:
                     sim.delete(name, "archive-retention")
                 break
+
+    # (5b) transcript backups (torn-tail repairs, migrations) after pruneAfter, like the deleted archives
+    # (issue 15; OpenClaw sweeps *.bak.* only under the disk budget). Store backups are kept (B21).
+    if settings.prune_after_ms is not None:
+        for name in list(sim.files):
+            stamp = archive_timestamp_ms(name, "bak") if is_transcript_backup_name(name) else None
+            if stamp is not None and now_ms - stamp > settings.prune_after_ms:
+                sim.delete(name, "backup-retention")
 
     # (6) disk budget.
     disk_budget = _disk_budget(sim, resolver, settings, preserve, protected)

@@ -35,6 +35,7 @@ FileReason = Literal[
     "archive-removed-transcript",
     "removed-trajectory",
     "archive-retention",
+    "backup-retention",
     "budget-artifact",
     "budget-entry-file",
     "unreferenced-artifact",
@@ -87,7 +88,8 @@ class FileAction:
         name: The file acted on.
         action: ``archive`` (rename to ``archive_name``) or ``delete``.
         reason: Why (``archive-removed-transcript``, ``removed-trajectory``, ``archive-retention``,
-            ``budget-artifact``, ``budget-entry-file``, ``unreferenced-artifact``, ``stale-temp``).
+            ``backup-retention``, ``budget-artifact``, ``budget-entry-file``, ``unreferenced-artifact``,
+            ``stale-temp``).
         size: Its size in bytes.
         archive_name: The new name of an archived file.
     """
