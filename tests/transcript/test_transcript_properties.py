@@ -197,6 +197,10 @@ def _backups(folder: Path) -> list[Path]:
     return list(folder.glob("s.jsonl.bak.*"))
 
 
+def _torn_backups(folder: Path) -> list[Path]:
+    return list(folder.glob("s.jsonl.torn-*.bak.*"))
+
+
 @settings(max_examples=80, deadline=None)
 @given(corrupted())
 def test_append_after_corruption_keeps_every_complete_line(data: bytes) -> None:
@@ -215,7 +219,7 @@ def test_append_after_corruption_keeps_every_complete_line(data: bytes) -> None:
             for backup in _backups(Path(tmp)):
                 assert backup.read_bytes() == data  # a whole-file backup (migration rewrite)
                 kept |= set(backup.read_bytes().split(b"\n"))
-            for backup in Path(tmp).glob("s.jsonl.torn-*.bak.*"):
+            for backup in _torn_backups(Path(tmp)):
                 # a torn-tail backup holds exactly the bytes cut at its offset (issue 15)
                 offset = int(backup.name.removeprefix("s.jsonl.torn-").split(".", 1)[0])
                 assert data[offset:] == backup.read_bytes()
