@@ -14,8 +14,9 @@ BLOCKS = re.findall(r"```python\n(.*?)```", PAGE.read_text(encoding="utf-8"), fl
 
 
 def test_the_page_has_its_examples() -> None:
-    assert len(BLOCKS) >= 5
+    assert len(BLOCKS) >= 6
     assert any("next_turn" in block for block in BLOCKS)
+    assert any("run_backend_conformance" in block for block in BLOCKS)
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])

@@ -6,7 +6,14 @@ Public names are re-exported here; the modules inside are private.
 
 from __future__ import annotations
 
-from sessionkeeper.store._backend import EntryUpdater, LoadReport, StoreBackend, StoreTransaction
+from sessionkeeper.store._backend import (
+    EntryUpdater,
+    LoadReport,
+    StoreBackend,
+    StoreTransaction,
+    check_entry,
+    diff_entries,
+)
 from sessionkeeper.store._cron import (
     CronSessionResolution,
     CronSettings,
@@ -196,11 +203,13 @@ __all__ = (
     "build_subagent_session_key",
     "build_thread_session_key",
     "build_topic_session_key",
+    "check_entry",
     "check_session_file_owner",
     "codex_seconds_to_ms",
     "codex_thread_state",
     "daily_reset_at_ms",
     "decide_parent_fork",
+    "diff_entries",
     "encode_session_entry",
     "encode_thread_id",
     "entry_high_water",

@@ -26,7 +26,7 @@ from sessionkeeper.exceptions import InvalidSessionEntryError
 from sessionkeeper.store._entry import SessionEntry, is_safe_store_session_id
 
 
-__all__ = ("EntryUpdater", "LoadReport", "StoreBackend", "StoreTransaction", "diff_entries")
+__all__ = ("EntryUpdater", "LoadReport", "StoreBackend", "StoreTransaction", "check_entry", "diff_entries")
 
 T = TypeVar("T")
 
@@ -71,11 +71,31 @@ class StoreBackend(Protocol):
 
     Implementations: :class:`~sessionkeeper.store.InMemoryStoreBackend`,
     :class:`~sessionkeeper.store.JsonFileStoreBackend` (OpenClaw's ``sessions.json``),
-    :class:`~sessionkeeper.store.SqliteStoreBackend`. Run
-    :func:`sessionkeeper.testing.conformance.run_backend_conformance` against a new one.
+    :class:`~sessionkeeper.store.SqliteStoreBackend`, and the PostgreSQL and Redis backends. To write
+    one, implement the eight async methods below, validate written entries with
+    :func:`~sessionkeeper.store.check_entry`, compute a transaction's edits with
+    :func:`~sessionkeeper.store.diff_entries`, and run
+    :func:`sessionkeeper.testing.conformance.run_backend_conformance` against it (``docs/testing.md``
+    shows a 20-line backend passing it). Every rule stated on a method here is checked by that suite
+    (the check's name in brackets), except where marked *not checked*.
 
-    Order: the built-in backends apply the calls on one instance in call order (FIFO; issue 11), as an
-    in-memory dict does; a backend that runs blocking work in threads can use the same rule.
+    Rules for the whole backend:
+
+    - A new instance from the factory (a new storage) is empty [``empty``].
+    - Order: :meth:`keys` and :meth:`load_all` list keys in insertion order; replacing an entry
+      (:meth:`put`, :meth:`update`, :meth:`transaction`) keeps its place; a key deleted and then
+      stored again goes last [``order``].
+    - Entries come back equal to what was stored, ``extra`` (unknown fields, and known fields whose
+      value does not fit the declared type) included, and absent ``sessionId`` / ``updatedAt`` stay
+      absent [``round_trip``, ``unset_fields``].
+    - No lost update: 40 concurrent :meth:`update` calls from tasks of one event loop all count, and
+      concurrent :meth:`put` calls of distinct keys all land [``concurrent_tasks``].
+    - Persistence, when the storage outlives the instance (the suite's ``reopen``): a second instance
+      sees committed data, updates from two instances both land, and a delete by one is seen by the
+      other [``persistence``].
+    - Call order (*not checked*; the built-in backends guarantee it, issue 11): calls on one instance
+      apply in call order, as on an in-memory dict; a backend running blocking work in threads can
+      queue them first in, first out.
 
     Errors: a store that cannot be parsed raises :class:`~sessionkeeper.exceptions.StoreCorruptError`
     (after a 0600 backup), a writer lock not acquired in time raises
@@ -83,37 +103,65 @@ class StoreBackend(Protocol):
     """
 
     async def load_all(self) -> dict[str, SessionEntry]:
-        """Return every entry, in insertion order (a new dict the caller may keep)."""
+        """
+        Return every entry, in insertion order, as a new dict: mutating it must not change the store
+        [``transaction``]. An empty store gives ``{}`` [``empty``].
+        """
         ...
 
     async def get(self, session_key: str) -> SessionEntry | None:
-        """Return the entry stored under ``session_key`` (exact key), or ``None``."""
+        """Return the entry stored under ``session_key`` (exact key), or ``None`` [``empty``]."""
         ...
 
     async def keys(self) -> list[str]:
-        """Return every session key, in insertion order."""
+        """Return every session key, in insertion order; ``[]`` when empty [``empty``, ``order``]."""
         ...
 
     async def put(self, session_key: str, entry: SessionEntry) -> None:
-        """Store ``entry`` under ``session_key``, replacing any previous entry."""
+        """
+        Store ``entry`` under ``session_key``, replacing any previous entry (in its place).
+
+        Raises:
+            TypeError: ``entry`` is not a :class:`SessionEntry` (a dict included) or ``session_key`` not
+                a ``str``; nothing is stored [``update_raises``]. :func:`check_entry` does both checks.
+            InvalidSessionEntryError: The ``sessionId`` fails OpenClaw's load-time check
+                (:func:`check_entry`; *not checked* by the suite).
+        """
         ...
 
     async def update(self, session_key: str, fn: EntryUpdater) -> SessionEntry | None:
         """
-        Atomically replace the entry under ``session_key`` with ``fn(current)``.
+        Atomically replace the entry under ``session_key`` with ``fn(current)`` [``update``].
+
+        ``fn`` receives the stored entry, ``None`` when the key is absent; it returns the entry to store
+        (validated like :meth:`put`), or ``None`` to change nothing (no key is created). Read, ``fn`` and
+        write are one atomic step: no other write to the key may come between them
+        [``concurrent_tasks``].
 
         Returns:
             The entry stored afterwards: ``fn``'s result, or the unchanged current entry (``None`` if
             absent) when ``fn`` returned ``None``.
+
+        Raises:
+            BaseException: Whatever ``fn`` raised, unchanged; the entry is left as it was
+                [``update_raises``].
         """
         ...
 
     async def delete(self, session_key: str) -> bool:
-        """Remove ``session_key``; return ``True`` if it existed."""
+        """Remove ``session_key``; return ``True`` if it existed, ``False`` if not [``empty``, ``order``]."""
         ...
 
     async def transaction(self, fn: StoreTransaction[T]) -> T:
-        """Run ``fn`` on a mutable copy of the whole store and commit its edits atomically (maintenance)."""
+        """
+        Run ``fn`` on a mutable copy of the whole store and commit its edits atomically (maintenance)
+        [``transaction``].
+
+        ``fn`` gets a private ``dict`` (insertion-ordered) and edits it in place; deletions,
+        replacements (kept in place) and new keys (last, in the dict's order) are committed together
+        when it returns, and its return value is returned. If it raises, nothing is committed and the
+        exception propagates unchanged.
+        """
         ...
 
     async def aclose(self) -> None:

@@ -17,6 +17,13 @@ or everything at once: ``await run_backend_conformance(factory)`` (raises the fi
 ``factory`` returns a new, **empty** backend each call (it may be async). ``reopen``, when given,
 returns another instance on the same storage as the last ``factory()`` result, to check persistence
 and that two instances do not lose each other's updates. Failures raise :class:`ConformanceError`.
+
+The rules checked are stated on :class:`~sessionkeeper.store.StoreBackend` and its methods, each
+tagged with the check's name (``empty``, ``round_trip``, ``order``, ``update``, ``update_raises``:
+``put`` of a non-:class:`~sessionkeeper.store.SessionEntry` raises ``TypeError``, ``unset_fields``,
+``transaction``, ``concurrent_tasks``, ``persistence``), and tabled in ``docs/testing.md`` with a
+20-line backend that passes. A backend author needs :func:`sessionkeeper.store.check_entry` and
+:func:`sessionkeeper.store.diff_entries`.
 """
 
 from __future__ import annotations
