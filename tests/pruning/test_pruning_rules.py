@@ -395,7 +395,6 @@ def test_pruner_logs_what_it_pruned_at_debug_only(caplog: pytest.LogCaptureFixtu
     [
         (Pruner(settings=PruningSettings(mode="off")), {}, "mode-off"),
         (Pruner(settings=ON), {"provider": "openai", "api": "openai-responses"}, "provider-not-eligible"),
-        (Pruner(settings=ON), {"last_cache_touch_at": None}, "no-cache-marker"),
         (Pruner(settings=PruningSettings(mode="cache-ttl", ttl_ms=0)), {}, "ttl-disabled"),
         (Pruner(settings=ON), {"last_cache_touch_at": NOW - 299_999}, "ttl-not-expired"),
         (Pruner(settings=ON, is_cache_ttl_eligible=lambda p, m, a: False), {}, "provider-not-eligible"),
@@ -405,6 +404,12 @@ def test_pruner_gates(pruner: Pruner, kw: dict[str, object], reason: str) -> Non
     r = _prune(pruner, **kw)
     assert not r.changed and r.skipped == reason
     assert r.last_cache_touch_at == kw.get("last_cache_touch_at", NOW - 600_000)
+
+
+def test_no_cache_touch_counts_as_an_expired_ttl() -> None:
+    """Deviation D11: OpenClaw never prunes without a marker for the model; here the TTL has expired."""
+    r = _prune(Pruner(settings=ON), last_cache_touch_at=None)
+    assert r.changed and r.skipped is None and r.last_cache_touch_at == NOW
 
 
 def test_pruner_ttl_boundary_and_unchanged_keeps_touch() -> None:

@@ -14,6 +14,7 @@ from tests._pi_oracle import PiOracle
 
 from sessionkeeper.cli._demo_runtime import DEMO_CONTEXT_WINDOW, replay_sessions
 from sessionkeeper.cli._main import cli
+from sessionkeeper.pruning import PRUNE_RECORD_CUSTOM_TYPE
 from sessionkeeper.store import SessionStore
 from sessionkeeper.transcript import CompactionEntry, CustomEntry, TranscriptManager
 
@@ -63,8 +64,10 @@ async def test_replay_writes_a_store_and_transcripts_where_every_rule_fires(tmp_
             if rows[name]["flushes"]:
                 assert entry.memory_flush_compaction_count is not None
                 assert entry.memory_flush_at is not None
-            markers = [e for e in manager.entries() if isinstance(e, CustomEntry)]
-            assert all(m.custom_type == "openclaw.cache-ttl" for m in markers)
+            customs = [e for e in manager.entries() if isinstance(e, CustomEntry)]
+            markers = [m for m in customs if m.custom_type == "openclaw.cache-ttl"]
+            records = [m for m in customs if m.custom_type == PRUNE_RECORD_CUSTOM_TYPE]  # D11
+            assert len(markers) + len(records) == len(customs)
             assert len(markers) == rows[name]["turns"] - sum(
                 1 for e in report.events if e["session"] == name and e["kind"].endswith("_compaction")
             )

@@ -59,8 +59,6 @@ def parse_now(value: str) -> int:
 _SKIP_REASONS: dict[str, str] = {
     "mode-off": "pruning is off (contextPruning.mode)",
     "provider-not-eligible": "the provider's prompt cache does not expire, so pruning would only cost cache",
-    "no-cache-marker": "the branch has no openclaw.cache-ttl marker for this model, so the prompt cache"
-    " age is unknown (pass --ttl-expired to prune anyway)",
     "ttl-disabled": "the cache TTL is 0 (contextPruning.ttl)",
     "ttl-not-expired": "the prompt cache TTL has not expired since the last cache-ttl marker (pass"
     " --ttl-expired, or --now with a later time)",

@@ -3,12 +3,13 @@ Context pruning and transcript hygiene: transient, per-request views of the rebu
 
 * :class:`Pruner` / :func:`prune_context_messages`: OpenClaw's cache-TTL pruning of old tool results
   (soft trim, hard clear; OpenClaw spec §7), with :class:`PruningSettings` from
-  ``agents.defaults.contextPruning`` and the ``openclaw.cache-ttl`` TTL clock.
+  ``agents.defaults.contextPruning`` and the ``openclaw.cache-ttl`` TTL clock; decisions are recorded
+  and re-applied (:class:`PruneLedger`, deviation D11) so pruning stays stable across requests.
 * Transcript hygiene for replay (OpenClaw spec §9): :func:`sanitize_replay_history` driven by a
   :class:`ReplayPolicy` per provider family (:func:`resolve_replay_policy`), its steps as separate
   functions, and :func:`check_tool_pairing` for ``doctor``.
 
-Nothing here rewrites a transcript.
+Nothing here rewrites a transcript (a host appends the prune record, a ``custom`` entry).
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ from sessionkeeper.pruning._pruner import (
 from sessionkeeper.pruning._pruner import Pruner as Pruner
 from sessionkeeper.pruning._pruner import PruneResult as PruneResult
 from sessionkeeper.pruning._pruner import PruneSkipReason as PruneSkipReason
+from sessionkeeper.pruning._pruner import ReappliedPruning as ReappliedPruning
+from sessionkeeper.pruning._pruner import apply_prune_ledger as apply_prune_ledger
 from sessionkeeper.pruning._pruner import (
     prune_context_messages as prune_context_messages,
 )
@@ -69,6 +72,11 @@ from sessionkeeper.pruning._settings import SoftTrimSettings as SoftTrimSettings
 from sessionkeeper.pruning._settings import (
     ToolMatchSettings as ToolMatchSettings,
 )
+from sessionkeeper.pruning._stable import PRUNE_RECORD_CUSTOM_TYPE as PRUNE_RECORD_CUSTOM_TYPE
+from sessionkeeper.pruning._stable import PruneDecision as PruneDecision
+from sessionkeeper.pruning._stable import PruneLedger as PruneLedger
+from sessionkeeper.pruning._stable import prune_record_data as prune_record_data
+from sessionkeeper.pruning._stable import read_prune_ledger as read_prune_ledger
 from sessionkeeper.pruning._thinking import (
     drop_reasoning_from_history as drop_reasoning_from_history,
 )
@@ -109,19 +117,24 @@ from sessionkeeper.pruning._turns import validate_gemini_turns as validate_gemin
 __all__ = (
     "CACHE_TTL_CUSTOM_TYPE",
     "PRUNED_IMAGE_MARKER",
+    "PRUNE_RECORD_CUSTOM_TYPE",
     "SYNTHETIC_MISSING_TOOL_RESULT_TEXT",
     "HardClearSettings",
     "HygieneFinding",
     "HygieneResult",
     "PairingRepair",
+    "PruneDecision",
+    "PruneLedger",
     "PruneResult",
     "PruneSkipReason",
     "Pruner",
     "PruningSettings",
+    "ReappliedPruning",
     "ReplayPolicy",
     "SoftTrimSettings",
     "ToolMatchSettings",
     "annotate_inter_session_messages",
+    "apply_prune_ledger",
     "build_cache_ttl_entry",
     "cache_ttl_marker_data",
     "check_tool_pairing",
@@ -137,7 +150,9 @@ __all__ = (
     "make_missing_tool_result",
     "normalize_replay_content",
     "prune_context_messages",
+    "prune_record_data",
     "read_last_cache_touch",
+    "read_prune_ledger",
     "repair_tool_call_inputs",
     "repair_tool_use_result_pairing",
     "resolve_context_window_tokens",

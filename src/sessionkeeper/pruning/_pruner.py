@@ -28,7 +28,8 @@ from sessionkeeper.pruning._estimate import (
     utf16_len,
 )
 from sessionkeeper.pruning._replay_policy import resolve_replay_policy
-from sessionkeeper.pruning._settings import PruningSettings, make_tool_predicate
+from sessionkeeper.pruning._settings import PruningSettings, SoftTrimSettings, make_tool_predicate
+from sessionkeeper.pruning._stable import PruneLedger
 from sessionkeeper.pruning._thinking import drop_thinking_blocks, message_role
 from sessionkeeper.transcript._messages import (
     AgentMessage,
@@ -63,7 +64,6 @@ DEFAULT_CONTEXT_WINDOW_TOKENS = 200_000
 PruneSkipReason = Literal[
     "mode-off",
     "provider-not-eligible",
-    "no-cache-marker",
     "ttl-disabled",
     "ttl-not-expired",
     "no-context-window",
@@ -81,8 +81,10 @@ class PruneResult:
         messages: The context to send, in order (the input's own objects where unchanged).
         changed: Whether any message was replaced.
         soft_trimmed: Tool call ids of results that were soft-trimmed (or had their images replaced
-            by markers) and not hard-cleared afterwards, oldest first.
-        hard_cleared: Tool call ids of results replaced by the hard-clear placeholder, oldest first.
+            by markers) and not hard-cleared afterwards, oldest first; decided by this call (a result
+            re-pruned from a :class:`PruneLedger` is in ``reapplied``).
+        hard_cleared: Tool call ids of results replaced by the hard-clear placeholder, oldest first;
+            decided by this call.
         chars_before: Weighted char estimate of the context before pruning (spec §7 estimate; thinking
             the replay policy drops is left out).
         chars_after: The same estimate after pruning.
@@ -90,8 +92,10 @@ class PruneResult:
         skipped: Why nothing was evaluated, or ``None`` when the algorithm ran (``changed`` may still
             be ``False``, e.g. when no result was long enough to trim).
         last_cache_touch_at: The cache-touch time the host should keep (ms since epoch): the pruning
-            time when something changed (the prompt cache is rebuilt, so the TTL restarts), else the
-            value passed in.
+            time when this call decided something new (the prompt cache is rebuilt, so the TTL
+            restarts), else the value passed in.
+        reapplied: Tool call ids whose earlier decision (the ledger passed to :meth:`Pruner.prune`)
+            was applied again, in context order (deviation D11).
     """
 
     messages: tuple[AgentMessage, ...]
@@ -103,6 +107,7 @@ class PruneResult:
     context_window_tokens: int | None = None
     skipped: PruneSkipReason | None = None
     last_cache_touch_at: int | None = None
+    reapplied: tuple[str, ...] = ()
 
     @property
     def chars_saved(self) -> int:
@@ -308,16 +313,16 @@ def _tail(parts: list[str], max_chars: int) -> str:
     return "".join(out)
 
 
-def _soft_trim(message: AgentMessage, settings: PruningSettings) -> AgentMessage | None:
+def _soft_trim(message: AgentMessage, sizes: SoftTrimSettings) -> AgentMessage | None:
     """OpenClaw ``softTrimToolResultMessage``: the trimmed message, or ``None`` when unchanged."""
     found = _tool_result_parts(message)
     if found is None:
         return None
     parts, has_images = found
     raw_len = sum(utf16_len(part) for part in parts) + max(0, len(parts) - 1)
-    head_chars = max(0, settings.soft_trim.head_chars)
-    tail_chars = max(0, settings.soft_trim.tail_chars)
-    if raw_len <= settings.soft_trim.max_chars or head_chars + tail_chars >= raw_len:
+    head_chars = max(0, sizes.head_chars)
+    tail_chars = max(0, sizes.tail_chars)
+    if raw_len <= sizes.max_chars or head_chars + tail_chars >= raw_len:
         return _with_text(message, "\n".join(parts)) if has_images else None
     trimmed = f"{_head(parts, head_chars)}\n...\n{_tail(parts, tail_chars)}"
     note = (
@@ -334,6 +339,7 @@ def prune_context_messages(
     context_window_tokens: int | None,
     drop_thinking_for_estimate: bool = False,
     is_tool_prunable: Callable[[str], bool] | None = None,
+    pinned_indexes: frozenset[int] = frozenset(),
 ) -> PruneResult:
     """
     Run OpenClaw's soft-trim / hard-clear algorithm on a context (``pruneContextMessages``, spec §7).
@@ -369,6 +375,9 @@ def prune_context_messages(
         drop_thinking_for_estimate: Leave out of the estimate the thinking blocks the replay policy
             drops (OpenClaw passes the transcript policy's ``dropThinkingBlocks``).
         is_tool_prunable: Overrides the predicate built from ``settings.tools``.
+        pinned_indexes: Indexes of results already pruned by an earlier decision
+            (:func:`apply_prune_ledger`): never soft-trimmed again, but they count, and may still be
+            hard-cleared.
 
     Returns:
         The :class:`PruneResult`.
@@ -421,7 +430,9 @@ def prune_context_messages(
         prunable.append(index)
         if weights[index] < min(IMAGE_CHAR_ESTIMATE, max_chars - _block_count(message) + 1):
             continue  # no image, and its joined text cannot exceed max_chars: nothing to trim
-        updated = _soft_trim(message, settings)
+        if index in pinned_indexes:
+            continue  # re-pruned from the ledger: trimmed once, never again (D11)
+        updated = _soft_trim(message, settings.soft_trim)
         if updated is None:
             continue
         after = estimate_message_chars(updated)
@@ -466,6 +477,62 @@ def prune_context_messages(
     )
 
 
+@attrs.frozen(kw_only=True)
+class ReappliedPruning:
+    """
+    The outcome of :func:`apply_prune_ledger`.
+
+    Attributes:
+        messages: The context with every recorded decision applied (the input's objects elsewhere).
+        reapplied: Tool call ids re-pruned, in context order.
+        indexes: Their message indexes.
+    """
+
+    messages: tuple[AgentMessage, ...]
+    reapplied: tuple[str, ...] = ()
+    indexes: frozenset[int] = frozenset()
+
+
+def apply_prune_ledger(messages: Sequence[AgentMessage], ledger: PruneLedger) -> ReappliedPruning:
+    """
+    Prune again, byte for byte, every tool result an earlier prune decided on (deviation D11).
+
+    A result recorded as soft-trimmed is trimmed again from its transcript content with the sizes
+    recorded (so a later settings change does not move its bytes); one recorded as hard-cleared gets
+    the recorded placeholder. Results whose recorded trim would not change them are left as they are.
+    No gate applies: the point is that the bytes sent for an old result never change back.
+
+    Args:
+        messages: The rebuilt context, oldest first. Never modified.
+        ledger: The session's recorded decisions (:func:`read_prune_ledger`).
+    """
+    if not ledger:
+        return ReappliedPruning(messages=tuple(messages))
+    out = list(messages)
+    ids: list[str] = []
+    indexes: set[int] = set()
+    decisions = ledger.decisions
+    for index, message in enumerate(messages):
+        if message_role(message) != "toolResult":
+            continue
+        call_id = _tool_call_id(message)
+        decision = decisions.get(call_id)
+        if decision is None:
+            continue
+        if decision.kind == "hard":
+            updated: AgentMessage | None = _with_text(message, decision.placeholder)
+        else:
+            updated = _soft_trim(message, decision.soft_trim)
+        if updated is None:
+            continue
+        out[index] = updated
+        ids.append(call_id)
+        indexes.add(index)
+    if not ids:
+        return ReappliedPruning(messages=tuple(messages))
+    return ReappliedPruning(messages=tuple(out), reapplied=tuple(ids), indexes=frozenset(indexes))
+
+
 def _anthropic_family_default(provider: str | None, model_id: str | None, api: str | None) -> bool:
     return is_cache_ttl_eligible_provider(provider, model_id, api)
 
@@ -481,9 +548,15 @@ class Pruner:
     * ``settings.mode`` is ``"cache-ttl"``;
     * the provider's prompt cache expires (``is_cache_ttl_eligible``; by default the Anthropic family,
       Anthropic models on kilocode, and Gemini 2.5/3 on the Google Generative AI API);
-    * a cache-touch time is known (the newest ``openclaw.cache-ttl`` marker, see
-      :func:`~sessionkeeper.pruning.read_last_cache_touch`), ``settings.ttl_ms > 0`` and at least
-      ``ttl_ms`` passed since that touch.
+    * ``settings.ttl_ms > 0`` and at least ``ttl_ms`` passed since the last cache touch (the newest
+      ``openclaw.cache-ttl`` marker, see :func:`~sessionkeeper.pruning.read_last_cache_touch`).
+
+    Deviation **D11** (stable pruning): with no cache touch at all for the model (``None``), the TTL
+    counts as expired (OpenClaw never prunes then, so a session that never had a marker for the
+    current model, e.g. after a model switch, is never pruned); and with a ``ledger``, every earlier
+    decision is applied first, whatever the gates say (except ``mode``), so a result once pruned is
+    sent with the same bytes on every later request. New decisions are made only when the gates
+    pass, on top of the re-applied ones.
 
     Attributes:
         settings: The pruning settings (default ``PruningSettings()``: mode ``off``, OpenClaw's default).
@@ -507,6 +580,7 @@ class Pruner:
         api: str | None = None,
         now_ms: int | None = None,
         drop_thinking_for_estimate: bool | None = None,
+        ledger: PruneLedger | None = None,
     ) -> PruneResult:
         """
         Prune ``messages`` if every gate passes (see the class docstring), else return them unchanged.
@@ -516,16 +590,21 @@ class Pruner:
             context_window_tokens: The resolved window in tokens (see
                 :func:`resolve_context_window_tokens`); ``None`` prunes nothing.
             last_cache_touch_at: When the prompt cache was last written, ms since epoch (the newest
-                matching ``openclaw.cache-ttl`` marker); ``None`` means never, and nothing is pruned.
+                matching ``openclaw.cache-ttl`` marker); ``None`` means never: the TTL counts as
+                expired (deviation D11; OpenClaw prunes nothing then).
             provider: Provider id of the model about to be called.
             model_id: Model id.
             api: Wire API (``"anthropic-messages"``, ``"google-generative-ai"``, ...).
             now_ms: The current time in ms since epoch (default: ``clock.now_ms()``).
             drop_thinking_for_estimate: Leave dropped thinking out of the estimate; ``None`` asks the
                 replay policy of ``provider``/``api``/``model_id`` (its ``drop_thinking_blocks``).
+            ledger: The session's recorded prune decisions (:func:`read_prune_ledger`), re-applied
+                first (D11). The host records this call's new decisions (``soft_trimmed``,
+                ``hard_cleared``) with :func:`prune_record_data`.
 
         Returns:
-            The :class:`PruneResult`; its ``last_cache_touch_at`` is ``now`` when something changed.
+            The :class:`PruneResult`; its ``last_cache_touch_at`` is ``now`` when this call decided
+            something new.
         """
         now = self.clock.now_ms() if now_ms is None else now_ms
         skip: PruneSkipReason | None = None
@@ -533,35 +612,48 @@ class Pruner:
             skip = "mode-off"
         elif not self.is_cache_ttl_eligible(provider, model_id, api):
             skip = "provider-not-eligible"
-        elif not last_cache_touch_at:
-            skip = "no-cache-marker"
         elif self.settings.ttl_ms <= 0:
             skip = "ttl-disabled"
-        elif not is_cache_ttl_expired(last_cache_touch_at, ttl_ms=self.settings.ttl_ms, now_ms=now):
-            skip = "ttl-not-expired"
+        elif last_cache_touch_at and not is_cache_ttl_expired(
+            last_cache_touch_at, ttl_ms=self.settings.ttl_ms, now_ms=now
+        ):
+            skip = "ttl-not-expired"  # no touch at all: expired (D11)
         if drop_thinking_for_estimate is None:
             policy = resolve_replay_policy(provider=provider, api=api, model_id=model_id)
             drop_thinking_for_estimate = policy.drop_thinking_blocks
+        drop = drop_thinking_for_estimate
+        again = (
+            apply_prune_ledger(messages, ledger)
+            if ledger and skip != "mode-off"
+            else ReappliedPruning(messages=tuple(messages))
+        )
         if skip is not None:
-            estimate_input = drop_thinking_blocks(messages) if drop_thinking_for_estimate else messages
-            chars = estimate_context_chars(estimate_input)
+            chars = estimate_context_chars(drop_thinking_blocks(messages) if drop else messages)
+            sent = again.messages
             return PruneResult(
-                messages=tuple(messages),
-                changed=False,
+                messages=sent,
+                changed=bool(again.reapplied),
                 chars_before=chars,
-                chars_after=chars,
+                chars_after=(
+                    estimate_context_chars(drop_thinking_blocks(sent) if drop else sent)
+                    if again.reapplied
+                    else chars
+                ),
                 context_window_tokens=context_window_tokens,
                 skipped=skip,
                 last_cache_touch_at=last_cache_touch_at,
+                reapplied=again.reapplied,
             )
         result = prune_context_messages(
-            messages,
+            again.messages,
             settings=self.settings,
             context_window_tokens=context_window_tokens,
-            drop_thinking_for_estimate=drop_thinking_for_estimate,
+            drop_thinking_for_estimate=drop,
+            pinned_indexes=again.indexes,
         )
-        touch = now if result.changed else last_cache_touch_at
-        if result.changed:  # per request: DEBUG only (docs/logging.md)
+        decided = bool(result.soft_trimmed or result.hard_cleared)
+        touch = now if decided else last_cache_touch_at
+        if decided:  # per request: DEBUG only (docs/logging.md)
             _log.debug(
                 "pruned %d tool results (%d soft-trimmed, %d hard-cleared): %d -> %d chars",
                 len(result.soft_trimmed) + len(result.hard_cleared),
@@ -576,4 +668,13 @@ class Pruner:
                     "chars_after": result.chars_after,
                 },
             )
-        return attrs.evolve(result, last_cache_touch_at=touch)
+        if not again.reapplied:
+            return attrs.evolve(result, last_cache_touch_at=touch)
+        cleared = set(result.hard_cleared)
+        return attrs.evolve(
+            result,
+            changed=True,
+            chars_before=estimate_context_chars(drop_thinking_blocks(messages) if drop else messages),
+            last_cache_touch_at=touch,
+            reapplied=tuple(i for i in again.reapplied if i not in cleared),
+        )

@@ -49,8 +49,11 @@ from sessionkeeper.exceptions import (
 )
 from sessionkeeper.pruning import (
     CACHE_TTL_CUSTOM_TYPE,
+    PRUNE_RECORD_CUSTOM_TYPE,
+    PruneLedger,
     Pruner,
     cache_ttl_marker_data,
+    prune_record_data,
     read_last_cache_touch,
     resolve_replay_policy,
     sanitize_replay_history,
@@ -166,6 +169,8 @@ class RuntimeSession:
         self.turn_usage: dict[str, int] = {}
         self._context_memo: tuple[str | None, Sequence[AgentMessage]] | None = None
         """The leaf id and context messages of the last context the runtime built (internal)."""
+        self._prune_ledger: tuple[object, int, PruneLedger] | None = None
+        """The transcript index, entries scanned and prune records read from them (internal, D11)."""
 
     @property
     def entry(self) -> SessionEntry:
@@ -441,6 +446,60 @@ class SessionRuntime:
                 return touch
         return None
 
+    def _read_prune_ledger(self, session: RuntimeSession) -> PruneLedger:
+        """
+        The session's prune records (D11), read incrementally: only entries added since the last call
+        are decoded, and only ``custom`` ones.
+        """
+        index = session.transcript.index
+        kinds = index.kinds
+        cached = session._prune_ledger
+        if cached is not None and cached[0] is index and cached[1] <= len(kinds):
+            start, ledger = cached[1], cached[2]
+        else:
+            start, ledger = 0, PruneLedger()
+        customs = [index.entry_at(pos) for pos in range(start, len(kinds)) if kinds[pos] == "custom"]
+        if customs:
+            ledger = ledger.extended(customs)
+        session._prune_ledger = (index, len(kinds), ledger)
+        return ledger
+
+    async def _record_prune(
+        self,
+        session: RuntimeSession,
+        soft_trimmed: Sequence[str],
+        hard_cleared: Sequence[str],
+        *,
+        now_ms: int,
+    ) -> None:
+        """
+        Append the prune record of this request's new decisions (D11): a ``custom`` entry, which pi and
+        OpenClaw keep out of the model context, so later requests and restarts send the same bytes.
+        """
+        settings = self.pruner.settings
+        transcript = session.transcript
+        record = await transcript.append_custom(
+            PRUNE_RECORD_CUSTOM_TYPE,
+            data=prune_record_data(
+                timestamp_ms=now_ms,
+                provider=self.model.provider,
+                model_id=self.model.model_id,
+                soft_trimmed=soft_trimmed,
+                hard_cleared=hard_cleared,
+                soft_trim=settings.soft_trim,
+                placeholder=settings.hard_clear.placeholder,
+            ),
+        )
+        memo = session._context_memo
+        if memo is not None and memo[0] == record.parent_id and transcript.leaf_id == record.id:
+            session._context_memo = (record.id, memo[1])  # a custom entry adds no message
+        _log.debug(
+            "recorded a prune: %d soft-trimmed, %d hard-cleared",
+            len(soft_trimmed),
+            len(hard_cleared),
+            extra={"session_key": session.session_key, "entry_id": record.id},
+        )
+
     # ------------------------------------------------------------------ open
 
     async def open(
@@ -564,7 +623,10 @@ class SessionRuntime:
         loop) nothing is appended, and the mid-turn precheck runs when enabled.
 
         The messages to send are the rebuilt context (pi's ``buildSessionContext``), pruned (cache-TTL,
-        OpenClaw §7: the TTL clock is the newest ``openclaw.cache-ttl`` marker of this provider and model),
+        OpenClaw §7: the TTL clock is the newest ``openclaw.cache-ttl`` marker or prune record of this
+        provider and model; deviation D11: no touch at all counts as expired, every earlier decision of
+        the session is re-applied byte for byte, and new decisions are recorded as a
+        ``sessionkeeper.pruned-tool-results`` custom entry),
         with oversized tool results cut once overflow recovery asked for it, then sanitised for the
         provider family (OpenClaw §9; silent replies leave the replayed history).
 
@@ -642,7 +704,12 @@ class SessionRuntime:
         session._context_memo = (transcript.leaf_id, context)
         now = self.clock.now_ms()
         model = self.model
+        ledger = self._read_prune_ledger(session) if self.pruner.settings.mode == "cache-ttl" else None
         touch = self._last_cache_touch(transcript)
+        if ledger is not None:
+            recorded = ledger.touch_for(model.provider, model.model_id)
+            if recorded is not None and (touch is None or recorded > touch):
+                touch = recorded  # a prune rebuilt the cache (OpenClaw keeps that in memory only)
         pruning = self.pruner.prune(
             context,
             context_window_tokens=window,
@@ -651,7 +718,10 @@ class SessionRuntime:
             model_id=model.model_id,
             api=model.api,
             now_ms=now,
+            ledger=ledger,
         )
+        if pruning.soft_trimmed or pruning.hard_cleared:
+            await self._record_prune(session, pruning.soft_trimmed, pruning.hard_cleared, now_ms=now)
         messages = pruning.messages
         truncated: tuple[str, ...] = ()
         if session.truncate_tool_results:
