@@ -82,6 +82,7 @@ _REASONS: dict[str, str] = {
     "ineffective": "the summary would not be smaller than the history it replaces",
     "superseded": "another writer compacted this branch (or moved the leaf off it) while the summary was"
     " made: nothing was written",
+    "joined": "another writer was compacting this transcript: its compaction is used, nothing was written",
 }
 # Statuses where nothing was written because there was nothing to do (exit 0).
 _NOTHING_TO_DO = frozenset({"empty", "already_compacted", "nothing_to_summarize"})

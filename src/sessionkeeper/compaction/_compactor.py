@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
 
@@ -39,6 +40,7 @@ from sessionkeeper._model_client import ModelClient
 from sessionkeeper.compaction._budget import DEFAULT_CONTEXT_WINDOW, CompactionBudget, compaction_budget
 from sessionkeeper.compaction._cut import entry_kind, message_role
 from sessionkeeper.compaction._extractive import extractive_summary, message_text
+from sessionkeeper.compaction._flight import flight
 from sessionkeeper.compaction._landing import land_compaction, landing
 from sessionkeeper.compaction._llm import LlmSummarizer
 from sessionkeeper.compaction._prepare import CompactionPreparation, prepare_compaction
@@ -70,6 +72,7 @@ CompactionStatus: TypeAlias = Literal[
     "pending_tool_results",
     "ineffective",
     "superseded",
+    "joined",
 ]
 _SILENT_TEXTS = frozenset({"NO_REPLY", "HEARTBEAT_OK"})
 
@@ -85,11 +88,13 @@ class CompactionResult:
             ``"pending_tool_results"`` (the leaf's tool calls have no results yet, field report B06);
             ``"ineffective"`` (the summary would not be smaller than what it replaces, B11);
             ``"superseded"`` (while the summary was made, another compaction landed on the branch or
-            the leaf moved to another branch: issue #7, see :mod:`._landing`). Only ``"compacted"``
-            writes anything.
-        entry: The written entry, or ``None``.
+            the leaf moved to another branch: issue #7, see :mod:`._landing`); ``"joined"`` (another
+            task or process was compacting this transcript: this run waited for it and uses its entry
+            instead of summarising again, DESIGN D10, :mod:`._flight`). Only ``"compacted"`` writes
+            anything.
+        entry: The written entry (for ``"joined"``: the entry the other run wrote), or ``None``.
         preparation: The plan, or ``None`` when there was none.
-        summary: The summary written (``None`` when nothing was written).
+        summary: The summary written (``"joined"``: the other run's), ``None`` when nothing was written.
         provider: Who made the summary: ``"hook"``, a provider id, ``"llm"``, ``"extractive"`` or
             ``"fallback"`` (OpenClaw's structured fallback when there is no real conversation).
         fallbacks: Why earlier links of the chain were skipped (``"provider x failed: ..."``).
@@ -114,8 +119,8 @@ class CompactionResult:
 
     @property
     def compacted(self) -> bool:
-        """Whether an entry was written."""
-        return self.entry is not None
+        """Whether this run wrote an entry (``"joined"`` results carry another run's entry)."""
+        return self.status == "compacted" and self.entry is not None
 
     def to_json(self) -> dict[str, Any]:
         """The ``compact --json`` shape (DESIGN "CLI JSON" item 6), camelCase."""
@@ -148,6 +153,35 @@ def _describe(err: BaseException) -> str:
     return described if len(described) <= 300 else described[:299] + "…"
 
 
+async def _arrived_compaction(
+    transcript: TranscriptManager, planned_tip: str | None
+) -> CompactionEntry | None:
+    """
+    The newest compaction another writer landed on the branch after ``planned_tip`` (after picking up
+    their lines), or ``None``.
+    """
+    await transcript.refresh()
+    if planned_tip is None:
+        return None
+    branch = transcript.get_branch()
+    position = next((i for i in range(len(branch) - 1, -1, -1) if branch[i].id == planned_tip), None)
+    if position is None:
+        return None
+    landed = [e for e in branch[position + 1 :] if isinstance(e, CompactionEntry)]
+    return landed[-1] if landed else None
+
+
+def _joined(entry: CompactionEntry) -> CompactionResult:
+    """The result of a run that found another writer's compaction landed: ``"joined"`` with its entry."""
+    return CompactionResult(
+        status="joined",
+        entry=entry,
+        summary=entry.summary,
+        provider="hook" if entry.from_hook is True else None,
+        tokens_before=entry.tokens_before if isinstance(entry.tokens_before, int) else 0,
+    )
+
+
 def _log_result(
     result: CompactionResult, transcript: TranscriptManager, *, reason: str, session_key: str | None
 ) -> None:
@@ -160,7 +194,7 @@ def _log_result(
         "provider": result.provider,
         "tokens_before": result.tokens_before,
     }
-    if result.entry is not None:
+    if result.compacted and result.entry is not None:
         extra |= {
             "entry_id": result.entry.id,
             "summary_chars": len(result.summary or ""),
@@ -176,6 +210,8 @@ def _log_result(
             extra=extra,
         )
     else:
+        if result.entry is not None:
+            extra["entry_id"] = result.entry.id  # "joined": the entry another run wrote
         _log.debug(
             "compaction of %s wrote nothing: %s",
             session_key or transcript.session_id,
@@ -383,15 +419,21 @@ class Compactor:
             OSError: Writing the entry failed.
         """
         errors: list[HookError] = []
+        planned_tip = transcript.leaf_id  # what the caller decided on
         await self._notify(CompactionStartEvent(reason=reason, session_key=session_key), errors)
         try:
-            result = await self._compact(
+            result = await self._single_flight(
                 transcript,
-                reason=reason,
-                keep_recent_tokens=keep_recent_tokens,
-                custom_instructions=custom_instructions,
+                planned_tip,
                 abort=abort,
-                hook_errors=errors,
+                run=lambda: self._compact(
+                    transcript,
+                    reason=reason,
+                    keep_recent_tokens=keep_recent_tokens,
+                    custom_instructions=custom_instructions,
+                    abort=abort,
+                    hook_errors=errors,
+                ),
             )
         except CompactionCancelled as err:
             end = CompactionEndEvent(
@@ -421,6 +463,43 @@ class Compactor:
         if len(errors) > settled:
             result = attrs.evolve(result, hook_errors=tuple(errors))
         return result
+
+    async def _single_flight(
+        self,
+        transcript: TranscriptManager,
+        planned_tip: str | None,
+        *,
+        abort: anyio.Event | None,
+        run: Callable[[], Awaitable[CompactionResult]],
+    ) -> CompactionResult:
+        """
+        Run ``run`` as the transcript's only compaction in flight, or share the one in flight (D10).
+
+        Another task of this event loop compacting the same file: wait for it and share its result
+        (``"joined"`` when it wrote an entry). Another process holding the claim: wait until it is gone,
+        then pick up the file. The owner first picks up other writers' lines: a compaction that landed
+        on the branch after ``planned_tip`` (the leaf the caller decided on) is this run's result too.
+        """
+        while True:
+            async with flight(
+                transcript, stale_after_s=2 * self.settings.timeout_seconds, abort=abort
+            ) as entered:
+                if entered.role == "bypass":
+                    return await run()
+                if entered.role == "shared":
+                    shared: CompactionResult = entered.shared
+                    if shared.status != "compacted":
+                        return attrs.evolve(shared, hook_errors=())
+                    await transcript.refresh()  # another manager of this file wrote it
+                    return attrs.evolve(shared, status="joined", hook_errors=())
+                if entered.role == "owner":
+                    assert entered.flight is not None
+                    landed = await _arrived_compaction(transcript, planned_tip)
+                    result = await run() if landed is None else _joined(landed)
+                    entered.flight.publish(result)
+                    return result
+            if abort is not None and abort.is_set():
+                raise CompactionCancelled("aborted")
 
     async def _compact(
         self,

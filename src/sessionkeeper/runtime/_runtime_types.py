@@ -226,9 +226,12 @@ class CompactionOutcome:
         """
         Whether the context is now compacted: this run wrote the entry, or another writer's compaction
         landed on the branch while this one was summarising (status ``"superseded"``; nothing written
-        here). Overflow and timeout recovery retry the model call in both cases.
+        here), or this one waited for a concurrent compaction of the transcript and uses it
+        (``"joined"``, DESIGN D10). Overflow and timeout recovery retry the model call in all three cases.
         """
-        return self.result is not None and (self.result.compacted or self.result.status == "superseded")
+        return self.result is not None and (
+            self.result.compacted or self.result.status in ("superseded", "joined")
+        )
 
     def to_json(self) -> dict[str, Any]:
         """camelCase JSON."""

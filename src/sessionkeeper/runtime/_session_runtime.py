@@ -1072,7 +1072,7 @@ class SessionRuntime:
                 effective=False,
                 synthetic_tokens=synthetic,
             )
-        if outcome.compacted:
+        if outcome.compacted or outcome.status == "joined":  # joined: another run compacted it for us
             session.compacted_this_turn = True
             if outcome.effective:
                 session.ineffective_compactions = 0
@@ -1111,24 +1111,22 @@ class SessionRuntime:
             will_retry=trigger in ("overflow", "timeout"),
         )
         threshold = self.compaction_threshold
-        if result.status == "superseded":
+        joined = result.status == "joined"
+        if result.status == "superseded" or (joined and result.successor is None):
             await self._follow_successor(session)  # the other writer's compaction may have rotated
-        # "superseded": another writer's compaction landed on this branch meanwhile (picked up by the
-        # landing), so the context did shrink: measure it again.
+        # "superseded" / "joined": another writer's compaction landed on this branch (picked up by the
+        # landing, or waited for: D10), so the context did shrink: measure it again.
         after = (
             self.context_tokens(session)
-            if result.compacted or result.status == "superseded"
+            if result.compacted or result.status in ("superseded", "joined")
             else tokens_before
         )
         progress = compaction_progress(tokens_before=tokens_before, tokens_after=after, threshold=threshold)
-        if result.compacted:
+        if result.compacted or (joined and result.successor is not None):
             session.truncate_tool_results = False
-            count = _int(session.entry.compaction_count) + 1
-            fields: dict[str, Any] = {
-                "compactionCount": count,
-                "totalTokens": after,
-                "totalTokensFresh": True,
-            }
+            fields: dict[str, Any] = {"totalTokens": after, "totalTokensFresh": True}
+            if result.compacted:  # a joined run's compaction is counted by the run that wrote it
+                fields["compactionCount"] = _int(session.entry.compaction_count) + 1
             successor = result.successor
             if successor is None:
                 await self._patch(session, fields)
