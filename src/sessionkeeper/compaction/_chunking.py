@@ -250,41 +250,60 @@ class HistoryPrune:
     Result of :func:`prune_history_for_context_share`.
 
     Attributes:
-        kept: The newest messages that fit the share (tool pairing repaired: results whose call was
-            dropped are dropped too).
+        kept: The newest messages that fit the share, tool pairing repaired as OpenClaw does
+            (``repairToolUseResultPairing``): results whose call was dropped are dropped, a displaced
+            result moves back right after its call, a duplicate is dropped, and a call left without
+            a result gets the synthetic error result.
         dropped: The oldest messages taken out, in order (summarised separately).
         dropped_chunks: How many token-share chunks were dropped.
+        dropped_orphans: Results dropped by the pairing repair because their call was in a dropped
+            chunk (OpenClaw's ``droppedOrphanCount``, summed over the chunks).
     """
 
     kept: tuple[AgentMessage, ...]
     dropped: tuple[AgentMessage, ...]
     dropped_chunks: int
+    dropped_orphans: int = 0
 
-
-def _repair_pairing(messages: Sequence[AgentMessage]) -> list[AgentMessage]:
-    calls: set[str] = set()
-    out: list[AgentMessage] = []
-    for message in messages:
-        if message_role(message) == "assistant":
-            calls.update(_tool_calls(message))
-        result_id = _result_id(message) if message_role(message) == "toolResult" else None
-        if message_role(message) == "toolResult" and (result_id is None or result_id not in calls):
-            continue
-        out.append(message)
-    return out
+    @property
+    def dropped_messages(self) -> int:
+        """``len(dropped) + dropped_orphans``: OpenClaw's ``droppedMessages``."""
+        return len(self.dropped) + self.dropped_orphans
 
 
 def prune_history_for_context_share(
-    messages: Sequence[AgentMessage], *, context_window: int, max_history_share: float = 0.5, parts: int = 2
+    messages: Sequence[AgentMessage],
+    *,
+    context_window: int,
+    max_history_share: float = 0.5,
+    parts: int = 2,
+    timestamp_ms: int | None = None,
 ) -> HistoryPrune:
     """
     Drop the oldest token-share chunks until the history fits ``context_window * max_history_share``
-    (OpenClaw's ``pruneHistoryForContextShare``, spec §5.5), repairing tool pairing on what is kept.
+    (OpenClaw's ``pruneHistoryForContextShare``, spec §5.5), repairing tool pairing on what is kept
+    after each drop with the full repair (:func:`~sessionkeeper.pruning.repair_tool_use_result_pairing`,
+    as OpenClaw runs ``repairToolUseResultPairing``).
+
+    Args:
+        messages: The messages to summarise, oldest first.
+        context_window: The summariser's window in tokens.
+        max_history_share: Share of the window the kept history may use (0.5).
+        parts: Token-share chunks per split (2).
+        timestamp_ms: Timestamp of synthetic results, ms since epoch (OpenClaw: now); ``None`` uses
+            the newest timestamp among ``messages``, so the result does not depend on the clock.
     """
+    # imported here: the pruning layer (below this one) is not needed to import compaction
+    from sessionkeeper.pruning._tool_repair import repair_tool_use_result_pairing  # noqa: PLC0415
+
     budget = max(1, math.floor(context_window * max_history_share))
     kept = list(messages)
     dropped: list[AgentMessage] = []
     chunks_dropped = 0
+    orphans = 0
+    if timestamp_ms is None:
+        stamps = [getattr(m, "timestamp", 0) for m in messages]
+        timestamp_ms = max((t for t in stamps if isinstance(t, int) and not isinstance(t, bool)), default=0)
     count = _normalize_parts(parts, len(kept))
     while kept and sum(message_tokens(m) for m in kept) > budget:
         chunks = split_messages_by_token_share(kept, parts=count)
@@ -292,8 +311,14 @@ def prune_history_for_context_share(
             break
         dropped.extend(chunks[0])
         chunks_dropped += 1
-        kept = _repair_pairing([m for chunk in chunks[1:] for m in chunk])
-    return HistoryPrune(kept=tuple(kept), dropped=tuple(dropped), dropped_chunks=chunks_dropped)
+        repair = repair_tool_use_result_pairing(
+            [m for chunk in chunks[1:] for m in chunk], timestamp_ms=timestamp_ms
+        )
+        orphans += repair.dropped_orphans
+        kept = list(repair.messages)
+    return HistoryPrune(
+        kept=tuple(kept), dropped=tuple(dropped), dropped_chunks=chunks_dropped, dropped_orphans=orphans
+    )
 
 
 def history_needs_pruning(
