@@ -255,6 +255,24 @@ async def test_a_claim_whose_owner_is_gone_is_taken_over(
     assert not claim_path_for(path).exists()
 
 
+async def test_an_unbounded_timeout_still_writes_a_bounded_claim(tmp_path: Path) -> None:
+    path = await _file(tmp_path)
+    payloads: list[int | None] = []
+
+    class Looking(Gated):
+        async def summarize(self, request: SummaryRequest) -> str:
+            payloads.append(parse_lock_payload(claim_path_for(path).read_bytes()).max_hold_ms)
+            return await super().summarize(request)
+
+    registry = CompactionProviderRegistry()
+    registry.register(Looking())
+    settings = CompactionSettings(provider="gated", timeout_seconds=float("inf"))
+    manager = await TranscriptManager.open(path)
+    result = await Compactor(settings=settings, providers=registry).compact(manager, keep_recent_tokens=50)
+    assert result.status == "compacted"
+    assert payloads == [24 * 3600 * 1000]
+
+
 async def test_a_live_claim_is_waited_for_and_its_compaction_joined(
     tmp_path: Path, sleeper: subprocess.Popen[bytes]
 ) -> None:

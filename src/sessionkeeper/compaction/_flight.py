@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import math
 import os
 import threading
 import time
@@ -54,6 +55,7 @@ CLAIM_SUFFIX: Final = ".compaction.lock"
 """Suffix of the compaction claim file: ``<transcript>.compaction.lock``."""
 _POLL_S: Final = 0.05
 _STALE_FLOOR_S: Final = 60.0
+_STALE_CEILING_S: Final = 24 * 3600.0
 
 _FLIGHTS: anyio.lowlevel.RunVar[dict[str, Flight]] = anyio.lowlevel.RunVar("sessionkeeper_compaction_flights")
 _OWNED: contextvars.ContextVar[frozenset[str]] = contextvars.ContextVar(
@@ -231,7 +233,8 @@ async def flight(
 
     Args:
         transcript: The transcript to compact.
-        stale_after_s: Age in seconds after which a live owner's claim is taken over (at least 60).
+        stale_after_s: Age in seconds after which a live owner's claim is taken over (clamped to 60 s
+            .. 24 h; NaN means 24 h).
         abort: Set to stop waiting; the caller then sees ``"landed"`` and checks its own abort.
     """
     key = _key(transcript)
@@ -257,7 +260,9 @@ async def flight(
     claim = claim_path_for(Path(key)) if transcript.path is not None else None
     held = False
     try:
-        stale = max(stale_after_s, _STALE_FLOOR_S)
+        # an infinite or NaN timeoutSeconds still lets a hung owner's claim go after a day
+        stale = _STALE_CEILING_S if math.isnan(stale_after_s) else stale_after_s
+        stale = min(max(stale, _STALE_FLOOR_S), _STALE_CEILING_S)
         if claim is not None:
             held = await anyio.to_thread.run_sync(functools.partial(_try_claim, claim, stale_after_s=stale))
             if not held:
