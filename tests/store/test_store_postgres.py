@@ -305,3 +305,23 @@ def test_no_server_skips_with_the_reason_but_fails_under_ci(monkeypatch: pytest.
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match="CI must not skip the PostgreSQL tests"):
         _servers.require_postgres()
+
+
+async def test_pooled_connections_the_server_dropped_are_replaced(pg_schema: tuple[str, str]) -> None:
+    # a server restart or an idle-connection reaper closes pooled connections; the next operation must
+    # get a live connection instead of failing with StoreUnavailableError
+    dsn, schema = pg_schema
+    async with _backend(dsn, schema, store_id="reaped", max_size=2) as b:
+        await b.put("k", SessionEntry(session_id="s1"))
+        killed = _rows(
+            dsn,
+            sql.SQL(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name = %s AND pid <> pg_backend_pid()"
+            ),
+            f"sessionkeeper:{schema}:reaped"[:63],
+        )
+        assert killed and all(row[0] for row in killed)
+        assert await b.get("k") == SessionEntry(session_id="s1")
+        await b.put("k", SessionEntry(session_id="s2"))
+        assert await b.get("k") == SessionEntry(session_id="s2")

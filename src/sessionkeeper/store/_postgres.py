@@ -133,7 +133,10 @@ class PostgresStoreBackend:
             and ``_``, at most 63; created when missing unless ``read_only``).
         pool: A ``psycopg_pool.AsyncConnectionPool`` to use instead of opening one (its connections must
             be in autocommit mode). Not closed by :meth:`aclose`.
-        min_size / max_size: The size of the pool opened from ``dsn`` (default 1 and 10 connections).
+        min_size / max_size: The size of the pool opened from ``dsn`` (default 1 and 10 connections). Its
+            connections are checked when taken (one round trip), so a connection the server closed (a
+            restart, an idle reaper) is replaced instead of failing the operation; they carry
+            ``application_name`` ``sessionkeeper:<schema>:<store_id>``.
         connect_timeout_s: How long the first use waits for the server (default 10 s).
         lock_timeout_s: How long a write waits for a row lock or a connection before raising
             :class:`~sessionkeeper.exceptions.SessionBusyError` (default 10 s).
@@ -189,6 +192,7 @@ class PostgresStoreBackend:
         self._sql: dict[str, Any] = {}
         self._sql_module: Any = None
         self.where = f"postgresql:{schema}.sk_sessions[{store_id}]"
+        self.application_name = f"sessionkeeper:{schema}:{store_id}"[:63]
 
     def __repr__(self) -> str:
         target = redact_url(self.dsn) if self.dsn is not None else "pool"
@@ -238,8 +242,9 @@ class PostgresStoreBackend:
                 self.dsn,
                 min_size=self._min_size,
                 max_size=self._max_size,
-                kwargs={"autocommit": True},
+                kwargs={"autocommit": True, "application_name": self.application_name},
                 configure=self._configure,
+                check=AsyncConnectionPool.check_connection,  # a connection the server dropped is replaced
                 open=False,
                 timeout=self.lock_timeout_s,
                 name=f"sessionkeeper:{self.schema}:{self.store_id}",
