@@ -48,16 +48,12 @@ from sessionkeeper.transcript import (
 )
 
 
-_SECTIONS = (
-    "## Goal",
-    "## Constraints & Preferences",
-    "## Progress",
-    "### Done",
-    "### In Progress",
-    "### Blocked",
-    "## Key Decisions",
-    "## Next Steps",
-    "## Critical Context",
+_SECTIONS = (  # safeguard's required headings (OpenClaw §5.6), as a model that follows the prompt writes
+    "## Decisions",
+    "## Open TODOs",
+    "## Constraints/Rules",
+    "## Pending user asks",
+    "## Exact identifiers",
 )
 _WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet")
 _USER_LINE = re.compile(r"^\[User\]: (.*)$", re.MULTILINE)

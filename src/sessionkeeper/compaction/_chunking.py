@@ -9,7 +9,7 @@ size chunks adaptively.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import attrs
 
@@ -26,6 +26,7 @@ from sessionkeeper.transcript._messages import (
 
 __all__ = (
     "BASE_CHUNK_RATIO",
+    "CHUNK_FLOOR_TOKENS",
     "MIN_CHUNK_RATIO",
     "SAFETY_MARGIN",
     "SUMMARIZATION_OVERHEAD_TOKENS",
@@ -48,6 +49,10 @@ SAFETY_MARGIN = 1.2
 """Margin for the chars/4 estimate's inaccuracy."""
 SUMMARIZATION_OVERHEAD_TOKENS = 4096
 """Tokens kept for prompts, previous summary and tags in each summary request."""
+CHUNK_FLOOR_TOKENS = 8192
+"""D10: the smallest chunk budget when the request has room for it (OpenClaw's can fall to 1)."""
+
+TokenCounter = Callable[[AgentMessage], int]
 
 
 def _tool_calls(message: AgentMessage) -> list[str]:
@@ -160,14 +165,16 @@ def split_messages_by_token_share(
 
 
 def chunk_messages_by_max_tokens(
-    messages: Sequence[AgentMessage], *, max_tokens: int
+    messages: Sequence[AgentMessage], *, max_tokens: int, token_counter: TokenCounter | None = None
 ) -> list[list[AgentMessage]]:
     """
     Greedy packing under ``floor(max_tokens / 1.2)`` tokens per chunk (OpenClaw §5.5).
 
     A single message larger than the limit becomes a chunk of its own (the summariser then cuts it,
-    see :func:`oversized_plan`).
+    see :func:`oversized_plan`). ``token_counter`` sizes a message (default: pi's estimate; the LLM
+    summariser passes the size of its serialised text, D10).
     """
+    count = token_counter or message_tokens
     if not messages:
         return []
     limit = max(1, math.floor(max_tokens / SAFETY_MARGIN))
@@ -175,7 +182,7 @@ def chunk_messages_by_max_tokens(
     current: list[AgentMessage] = []
     current_tokens = 0
     for message in messages:
-        size = message_tokens(message)
+        size = count(message)
         if current and current_tokens + size > limit:
             chunks.append(current)
             current, current_tokens = [], 0
@@ -189,15 +196,19 @@ def chunk_messages_by_max_tokens(
     return chunks
 
 
-def adaptive_chunk_ratio(messages: Sequence[AgentMessage], *, context_window: int) -> float:
+def adaptive_chunk_ratio(
+    messages: Sequence[AgentMessage], *, context_window: int, token_counter: TokenCounter | None = None
+) -> float:
     """
     Chunk ratio adapted to message size: 0.4, lowered towards 0.15 when messages are big.
 
     ``avg = total / n * 1.2 / window``; above 0.1 the ratio is ``max(0.15, 0.4 - min(2 * avg, 0.25))``.
+    ``token_counter`` sizes a message (default: pi's estimate).
     """
     if not messages or context_window <= 0:
         return BASE_CHUNK_RATIO
-    total = sum(message_tokens(message) for message in messages)
+    count = token_counter or message_tokens
+    total = sum(count(message) for message in messages)
     average = total / len(messages) * SAFETY_MARGIN / context_window
     if average > 0.1:
         reduction = min(average * 2, BASE_CHUNK_RATIO - MIN_CHUNK_RATIO)
@@ -205,10 +216,33 @@ def adaptive_chunk_ratio(messages: Sequence[AgentMessage], *, context_window: in
     return BASE_CHUNK_RATIO
 
 
-def max_chunk_tokens(messages: Sequence[AgentMessage], *, context_window: int) -> int:
-    """``max(1, floor(window * adaptive ratio) - 4096)``: the token budget of one chunk."""
-    ratio = adaptive_chunk_ratio(messages, context_window=context_window)
-    return max(1, math.floor(context_window * ratio) - SUMMARIZATION_OVERHEAD_TOKENS)
+def max_chunk_tokens(
+    messages: Sequence[AgentMessage],
+    *,
+    context_window: int,
+    room: int | None = None,
+    token_counter: TokenCounter | None = None,
+) -> int:
+    """
+    The token budget of one chunk.
+
+    OpenClaw (§5.5): ``max(1, floor(window * adaptive ratio) - 4096)``, which falls to 1 in a 16000
+    window with large messages (issue #11: one summariser call per message). With ``room`` (the
+    tokens one request can carry beside its prompt, a chained previous summary and the reply, DESIGN
+    D10) the budget is at least ``min(room, 8192)`` and at most ``room``; without it, OpenClaw's.
+
+    Args:
+        messages: The messages to chunk (for the adaptive ratio).
+        context_window: The summariser's window, in tokens.
+        room: What fits one request besides the prompt and the reply, in tokens; ``None``: not known.
+        token_counter: Sizes a message (default: pi's estimate).
+    """
+    ratio = adaptive_chunk_ratio(messages, context_window=context_window, token_counter=token_counter)
+    budget = max(1, math.floor(context_window * ratio) - SUMMARIZATION_OVERHEAD_TOKENS)
+    if room is None:
+        return budget
+    room = max(1, room)
+    return min(room, max(budget, min(room, CHUNK_FLOOR_TOKENS)))
 
 
 @attrs.frozen(kw_only=True)

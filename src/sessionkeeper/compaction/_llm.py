@@ -9,6 +9,18 @@ Two pipelines, selected by the mode (DESIGN D4: they differ only in how the summ
   prepended for re-distillation, chunked summarisation sized to the window with a merge call,
   oversized messages cut out, and the quality audit with retries.
 
+Request sizes (DESIGN D9/D10, deviations): ``max_tokens`` is bounded by the window
+(:func:`~sessionkeeper.compaction.compaction_budget`); chunks are sized on the serialised text that is
+actually sent (tool results cut to 2000 chars), with a floor, so a small window no longer gets one
+request per message. A request that would not fit the window is not sent; one that failed as a context
+overflow (:func:`~sessionkeeper._overflow.is_context_overflow`) is never sent again unchanged: its
+messages are split in two (summarised in turn, the second half updating the first half's summary) or
+a single message is cut in half, down to 6 levels, after which that message is left out with a note
+instead of failing the whole summary. Other failures keep the retry policy (3 attempts, 0.5 s then 1 s).
+A reply cut off at the output limit (``stop_reason == "length"``) or one that tried to call a tool is a
+failed summary, never written (issue 15 item 9): a cut-off reply is retried once with up to twice the
+output cap when the window allows, otherwise with smaller input, and otherwise fails.
+
 Failures raise (the compactor's chain then falls back, DESIGN D3): a client exception becomes
 :class:`~sessionkeeper.exceptions.ModelClientError`; an ``"error"`` reply or an empty text raises
 :class:`~sessionkeeper.exceptions.CompactionError`. Cancellation and ``TimeoutError`` propagate
@@ -17,13 +29,16 @@ unchanged; an ``"aborted"`` reply raises :class:`~sessionkeeper.exceptions.Compa
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from typing import Literal
 
 import anyio
 import attrs
 
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
 from sessionkeeper._model_client import ModelClient, ModelRequest
+from sessionkeeper._overflow import is_context_overflow
 from sessionkeeper.compaction._budget import CompactionBudget, compaction_budget
 from sessionkeeper.compaction._chunking import (
     chunk_messages_by_max_tokens,
@@ -33,6 +48,7 @@ from sessionkeeper.compaction._chunking import (
     prune_history_for_context_share,
     split_messages_by_token_share,
 )
+from sessionkeeper.compaction._cut import message_role
 from sessionkeeper.compaction._extractive import message_text
 from sessionkeeper.compaction._memo import message_tokens as estimate_tokens
 from sessionkeeper.compaction._prompts import (
@@ -63,6 +79,21 @@ _FEEDBACK_OTHER = (
     "Fix all issues and include every required section while following the configured identifier policy."
 )
 _ATTEMPTS = 3
+_MAX_SHRINK_DEPTH = 6
+"""D10: how many times a request that overflowed is split or cut before its message is left out."""
+_REQUEST_MARGIN_TOKENS = 64
+"""Tokens kept free in a summary request besides its input and ``max_tokens`` (role and tag overhead)."""
+_CUT_NOTE = "\n\n[... cut to fit the summarizer's context window]"
+
+RequestKind = Literal["history", "turn_prefix"]
+
+
+class _SummaryOverflowError(CompactionError):
+    """A summary request did not fit the summariser's window (sent and refused, or too big to send)."""
+
+
+class _SummaryCutOffError(CompactionError):
+    """A summary reply stopped at the output limit (``stop_reason == "length"``)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -87,18 +118,55 @@ def _text_message(text: str, timestamp: int = 0) -> UserMessage:
     return UserMessage(content=[TextContent(text=text)], timestamp=timestamp)
 
 
+def _tokens(text: str) -> int:
+    """pi's chars/4 estimate of a request text."""
+    return math.ceil(len(text) / 4)
+
+
+def _serialized_tokens(message: AgentMessage) -> int:
+    """Tokens of ``message`` as a summary request carries it (serialised, tool results cut, D10)."""
+    return _tokens(serialize_conversation((message,))) + 1
+
+
+def _halves(messages: Sequence[AgentMessage]) -> list[list[AgentMessage]]:
+    """Two parts of about equal token share, tool calls kept with their results when possible."""
+    parts = split_messages_by_token_share(messages, parts=2)
+    if len(parts) >= 2:
+        return parts
+    middle = len(messages) // 2
+    return [list(messages[:middle]), list(messages[middle:])]
+
+
+def _cut_in_half(message: AgentMessage) -> AgentMessage | None:
+    """``message`` as a user text of half its serialised length, or ``None`` when too short to cut."""
+    text = serialize_conversation((message,))
+    if len(text) < 200:
+        return None
+    return _text_message(text[: len(text) // 2] + _CUT_NOTE, timestamp=getattr(message, "timestamp", 0) or 0)
+
+
+def _omitted_note(message: AgentMessage) -> str:
+    role = message_role(message) or "message"
+    return (
+        f"[Large {role} (~{math.floor(estimate_tokens(message) / 1000 + 0.5)}K tokens) omitted from summary]"
+    )
+
+
 class LlmSummarizer:
     """
-    Summaries made by the host's model (pi spec §13.4; OpenClaw spec §5.5-5.6).
+    Summaries made by the host's model (pi spec §13.4; OpenClaw spec §5.5-5.6; DESIGN D9/D10).
 
     Args:
         client: The host's :class:`~sessionkeeper.ModelClient`.
         settings: Compaction settings (reserve tokens, model, thinking level, identifier policy,
             quality guard).
-        context_window: The summarising model's window in tokens (sizes safeguard chunks).
-        clock: Waits between retries of a failed chunk (500 ms, then 1000 ms).
+        context_window: The summarising model's window in tokens (sizes requests and chunks).
+        clock: Waits between retries of a failed request (500 ms, then 1000 ms).
         budget: The window-derived request sizes (DESIGN D9); ``None``: derived from ``settings``
             and ``context_window`` (:func:`~sessionkeeper.compaction.compaction_budget`).
+
+    Attributes:
+        calls: Summary requests sent to the client so far (requests too big to send are not sent).
     """
 
     def __init__(
@@ -117,8 +185,21 @@ class LlmSummarizer:
         self._budget = budget or compaction_budget(
             settings, context_window=self._window, keep_recent_tokens=None, warn=False
         )
+        self._partials: dict[tuple[object, ...], str] = {}
+        self.calls = 0
 
     async def _complete(self, text: str, *, max_tokens: int, abort: anyio.Event | None, purpose: str) -> str:
+        """
+        One request. Raises ``_SummaryOverflowError`` (too big to send, or refused as an overflow),
+        ``_SummaryCutOffError`` (``"length"``), :class:`CompactionError` (``"error"``, ``"toolUse"``,
+        empty) or :class:`ModelClientError` (the client raised).
+        """
+        input_tokens = _tokens(SUMMARIZATION_SYSTEM_PROMPT) + _tokens(text) + _REQUEST_MARGIN_TOKENS
+        if input_tokens + max_tokens > self._window:
+            raise _SummaryOverflowError(
+                f"summary request of ~{input_tokens} + {max_tokens} tokens "
+                f"exceeds the {self._window}-token window"
+            )
         request = ModelRequest(
             system_prompt=SUMMARIZATION_SYSTEM_PROMPT,
             messages=(_text_message(text),),
@@ -128,19 +209,156 @@ class LlmSummarizer:
             abort=abort,
             metadata={"purpose": purpose},
         )
+        self.calls += 1
         try:
             response = await self._client.complete(request)
         except TimeoutError:
             raise
         except Exception as err:
+            if is_context_overflow(err, context_window=self._window):
+                raise _SummaryOverflowError(f"summarization request overflowed: {err}") from err
             raise ModelClientError(f"summarization request failed: {err}") from err
         if response.stop_reason == "aborted" or (abort is not None and abort.is_set()):
             raise CompactionCancelled("summarization aborted")
         if response.stop_reason == "error":
+            if is_context_overflow(response.text or ""):
+                raise _SummaryOverflowError(f"summarization request overflowed: {response.text}")
             raise CompactionError(f"Summarization failed: {response.text or 'Unknown error'}")
+        if response.stop_reason == "length":
+            if response.usage is not None and response.usage.output == 0:
+                raise _SummaryOverflowError(
+                    "summarization request overflowed (no output, stop_reason length)"
+                )
+            raise _SummaryCutOffError(f"summary cut off at the output limit of {max_tokens} tokens")
+        if response.stop_reason == "toolUse":
+            raise CompactionError("summarizer tried to call a tool instead of answering with a summary")
         if not response.text.strip():
             raise CompactionError("summarizer returned an empty summary")
         return response.text
+
+    def _request_text(
+        self,
+        kind: RequestKind,
+        messages: Sequence[AgentMessage],
+        *,
+        previous_summary: str | None,
+        instructions: str | None,
+    ) -> str:
+        conversation = serialize_conversation(messages)
+        if kind == "turn_prefix":
+            return build_turn_prefix_prompt(conversation)
+        return build_history_prompt(
+            conversation, previous_summary=previous_summary, custom_instructions=instructions
+        )
+
+    def _larger_cap(self, text: str, max_tokens: int) -> int | None:
+        """Up to twice ``max_tokens`` when the window has room for it beside ``text``, else ``None``."""
+        room = self._window - _tokens(SUMMARIZATION_SYSTEM_PROMPT) - _tokens(text) - _REQUEST_MARGIN_TOKENS
+        larger = min(2 * max_tokens, room)
+        return larger if larger > max_tokens else None
+
+    async def _request(
+        self,
+        kind: RequestKind,
+        messages: Sequence[AgentMessage],
+        *,
+        previous_summary: str | None,
+        instructions: str | None,
+        abort: anyio.Event | None,
+        attempts: int = 1,
+        depth: int = 0,
+    ) -> str:
+        """
+        One summary of ``messages`` with D10's rules: ``attempts`` tries for ordinary failures (1 in
+        default mode, as pi; 3 in safeguard mode, as OpenClaw), one larger output
+        cap for a cut-off reply, and for an overflow a split (or a cut of a lone message) instead of a
+        resend; a lone message that cannot be made to fit is left out with a note.
+        """
+        budget = self._budget
+        max_tokens = budget.summary_max_tokens if kind == "history" else budget.turn_prefix_max_tokens
+        purpose = "compaction" if kind == "history" else "compaction-turn-prefix"
+        text = self._request_text(
+            kind, messages, previous_summary=previous_summary, instructions=instructions
+        )
+        last: CompactionError
+        grown = False
+        failures = 0
+        while True:
+            try:
+                return await self._complete(text, max_tokens=max_tokens, abort=abort, purpose=purpose)
+            except CompactionCancelled:
+                raise
+            except _SummaryOverflowError as err:
+                last = err
+                break  # never resent unchanged (D10)
+            except _SummaryCutOffError as err:
+                last = err
+                larger = None if grown else self._larger_cap(text, max_tokens)
+                if larger is None:
+                    break  # smaller input instead
+                max_tokens, grown = larger, True
+            except (ModelClientError, CompactionError):
+                failures += 1
+                if failures >= attempts:
+                    raise
+                await self._clock.sleep(min(5.0, 0.5 * 2 ** (failures - 1)))
+        if depth >= _MAX_SHRINK_DEPTH:
+            if isinstance(last, _SummaryOverflowError) and len(messages) == 1:
+                note = _omitted_note(messages[0])
+                return f"{previous_summary}\n\n{note}" if previous_summary else note
+            raise last
+        if len(messages) > 1:
+            first, second = _halves(messages)
+            if kind == "turn_prefix":
+                head = await self._request(
+                    kind,
+                    first,
+                    previous_summary=None,
+                    instructions=instructions,
+                    abort=abort,
+                    attempts=attempts,
+                    depth=depth + 1,
+                )
+                tail = await self._request(
+                    kind,
+                    second,
+                    previous_summary=None,
+                    instructions=instructions,
+                    abort=abort,
+                    attempts=attempts,
+                    depth=depth + 1,
+                )
+                return f"{head}\n\n{tail}"
+            summary = await self._request(
+                kind,
+                first,
+                previous_summary=previous_summary,
+                instructions=instructions,
+                abort=abort,
+                attempts=attempts,
+                depth=depth + 1,
+            )
+            return await self._request(
+                kind,
+                second,
+                previous_summary=summary,
+                instructions=instructions,
+                abort=abort,
+                attempts=attempts,
+                depth=depth + 1,
+            )
+        cut = _cut_in_half(messages[0])
+        if cut is None:
+            raise last  # a short message that does not fit: the request itself is the problem
+        return await self._request(
+            kind,
+            [cut],
+            previous_summary=previous_summary,
+            instructions=instructions,
+            abort=abort,
+            attempts=attempts,
+            depth=depth + 1,
+        )
 
     # ------------------------------------------------------------------ default mode (pi)
 
@@ -154,27 +372,25 @@ class LlmSummarizer:
     ) -> str:
         """
         pi's ``generateSummary``: ``maxTokens = floor(0.8 * reserveTokens)``, at most a quarter of
-        ``window - effectiveReserve`` (DESIGN D9).
+        ``window - effectiveReserve`` (DESIGN D9); one request when it fits, else D10's split.
         """
-        text = build_history_prompt(
-            serialize_conversation(messages),
+        return await self._request(
+            "history",
+            messages,
             previous_summary=previous_summary,
-            custom_instructions=custom_instructions,
+            instructions=custom_instructions,
+            abort=abort,
         )
-        max_tokens = self._budget.summary_max_tokens
-        return await self._complete(text, max_tokens=max_tokens, abort=abort, purpose="compaction")
 
     async def turn_prefix_summary(
         self, messages: Sequence[AgentMessage], *, abort: anyio.Event | None = None
     ) -> str:
         """
         pi's ``generateTurnPrefixSummary``: ``maxTokens = floor(0.5 * reserveTokens)``, at most an
-        eighth of ``window - effectiveReserve`` (DESIGN D9).
+        eighth of ``window - effectiveReserve`` (DESIGN D9); one request when it fits, else D10's split.
         """
-        text = build_turn_prefix_prompt(serialize_conversation(messages))
-        max_tokens = self._budget.turn_prefix_max_tokens
-        return await self._complete(
-            text, max_tokens=max_tokens, abort=abort, purpose="compaction-turn-prefix"
+        return await self._request(
+            "turn_prefix", messages, previous_summary=None, instructions=None, abort=abort
         )
 
     async def default_summary(
@@ -224,6 +440,18 @@ class LlmSummarizer:
 
     # ------------------------------------------------------------------ safeguard mode (OpenClaw)
 
+    def _chunk_budget(self, messages: Sequence[AgentMessage], *, instructions: str | None) -> int:
+        """
+        Serialised tokens one chunk may carry (D10): what one request holds beside the prompt, a
+        chained previous summary and the reply (:func:`max_chunk_tokens` with ``room``).
+        """
+        prompt = build_history_prompt("", previous_summary="-", custom_instructions=instructions)
+        fixed = _tokens(SUMMARIZATION_SYSTEM_PROMPT) + _tokens(prompt) + _REQUEST_MARGIN_TOKENS
+        room = self._window - fixed - 2 * self._budget.summary_max_tokens
+        return max_chunk_tokens(
+            messages, context_window=self._window, room=room, token_counter=_serialized_tokens
+        )
+
     async def _generate(
         self,
         messages: Sequence[AgentMessage],
@@ -231,22 +459,26 @@ class LlmSummarizer:
         instructions: str | None,
         previous_summary: str | None,
         abort: anyio.Event | None,
+        final: bool,
     ) -> str:
-        """One summary request with up to 3 attempts (OpenClaw ``summarizeChunks``)."""
-        last: Exception | None = None
-        for attempt in range(_ATTEMPTS):
-            try:
-                return await self.history_summary(
-                    messages, previous_summary=previous_summary, custom_instructions=instructions, abort=abort
-                )
-            except CompactionCancelled:
-                raise
-            except (ModelClientError, CompactionError) as err:
-                last = err
-                if attempt < _ATTEMPTS - 1:
-                    await self._clock.sleep(min(5.0, 0.5 * 2**attempt))
-        assert last is not None
-        raise last
+        """
+        One chunk's summary with up to 3 attempts (OpenClaw ``summarizeChunks``) and D10's splits.
+        A non-final result is kept for the quality guard's retry, which only redoes the final step.
+        """
+        key = (tuple(map(id, messages)), previous_summary)
+        if not final and key in self._partials:
+            return self._partials[key]
+        summary = await self._request(
+            "history",
+            messages,
+            previous_summary=previous_summary,
+            instructions=instructions,
+            abort=abort,
+            attempts=_ATTEMPTS,
+        )
+        if not final:
+            self._partials[key] = summary
+        return summary
 
     async def _summarize_chunks(
         self,
@@ -255,14 +487,20 @@ class LlmSummarizer:
         instructions: str | None,
         previous_summary: str | None,
         abort: anyio.Event | None,
+        final: bool = True,
     ) -> str:
         if not messages:
             return previous_summary or "No prior history."
-        budget = max_chunk_tokens(messages, context_window=self._window)
+        budget = self._chunk_budget(messages, instructions=instructions)
+        chunks = chunk_messages_by_max_tokens(messages, max_tokens=budget, token_counter=_serialized_tokens)
         summary = previous_summary
-        for chunk in chunk_messages_by_max_tokens(messages, max_tokens=budget):
+        for index, chunk in enumerate(chunks):
             summary = await self._generate(
-                chunk, instructions=instructions, previous_summary=summary, abort=abort
+                chunk,
+                instructions=instructions,
+                previous_summary=summary,
+                abort=abort,
+                final=final and index == len(chunks) - 1,
             )
         return summary or "No prior history."
 
@@ -273,10 +511,15 @@ class LlmSummarizer:
         instructions: str | None,
         previous_summary: str | None,
         abort: anyio.Event | None,
+        final: bool = True,
     ) -> str:
         try:
             return await self._summarize_chunks(
-                messages, instructions=instructions, previous_summary=previous_summary, abort=abort
+                messages,
+                instructions=instructions,
+                previous_summary=previous_summary,
+                abort=abort,
+                final=final,
             )
         except CompactionCancelled:
             raise
@@ -285,7 +528,11 @@ class LlmSummarizer:
             if not plan.small_messages or len(plan.small_messages) == len(messages):
                 raise
         summary = await self._summarize_chunks(
-            plan.small_messages, instructions=instructions, previous_summary=previous_summary, abort=abort
+            plan.small_messages,
+            instructions=instructions,
+            previous_summary=previous_summary,
+            abort=abort,
+            final=final,
         )
         return summary + "\n\n" + "\n".join(plan.oversized_notes)
 
@@ -301,12 +548,13 @@ class LlmSummarizer:
     ) -> str:
         """
         OpenClaw's ``summarizeInStages`` (spec §5.5): one pass when the messages fit a chunk,
-        otherwise token-share chunks summarised independently and merged by a final call.
+        otherwise token-share chunks summarised independently and merged by a final call. Sizes are
+        those of the serialised text sent (D10).
         """
         if not messages:
             return previous_summary or "No prior history."
-        budget = max_chunk_tokens(messages, context_window=self._window)
-        total = sum(estimate_tokens(message) for message in messages)
+        budget = self._chunk_budget(messages, instructions=instructions)
+        total = sum(_serialized_tokens(message) for message in messages)
         chunks = (
             split_messages_by_token_share(messages, parts=parts)
             if parts > 1 and len(messages) >= max(2, min_messages_for_split) and total > budget
@@ -318,7 +566,7 @@ class LlmSummarizer:
             )
         partials = [
             await self._summarize_with_fallback(
-                chunk, instructions=instructions, previous_summary=None, abort=abort
+                chunk, instructions=instructions, previous_summary=None, abort=abort, final=False
             )
             for chunk in chunks
         ]
@@ -362,7 +610,8 @@ class LlmSummarizer:
 
         The previous summary is prepended as a ``<previous-compaction-summary>`` message to
         re-distil. When the audit fails (and retries remain) the request is repeated with feedback;
-        a failing retry keeps the last good summary.
+        a failing retry keeps the last good summary. A retry redoes only the final request (the last
+        chunk or the merge): the summaries of earlier chunks are reused (DESIGN D10).
         """
         settings = self._settings
         policy = settings.identifier_policy
