@@ -39,6 +39,7 @@ from sessionkeeper.transcript import (
     entry_to_builtins,
 )
 from sessionkeeper.transcript._codec import encode_header
+from sessionkeeper.transcript._copy import relink_kept_entries
 from sessionkeeper.transcript._manager import TranscriptManager, uuid7
 from sessionkeeper.transcript._time import iso_from_ms
 
@@ -120,10 +121,11 @@ def build_successor_entries(
     compaction's ``firstKeptEntryId`` is its own id), context markers between that assistant and the
     first kept entry, all but the latest ``model_change`` / ``thinking_level_change`` /
     ``session_info`` before the compaction, later copies of a long user turn repeated within 60 s,
-    and labels of dropped entries. Parents are re-linked past dropped entries, thinking signatures
-    are stripped from kept pre-compaction messages, the compaction's ``firstKeptEntryId`` points at
-    the preserved assistant when there is one, and entries are written depth-first with the active
-    branch last (so the leaf on reload is the active leaf).
+    and labels of dropped entries. Parents and ``firstKeptEntryId`` are re-linked past dropped entries
+    by the copy rule every copy shares (:func:`~sessionkeeper.transcript._copy.relink_kept_entries`),
+    thinking signatures are stripped from kept pre-compaction messages, the compaction's
+    ``firstKeptEntryId`` points at the preserved assistant when there is one, and entries are written
+    depth-first with the active branch last (so the leaf on reload is the active leaf).
 
     Args:
         all_entries: Every entry of the transcript, in file order.
@@ -199,17 +201,10 @@ def build_successor_entries(
 
     by_id = {entry.id: entry for entry in all_entries}
     kept: list[TranscriptEntry] = []
-    for entry in all_entries:
-        if entry.id in removed:
-            continue
-        parent = entry.parent_id
-        while parent is not None and parent in removed:
-            found = by_id.get(parent)
-            parent = found.parent_id if found is not None else None
-        item = entry if parent == entry.parent_id else _with(entry, parentId=parent)
-        if entry.id in kept_before:
+    for item in relink_kept_entries(all_entries, removed, by_id):  # the one copy rule (transcript._copy)
+        if item.id in kept_before:
             item = _strip_thinking_signatures(item)
-        if entry.id == compaction.id and preserved_index >= 0 and not hardened:
+        if item.id == compaction.id and preserved_index >= 0 and not hardened:
             item = _with(item, firstKeptEntryId=branch[preserved_index].id)
         kept.append(item)
     return _order(

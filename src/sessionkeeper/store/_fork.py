@@ -37,6 +37,7 @@ from sessionkeeper.store._fork_size import (
 )
 from sessionkeeper.store._store import SessionStore
 from sessionkeeper.transcript import CURRENT_SESSION_VERSION, TranscriptManager, is_locked, read_lock_owner
+from sessionkeeper.transcript._copy import copy_path
 
 
 __all__ = ("ParentForkResult", "apply_parent_fork", "fork_transcript_lines")
@@ -132,7 +133,7 @@ def fork_transcript_lines(
     positions = index.path_positions(transcript.leaf_id)
     if not any(_is_reply(index.line_bytes(pos)) for pos in positions if index.kinds[pos] == "message"):
         return lines
-    lines.extend(index.line_bytes(pos) for pos in positions)
+    lines.extend(copy_path(index, positions)[1])  # the one copy rule; labels stay, so nothing is re-linked
     path_ids = {entry_id for entry_id in (index.ids[pos] for pos in positions) if entry_id is not None}
     taken = set(path_ids)
     parent = index.ids[positions[-1]]

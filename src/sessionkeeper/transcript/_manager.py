@@ -28,6 +28,7 @@ from sessionkeeper._fs import check_safe_name
 from sessionkeeper.exceptions import EntryNotFoundError, TranscriptChangedError, TranscriptFormatError
 from sessionkeeper.transcript._codec import encode_entry, encode_header, entry_from_json
 from sessionkeeper.transcript._context import SessionContext
+from sessionkeeper.transcript._copy import copy_path
 from sessionkeeper.transcript._diagnostics import TranscriptDiagnostics
 from sessionkeeper.transcript._entries import (
     CURRENT_SESSION_VERSION,
@@ -973,9 +974,12 @@ class TranscriptManager:
 
         Label entries on the path are left out; then one fresh ``label`` entry per label whose target is
         on the path is chained after the last path entry, keeping the label's original timestamp (pi
-        0.73.1). Path entries are copied byte for byte. The header gets a new UUID v7 session id, this
-        transcript's ``cwd`` and ``parentSession`` = this file's path (absent for in-memory sources).
-        Written at once, whatever the content (D7).
+        0.73.1). Path entries are copied byte for byte, except that an entry whose parent was a label
+        gets the nearest copied ancestor and a compaction whose ``firstKeptEntryId`` was a label the
+        next copied entry after it (deviation ``fork-keeps-context``, :mod:`._copy`): the new
+        session's context at its leaf equals this one's at ``leaf_id``, always. The header gets a new
+        UUID v7 session id, this transcript's ``cwd`` and ``parentSession`` = this file's path (absent
+        for in-memory sources). Written at once, whatever the content (D7).
 
         Args:
             leaf_id: Last entry to copy.
@@ -988,7 +992,7 @@ class TranscriptManager:
         """
         if leaf_id not in self._index.by_id:
             raise EntryNotFoundError(leaf_id)
-        positions = [p for p in self._index.path_positions(leaf_id) if self._index.kinds[p] != "label"]
+        positions = self._index.path_positions(leaf_id)
         return await self._new_session_from(positions, path=path, session_id=session_id)
 
     async def clone(
@@ -1024,14 +1028,12 @@ class TranscriptManager:
         header = self._new_header(now, cwd=self.cwd, session_id=session_id, parent_session=parent_session)
         target = Path(path) if path is not None else None
         new_index = TranscriptIndex.empty(header, path=target)
-        lines: list[bytes] = []
-        for pos in positions:
-            line = index.line_bytes(pos)
-            new_index.add(index.entry_at(pos), line)
-            lines.append(line)
-        path_ids = {index.ids[p] for p in positions if index.ids[p] is not None}
-        parent: str | None = index.ids[positions[-1]] if positions else None
-        taken: set[str] = {i for i in path_ids if i is not None}
+        copied, lines = copy_path(index, positions, leave_out=lambda kind: kind == "label")
+        for entry, line in zip(copied, lines, strict=True):
+            new_index.add(entry, line)
+        path_ids = {entry.id for entry in copied}
+        parent: str | None = copied[-1].id if copied else None
+        taken: set[str] = set(path_ids)
         for target_id, label in index.labels.items():
             if target_id not in path_ids:
                 continue
