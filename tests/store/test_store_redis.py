@@ -205,3 +205,55 @@ def test_no_server_skips_with_the_reason_but_fails_under_ci(monkeypatch: pytest.
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match="CI must not skip the Redis tests"):
         _servers.require_redis()
+
+
+async def test_connections_the_server_closed_are_reopened(redis_prefix: tuple[str, str]) -> None:
+    # a Redis restart or CLIENT KILL closes the client's connections; the next operations must reconnect
+    # instead of failing with StoreUnavailableError
+    url, prefix = redis_prefix
+    async with _backend(url, prefix, store_id="killed") as b:
+        await b.put("k", SessionEntry(session_id="s1"))
+        await b.put("gone", SessionEntry(session_id="s0"))
+        admin = redis.Redis.from_url(url)
+        try:
+            for kind in ("get", "put", "delete", "transaction"):
+                ids = [c["id"] for c in admin.client_list() if c["name"] == "sessionkeeper:killed"]
+                assert ids
+                for client_id in ids:
+                    admin.client_kill_filter(_id=client_id)
+                if kind == "get":
+                    assert await b.get("k") == SessionEntry(session_id="s1")
+                elif kind == "put":
+                    await b.put("k", SessionEntry(session_id="s2"))
+                elif kind == "delete":
+                    assert await b.delete("gone") is True
+                else:
+                    assert await b.transaction(list) == ["k"]
+        finally:
+            admin.close()
+        assert await b.load_all() == {"k": SessionEntry(session_id="s2")}
+
+
+async def test_a_write_sent_again_after_a_lost_reply_is_applied_once(redis_prefix: tuple[str, str]) -> None:
+    # the same script call (same write id) arriving twice, as when the reply to the first was lost
+    url, prefix = redis_prefix
+    async with _backend(url, prefix) as b:
+        await b.put("k", SessionEntry(session_id="s1"))
+        base = f"{prefix}{{default}}:"
+        cas_keys = [base + "e:k", base + "index", base + "seq", base + "version"]
+        cas_args = ["k", 1, '{"sessionId":"s1","label":"once"}', 0, "write-1"]
+        first = await b._scripts["cas"](keys=cas_keys, args=cas_args)
+        again = await b._scripts["cas"](keys=cas_keys, args=cas_args)
+        assert first == again == [1, 2]  # not "stale" (revision 2 is not 1), not revision 3
+        apply_keys = [base + "index", base + "seq", base + "version", base + "applied"]
+        version = int(await b._client.get(base + "version"))  # type: ignore[union-attr]
+        apply_args = [base + "e:", str(version), 0, "apply-1", 0, "new", '{"sessionId":"n1"}']
+        assert await b._scripts["apply"](keys=apply_keys, args=apply_args) == 1
+        assert await b._scripts["apply"](keys=apply_keys, args=apply_args) == 1  # done, not "moved"
+        assert int(await b._client.get(base + "version")) == version + 1  # type: ignore[union-attr]
+        delete_keys = [base + "e:new", base + "index", base + "version", base + "deleted"]
+        assert await b._scripts["delete"](keys=delete_keys, args=["new", "delete-1"]) == 1
+        assert await b._scripts["delete"](keys=delete_keys, args=["new", "delete-1"]) == 1
+        assert await b._scripts["delete"](keys=delete_keys, args=["new", "delete-2"]) == 0
+        assert await b.load_all() == {"k": SessionEntry(session_id="s1", label="once")}
+        assert (await b.get_with_revision("k")).revision == 2  # type: ignore[union-attr]

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
 
@@ -58,10 +59,15 @@ R = TypeVar("R")
 _log = logging.getLogger("sessionkeeper.store")
 
 _ABSENT: Final = -1
+_ATTEMPTS: Final = 3
 
 # KEYS: entry, index, seq, version. ARGV: session key, expected revision (-1: absent, "*": any), text,
-# ttl ms (0: none). Returns {1, new revision} or {0, current revision (-1: absent)}.
+# ttl ms (0: none), write id. Returns {1, new revision} or {0, current revision (-1: absent)}. A write id
+# already stored means this very write was applied (a retry after a lost reply): success, nothing redone.
 _CAS: Final = """
+if redis.call('HGET', KEYS[1], 'wid') == ARGV[5] then
+  return {1, tonumber(redis.call('HGET', KEYS[1], 'rev'))}
+end
 local cur = redis.call('HGET', KEYS[1], 'rev')
 local curn = -1
 if cur then curn = tonumber(cur) end
@@ -70,14 +76,14 @@ local newrev = curn
 if cur then
   if redis.call('HGET', KEYS[1], 'text') ~= ARGV[3] then
     newrev = curn + 1
-    redis.call('HSET', KEYS[1], 'text', ARGV[3], 'rev', newrev)
+    redis.call('HSET', KEYS[1], 'text', ARGV[3], 'rev', newrev, 'wid', ARGV[5])
     redis.call('INCR', KEYS[4])
   end
 else
   local seq = redis.call('INCR', KEYS[3])
   redis.call('ZADD', KEYS[2], seq, ARGV[1])
   newrev = 1
-  redis.call('HSET', KEYS[1], 'text', ARGV[3], 'rev', 1)
+  redis.call('HSET', KEYS[1], 'text', ARGV[3], 'rev', 1, 'wid', ARGV[5])
   redis.call('INCR', KEYS[4])
 end
 local ttl = tonumber(ARGV[4])
@@ -85,11 +91,16 @@ if ttl > 0 then redis.call('PEXPIRE', KEYS[1], ttl) else redis.call('PERSIST', K
 return {1, newrev}
 """
 
-# KEYS: entry, index, version. ARGV: session key. Returns 1 if the entry existed.
+# KEYS: entry, index, version, done marker. ARGV: session key, write id. Returns 1 if the entry existed
+# (also on a retry of a delete that removed it: the done marker keeps the answer for a minute).
 _DELETE: Final = """
+if redis.call('GET', KEYS[4]) == ARGV[2] then return 1 end
 local n = redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
-if n > 0 then redis.call('INCR', KEYS[3]) end
+if n > 0 then
+  redis.call('INCR', KEYS[3])
+  redis.call('SET', KEYS[4], ARGV[2], 'PX', 60000)
+end
 return n
 """
 
@@ -110,12 +121,14 @@ end
 return {redis.call('GET', KEYS[2]) or '0', out}
 """
 
-# KEYS: index, seq, version. ARGV: entry key prefix, expected version, ttl ms, number of removals, the
-# removed keys, then (key, text) pairs to write. Returns 1, or 0 when the version moved (nothing written).
+# KEYS: index, seq, version, last apply id. ARGV: entry key prefix, expected version, ttl ms, write id,
+# number of removals, the removed keys, then (key, text) pairs to write. Returns 1 (also on a retry of an
+# apply that was done), or 0 when the version moved (nothing written).
 _APPLY: Final = """
+if redis.call('GET', KEYS[4]) == ARGV[4] then return 1 end
 if (redis.call('GET', KEYS[3]) or '0') ~= ARGV[2] then return 0 end
-local i = 5
-for _ = 1, tonumber(ARGV[4]) do
+local i = 6
+for _ = 1, tonumber(ARGV[5]) do
   redis.call('DEL', ARGV[1] .. ARGV[i])
   redis.call('ZREM', KEYS[1], ARGV[i])
   i = i + 1
@@ -138,6 +151,7 @@ while i <= #ARGV do
   i = i + 2
 end
 redis.call('INCR', KEYS[3])
+redis.call('SET', KEYS[4], ARGV[4], 'PX', 60000)
 return 1
 """
 
@@ -157,7 +171,8 @@ class RedisStoreBackend:
         ttl_s: Time to live of an entry, in seconds, set again at every write of it (default ``None``:
             entries never expire).
         client: A ``redis.asyncio.Redis`` to use instead of opening one from ``url`` (bytes replies, i.e.
-            ``decode_responses=False``). Not closed by :meth:`aclose`.
+            ``decode_responses=False``). Not closed by :meth:`aclose`. A client opened from ``url`` is
+            named ``sessionkeeper:<store_id>`` (``CLIENT LIST``).
         read_only: Writes raise :class:`~sessionkeeper.exceptions.StoreError` (reads may still drop the
             expired members of the order index).
 
@@ -202,9 +217,14 @@ class RedisStoreBackend:
         self._index = base + "index"
         self._seq = base + "seq"
         self._version = base + "version"
+        self._deleted = base + "deleted"
+        self._applied = base + "applied"
         self._ttl_ms = 0 if ttl_s is None else max(1, round(ttl_s * 1000))
         self._scripts: dict[str, Any] = {}
         self.where = f"redis:{base}"
+        self.client_name = "sessionkeeper:" + "".join(
+            c if c.isalnum() or c in "-_.:" else "_" for c in store_id
+        )
 
     def __repr__(self) -> str:
         target = redact_url(self.url) if self.url is not None else "client"
@@ -240,7 +260,7 @@ class RedisStoreBackend:
                 ) from err
             if self._client is None:
                 assert self.url is not None
-                self._client = Redis.from_url(self.url, decode_responses=False)
+                self._client = Redis.from_url(self.url, decode_responses=False, client_name=self.client_name)
             client = self._client
             self._scripts = {
                 name: client.register_script(text)
@@ -259,24 +279,47 @@ class RedisStoreBackend:
         except (exceptions.ConnectionError, exceptions.TimeoutError) as err:
             raise StoreUnavailableError(f"{self.where}: {err}") from err
 
+    async def _call(self, make: Callable[[], Awaitable[R]]) -> R:
+        """
+        One server call, sent again (up to twice) when the connection broke: redis-py reconnects, and
+        every write carries a write id, so a write whose reply was lost is not applied twice.
+        """
+        from redis import exceptions  # noqa: PLC0415 - the optional extra, imported on first use
+
+        for attempt in range(_ATTEMPTS):
+            try:
+                return await make()
+            except (exceptions.ConnectionError, exceptions.TimeoutError) as err:
+                if attempt == _ATTEMPTS - 1:
+                    raise
+                _log.info(
+                    "redis call retried after %s", err, extra={"store": self.where, "attempt": attempt + 1}
+                )
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _apply(self, args: list[Any]) -> bool:
+        keys = [self._index, self._seq, self._version, self._applied]
+        return bool(await self._call(lambda: self._scripts["apply"](keys=keys, args=args)))
+
     def _entry_key(self, session_key: str) -> str:
         return self._entry_prefix + session_key
 
     async def _cas(self, session_key: str, text: str, expected: int | str) -> tuple[bool, int]:
         keys = [self._entry_key(session_key), self._index, self._seq, self._version]
-        ok, revision = await self._scripts["cas"](keys=keys, args=[session_key, expected, text, self._ttl_ms])
+        args = [session_key, expected, text, self._ttl_ms, uuid.uuid4().hex]
+        ok, revision = await self._call(lambda: self._scripts["cas"](keys=keys, args=args))
         return bool(ok), int(revision)
 
     async def _read(self, client: Redis, session_key: str) -> RevisionedEntry | None:
-        text, revision = await client.hmget(self._entry_key(session_key), ["text", "rev"])
+        text, revision = await self._call(lambda: client.hmget(self._entry_key(session_key), ["text", "rev"]))
         if text is None or revision is None:
             return None
         entry = decode_entry_text(session_key, text, where=self.where)
         return RevisionedEntry(entry=entry, revision=int(revision))
 
     async def _load(self, mode: str) -> tuple[str, list[bytes]]:
-        version, items = await self._scripts["load"](
-            keys=[self._index, self._version], args=[self._entry_prefix, mode]
+        version, items = await self._call(
+            lambda: self._scripts["load"](keys=[self._index, self._version], args=[self._entry_prefix, mode])
         )
         return version.decode() if isinstance(version, bytes) else str(version), list(items)
 
@@ -398,8 +441,9 @@ class RedisStoreBackend:
             return False
 
         async def body(_client: Redis) -> bool:
-            keys = [self._entry_key(session_key), self._index, self._version]
-            return bool(await self._scripts["delete"](keys=keys, args=[session_key]))
+            keys = [self._entry_key(session_key), self._index, self._version, self._deleted]
+            args = [session_key, uuid.uuid4().hex]
+            return bool(await self._call(lambda: self._scripts["delete"](keys=keys, args=args)))
 
         return await self._run(body, write=True)
 
@@ -421,11 +465,18 @@ class RedisStoreBackend:
                 for key, entry in upserts.items():
                     check_entry(key, entry)
                     check_key(key, nul_ok=True, backend="Redis")
-                args: list[Any] = [self._entry_prefix, version, self._ttl_ms, len(removals), *removals]
+                write_id = uuid.uuid4().hex
+                args: list[Any] = [
+                    self._entry_prefix,
+                    version,
+                    self._ttl_ms,
+                    write_id,
+                    len(removals),
+                    *removals,
+                ]
                 for key, entry in upserts.items():
                     args += [key, encode_entry_text(entry)[0]]
-                keys = [self._index, self._seq, self._version]
-                if await self._scripts["apply"](keys=keys, args=args):
+                if await self._apply(args):
                     return result
                 _log.debug(
                     "store transaction retried: the store changed meanwhile", extra={"store": self.where}
