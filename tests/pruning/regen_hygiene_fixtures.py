@@ -343,7 +343,10 @@ def cases() -> list[dict[str, Any]]:
         ("google", "google-generative-ai", "google", "gemini-2.5-pro"),
     )
     for family, api, provider, model in families:
-        contexts = [("messy", [message_to_builtins(m) for m in messy])]
+        contexts = [
+            ("messy", [message_to_builtins(m) for m in messy]),
+            ("malformed-calls", malformed_calls()),
+        ]
         for label, messages in contexts:
             out.append(
                 {
@@ -410,6 +413,60 @@ POLICY_PROVIDERS: dict[str, tuple[str, ...]] = {
         "other",
     ),
 }
+
+
+def malformed_calls() -> list[dict[str, Any]]:
+    """
+    Tool-call blocks our records cannot hold (issue 11): no ``arguments``, ``input`` instead, extra
+    fields, unfinished ``partialJson``, untrimmed names, an arg-less call in a signed thinking turn.
+    Each such message is an ``UnknownMessage`` on our side; OpenClaw drops only the bad calls.
+    """
+
+    def raw(message: Any, **blocks: Any) -> dict[str, Any]:
+        out = message_to_builtins(message)
+        out["content"] = blocks["content"]
+        return out
+
+    def text(value: str, **extra: Any) -> dict[str, Any]:
+        return {"type": "text", "text": value, **extra}
+
+    def tool(call_id: str, name: str = "read", **fields: Any) -> dict[str, Any]:
+        return {"type": "toolCall", "id": call_id, "name": name, **fields}
+
+    shell = assistant("x", stop="toolUse")
+    return [
+        message_to_builtins(user("go")),
+        raw(shell, content=[text("calling"), tool("a1", " read "), tool("a2", arguments={"p": 1})]),
+        message_to_builtins(result("a1", "r1")),
+        message_to_builtins(result("a2", "r2")),
+        raw(
+            shell,
+            content=[
+                tool("b1", " grep ", arguments={"q": "x"}, partialArgs='{"q"'),
+                tool("b2", arguments={}, extra=5),
+                tool("b3", arguments={}, partialJson='{"q": '),
+            ],
+        ),
+        message_to_builtins(result("b1", "r3", name="grep")),
+        message_to_builtins(result("b2", "r4")),
+        message_to_builtins(result("b3", "r5")),
+        raw(shell, content=[tool("c1", input={"p": 2})]),
+        message_to_builtins(result("c1", "r6")),
+        raw(shell, content=[tool("d1")]),  # only an arg-less call: the turn goes
+        message_to_builtins(result("d1", "r7")),
+        raw(
+            shell,
+            content=[
+                {"type": "thinking", "thinking": "t", "thinkingSignature": "sig"},
+                tool("e1", arguments={}),
+                tool("e2"),
+            ],
+        ),
+        message_to_builtins(result("e1", "r8")),
+        message_to_builtins(result("e2", "r9")),
+        raw(assistant("x"), content=[text("done", extraText=1)]),
+        message_to_builtins(user("next")),
+    ]
 
 
 def sample_messages(name: str) -> list[dict[str, Any]]:

@@ -31,7 +31,7 @@ from sessionkeeper.pruning import (
     validate_gemini_turns,
 )
 from sessionkeeper.transcript import message_from_json, message_to_builtins
-from sessionkeeper.transcript._messages import AgentMessage
+from sessionkeeper.transcript._messages import AgentMessage, UnknownMessage
 
 
 ORACLE = Path(__file__).resolve().parents[1] / "data" / "oracle"
@@ -132,9 +132,46 @@ def test_replay_policy_equals_openclaw(case: dict[str, Any]) -> None:
     assert ours.sanitize_thought_signatures == bool(theirs.get("sanitizeThoughtSignatures"))
 
 
+_SENT_FIELDS = {
+    "text": {"type", "text", "textSignature"},
+    "thinking": {"type", "thinking", "thinkingSignature", "redacted"},
+    "image": {"type", "data", "mimeType"},
+    "toolCall": {"type", "id", "name", "arguments", "thoughtSignature"},
+}
+
+
+def _as_sent(message: dict[str, Any]) -> dict[str, Any]:
+    """
+    A message as a provider is sent it: content blocks with their known fields only (``input`` stands
+    for missing ``arguments``). OpenClaw keeps extra block fields in its replay list; pi's provider
+    converters never send them, and our records do not hold them.
+    """
+    content = message.get("content")
+    if not isinstance(content, list):
+        return message
+    blocks = []
+    for block in content:
+        fields = _SENT_FIELDS.get(block.get("type")) if isinstance(block, dict) else None
+        if fields is None:
+            blocks.append(block)
+            continue
+        sent = {k: v for k, v in block.items() if k in fields}
+        if (
+            block.get("type") == "toolCall"
+            and "arguments" not in sent
+            and isinstance(block.get("input"), dict)
+        ):
+            sent["arguments"] = block["input"]
+        blocks.append(sent)
+    return {**message, "content": blocks}
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_hygiene_step_equals_openclaw(case: dict[str, Any]) -> None:
     messages = [message_from_json(m) for m in _messages(case)]
     ours = [message_to_builtins(m) for m in STEPS[case["step"]](messages, case["options"])]
     theirs = RESULTS[case["name"]]["messages"]
+    if case["name"].endswith("-malformed-calls"):  # issue 11: blocks our records cannot hold
+        assert any(isinstance(m, UnknownMessage) for m in messages)
+        theirs = [_as_sent(m) for m in theirs]
     assert ours == theirs
