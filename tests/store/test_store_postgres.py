@@ -325,3 +325,30 @@ async def test_pooled_connections_the_server_dropped_are_replaced(pg_schema: tup
         assert await b.get("k") == SessionEntry(session_id="s1")
         await b.put("k", SessionEntry(session_id="s2"))
         assert await b.get("k") == SessionEntry(session_id="s2")
+
+
+async def test_update_of_a_key_another_writer_creates_meanwhile_runs_again_on_its_entry(
+    pg_schema: tuple[str, str],
+) -> None:
+    # deviation DB-RETRY: no row to lock yet, so the insert is the check; the loser runs again on the row
+    dsn, schema = pg_schema
+    async with _backend(dsn, schema, store_id="race") as b:
+        await b.keys()  # schema created
+        seen: list[SessionEntry | None] = []
+        insert = sql.SQL(
+            "INSERT INTO {} (store_id, session_key, entry_text, entry) VALUES ('race', 'k', %s, %s::jsonb)"
+        ).format(sql.Identifier(schema, "sk_sessions"))
+
+        def fn(current: SessionEntry | None) -> SessionEntry:
+            seen.append(current)
+            if current is None:  # another worker creates the key and commits before this insert
+                text = '{"sessionId":"other","label":"first"}'
+                with psycopg.connect(dsn, autocommit=True) as conn:
+                    conn.execute(insert, (text, text))
+                return SessionEntry(session_id="mine")
+            return SessionEntry(session_id="other", label=f"{current.label}+mine")
+
+        stored = await b.update("k", fn)
+        assert seen == [None, SessionEntry(session_id="other", label="first")]
+        assert stored == await b.get("k") == SessionEntry(session_id="other", label="first+mine")
+        assert (await b.get_with_revision("k")).revision == 2  # type: ignore[union-attr]

@@ -477,7 +477,8 @@ class PostgresStoreBackend:
 
         The row is re-read under ``SELECT ... FOR UPDATE`` and written in the same transaction, so
         concurrent updates from any process are applied one after the other. ``fn`` runs while the row is
-        locked: keep it quick and free of I/O. It may run again if another writer creates the key first.
+        locked: keep it quick and free of I/O. It may run again if another writer creates the key first
+        (deviation ``DB-RETRY``).
         """
         check_key(session_key, nul_ok=False, backend="PostgreSQL")
 

@@ -381,7 +381,7 @@ class RedisStoreBackend:
         Atomically replace the entry under ``session_key`` with ``fn(current)`` (``None``: no change).
 
         Optimistic: read, run ``fn``, swap if the revision did not move; else run ``fn`` again on the newer
-        entry. Keep ``fn`` quick, free of I/O and of side effects it cannot repeat.
+        entry (deviation ``DB-RETRY``). Keep ``fn`` quick, free of I/O and of side effects it cannot repeat.
         """
         check_key(session_key, nul_ok=True, backend="Redis")
 
@@ -450,7 +450,8 @@ class RedisStoreBackend:
     async def transaction(self, fn: StoreTransaction[T]) -> T:
         """
         Run ``fn`` on a copy of the whole store and write its edits in one script, only if no other write
-        happened since the copy was read (the store's version); else ``fn`` runs again on a fresh copy.
+        happened since the copy was read (the store's version); else ``fn`` runs again on a fresh copy
+        (deviation ``DB-RETRY``).
         """
 
         async def body(_client: Redis) -> T:
