@@ -9,7 +9,12 @@ from typing import Any
 from click.testing import CliRunner
 
 from sessionkeeper.cli._main import cli
-from sessionkeeper.transcript import load_transcript, load_transcript_bytes
+from sessionkeeper.transcript import (
+    list_transcripts,
+    load_transcript,
+    load_transcript_bytes,
+    read_transcript_info,
+)
 
 
 TS = "2026-01-01T00:00:00.000Z"
@@ -96,3 +101,39 @@ def test_doctor_reports_stale_leaf_and_unreachable_first_kept(tmp_path: Path) ->
     assert "unreachable-first-kept" in result.output
     diag = load_transcript(path).diagnostics
     assert diag.stale_leaf == ("l1", "c1") and diag.unreachable_first_kept == ("c1",)
+
+
+# --------------------------------------------------------------------------- the listing (issue 15 item 10)
+
+
+def _write(path: Path, *entries: dict[str, Any]) -> None:
+    path.write_bytes(_file(*entries))
+
+
+def test_listing_reports_missing_parents_and_a_stale_leaf(tmp_path: Path) -> None:
+    _write(tmp_path / "clean.jsonl", _user("a1", None), _user("a2", "a1"), _label("l1", "a2", "a1"))
+    _write(tmp_path / "orphan.jsonl", _user("a1", None), _user("a2", "gone"))
+    _write(tmp_path / "stale.jsonl", _user("a1", None), _user("a2", "a1"), _label("l1", "a1", "a1"))
+    damage = {info.path.name: info.damage for info in list_transcripts(tmp_path)}
+    assert damage == {"clean.jsonl": (), "orphan.jsonl": ("missing-parents",), "stale.jsonl": ("stale-leaf",)}
+    info = read_transcript_info(tmp_path / "orphan.jsonl")
+    assert info is not None and info.to_json()["damage"] == ["missing-parents"]
+
+
+def test_listing_looks_up_parents_before_the_tail_window(tmp_path: Path) -> None:
+    # 2,000 entries (> the 32 KiB tail window): the window's first parent is found earlier in the file
+    entries = [_user("e0", None)] + [_user(f"e{n}", f"e{n - 1}", "x" * 40) for n in range(1, 2000)]
+    _write(tmp_path / "long.jsonl", *entries)
+    info = read_transcript_info(tmp_path / "long.jsonl")
+    assert info is not None and info.message_count is None  # the window did not cover the file
+    assert info.damage == ()
+    entries[1990] = _user("e1990", "nowhere", "x" * 40)
+    _write(tmp_path / "long.jsonl", *entries)
+    info = read_transcript_info(tmp_path / "long.jsonl")
+    assert info is not None and info.damage == ("missing-parents",)
+    assert load_transcript(tmp_path / "long.jsonl").diagnostics.missing_parents == ("e1990",)
+    # a stale handle's label at the end of a long file
+    entries[1990] = _user("e1990", "e1989", "x" * 40)
+    _write(tmp_path / "long.jsonl", *entries, _label("l1", "e5", "e5"))
+    info = read_transcript_info(tmp_path / "long.jsonl")
+    assert info is not None and info.damage == ("stale-leaf",)

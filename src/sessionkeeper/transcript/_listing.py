@@ -21,7 +21,9 @@ import anyio
 import attrs
 import msgspec
 
+from sessionkeeper.transcript._entries import key_to_json
 from sessionkeeper.transcript._index import decode_line, js_trim
+from sessionkeeper.transcript._lines import chunk_heads
 from sessionkeeper.transcript._tail import TailReader, TailRecord, parse_entry_line, read_header
 from sessionkeeper.transcript._time import parse_iso_ms
 
@@ -56,6 +58,12 @@ class TranscriptInfo:
             tail window did not cover the whole file (counting would mean reading it all).
         parent_session: The header ``parentSession`` (path of the session this one was forked from).
         size: File size in bytes.
+        damage: What other writers broke, as the loader's diagnostics name it (issue 15 item 10):
+            ``"missing-parents"`` (an entry's ``parentId`` names no entry: it is a root) and
+            ``"stale-leaf"`` (the last line is metadata off the branch of the newest message, so the
+            context leaves the newer messages out). Checked over the tail window; a parent the window
+            does not hold is looked up in the rest of the file (memory-mapped search), so missing
+            parents are exact for the window's entries. ``()`` when nothing was found.
     """
 
     path: Path
@@ -67,6 +75,7 @@ class TranscriptInfo:
     message_count: int | None
     parent_session: str | None
     size: int
+    damage: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """pi's field names: ``path, id, cwd, name, parentSessionPath, created, modified, messageCount``
@@ -81,6 +90,7 @@ class TranscriptInfo:
             "modified": self.modified_ms,
             "messageCount": self.message_count,
             "size": self.size,
+            "damage": list(self.damage),
         }
 
 
@@ -259,6 +269,8 @@ def _info(file: Path, handle: IO[bytes]) -> TranscriptInfo | None:
     else:
         created_ms = float(parse_iso_ms(found.header.timestamp))
         modified = created_ms if not math.isnan(created_ms) else st.st_mtime_ns / 1e6
+    window = [line for lines in reversed(batches) for line in lines if line]
+    damage = _damage(window, handle, found.entries_offset, None if reader.exhausted else reader.unread_end)
     cwd = raw.get("cwd")
     parent = raw.get("parentSession")
     return TranscriptInfo(
@@ -271,7 +283,68 @@ def _info(file: Path, handle: IO[bytes]) -> TranscriptInfo | None:
         message_count=messages,
         parent_session=parent if isinstance(parent, str) else None,
         size=st.st_size,
+        damage=damage,
     )
+
+
+_CONTEXT_KINDS: Final = frozenset({"message", "custom_message", "branch_summary", "compaction"})
+
+
+def _damage(window: list[bytes], handle: IO[bytes], start: int, unread_end: int | None) -> tuple[str, ...]:
+    """The loader's ``missing_parents`` and ``stale_leaf`` findings over the tail window (``window``: its
+    lines in file order); ``unread_end``: end of the part before the window, ``None`` when the window is
+    the whole file."""
+    kinds, ids, parents, _ = chunk_heads(window)
+    by_id = {entry_id: pos for pos, entry_id in enumerate(ids) if entry_id is not None}
+    found: list[str] = []
+    unresolved = {p for p in parents if p and p not in by_id}
+    if unresolved and (
+        unread_end is None or any(not _id_before(handle, start, unread_end, p) for p in unresolved)
+    ):
+        found.append("missing-parents")
+    leaf = next((pos for pos in range(len(ids) - 1, -1, -1) if ids[pos] is not None), -1)
+    if leaf >= 0 and kinds[leaf] not in _CONTEXT_KINDS:
+        newest = next(
+            (p for p in range(leaf - 1, -1, -1) if ids[p] is not None and kinds[p] in _CONTEXT_KINDS), -1
+        )
+        if newest >= 0 and by_id.get(ids[newest] or "") == newest:
+            pos, seen = leaf, {leaf}
+            while (
+                True
+            ):  # parents precede children: leaving the window or passing `newest` means off its branch
+                parent = parents[pos]
+                at = by_id.get(parent) if parent else None
+                if at is None or at < newest or at in seen:
+                    found.append("stale-leaf")
+                    break
+                if at == newest:
+                    break
+                seen.add(at)
+                pos = at
+    return tuple(found)
+
+
+def _id_before(handle: IO[bytes], start: int, end: int, entry_id: str) -> bool:
+    """Whether an entry with ``entry_id`` is in ``[start, end)`` (line-aligned), searching backwards for its
+    JSON string and parsing each line that holds it."""
+    needle = msgspec.json.encode(key_to_json(entry_id))
+    if end - start <= _MMAP_FROM:
+        handle.seek(start)
+        return _id_in(handle.read(end - start), 0, end - start, needle, entry_id)
+    with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as view:
+        return _id_in(view, start, end, needle, entry_id)
+
+
+def _id_in(view: bytes | mmap.mmap, start: int, end: int, needle: bytes, entry_id: str) -> bool:
+    stop = end
+    while (hit := view.rfind(needle, start, stop)) >= 0:
+        line_start = view.rfind(b"\n", start, hit) + 1 or start
+        line_end = view.find(b"\n", hit, end)
+        record = parse_entry_line(view[line_start : line_end if line_end >= 0 else end])
+        if record is not None and record.entry_id == entry_id:
+            return True
+        stop = line_start
+    return False
 
 
 def list_transcripts(directory: Path | str) -> list[TranscriptInfo]:
