@@ -11,8 +11,19 @@ from click.testing import CliRunner
 
 from sessionkeeper.cli._main import cli
 from sessionkeeper.cli._prune import parse_now
-from sessionkeeper.pruning import build_cache_ttl_entry
-from sessionkeeper.transcript import entry_to_builtins, load_transcript, message_from_json
+from sessionkeeper.pruning import (
+    PRUNE_RECORD_CUSTOM_TYPE,
+    SoftTrimSettings,
+    build_cache_ttl_entry,
+    prune_record_data,
+)
+from sessionkeeper.transcript import (
+    CustomEntry,
+    ToolResultMessage,
+    entry_to_builtins,
+    load_transcript,
+    message_from_json,
+)
 
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -34,6 +45,7 @@ def test_json_shape_and_file_untouched(tmp_path: Path) -> None:
         "changed",
         "softTrimmed",
         "hardCleared",
+        "reapplied",
         "charsBefore",
         "charsAfter",
         "skipped",
@@ -116,3 +128,41 @@ def test_text_output_and_errors(tmp_path: Path) -> None:
 )
 def test_parse_now(text: str, ms: int) -> None:
     assert parse_now(text) == ms
+
+
+def test_earlier_prunes_recorded_in_the_file_are_shown_re_applied(tmp_path: Path) -> None:
+    """D11: the CLI sends what the runtime would, so a recorded prune is re-applied inside the TTL."""
+    stamp = 1_800_000_000_000
+    marked = _with_marker(tmp_path, stamp)
+    index = load_transcript(marked)
+    context = index.build_context()
+    call_id = next(
+        m.tool_call_id
+        for m in context.messages
+        if isinstance(m, ToolResultMessage) and sum(len(getattr(b, "text", "")) for b in m.content) > 200
+    )
+    record = CustomEntry(
+        custom_type=PRUNE_RECORD_CUSTOM_TYPE,
+        data=prune_record_data(
+            timestamp_ms=stamp - 10,
+            provider=None,
+            model_id=None,
+            soft_trimmed=[call_id],
+            hard_cleared=[],
+            soft_trim=SoftTrimSettings(max_chars=200, head_chars=50, tail_chars=50),
+            placeholder="[Old tool result content cleared]",
+        ),
+        id="c0ffee01",
+        parent_id=index.leaf_id,
+        timestamp="2027-01-15T08:00:00.000Z",
+    )
+    with marked.open("ab") as handle:
+        handle.write(json.dumps(entry_to_builtins(record)).encode() + b"\n")
+    code, out = _run(str(marked), "--context-window", "30000", "--now", str(stamp + 1000), "--json")
+    payload = json.loads(out)
+    assert code == 0 and payload["skipped"] == "ttl-not-expired"
+    assert payload["reapplied"] == [call_id] and payload["changed"] is True
+    sent = next(m for m in payload["messages"] if m.get("toolCallId") == call_id)
+    assert "[Tool result trimmed: kept first 50 chars and last 50 chars" in sent["content"][0]["text"]
+    code, text = _run(str(marked), "--context-window", "30000", "--now", str(stamp + 1000))
+    assert f"re-applied (earlier prunes, D11): 1 {call_id}" in text

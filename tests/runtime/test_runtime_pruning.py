@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from tests import _pi_oracle
+from tests._pi_oracle import PiOracle
 from tests.runtime._runtime_helpers import make_runtime, reply, tool_call, tool_result
 
 from sessionkeeper._config import load_config
@@ -17,6 +19,7 @@ from sessionkeeper.transcript import (
     CustomMessage,
     TextContent,
     ToolResultMessage,
+    TranscriptManager,
     UnknownMessage,
     load_transcript,
     message_to_builtins,
@@ -24,6 +27,7 @@ from sessionkeeper.transcript import (
 
 
 pytestmark = pytest.mark.anyio
+pi_oracle = _pi_oracle.pi_oracle
 
 KEY = "agent:main:main"
 MODEL = ModelInfo(
@@ -183,3 +187,26 @@ async def test_no_marker_for_the_current_model_counts_as_an_expired_ttl(tmp_path
     # the same model 10 s after its marker: inside the TTL, nothing new is pruned
     same = await runtime.before_model_call(session)
     assert same.pruning is not None and same.pruning.skipped == "ttl-not-expired"
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_pi_loads_a_transcript_with_prune_records_unchanged(
+    pi_oracle: PiOracle, tmp_path: Path
+) -> None:
+    """The record is a pi ``custom`` entry: pi 0.73.1 rebuilds the same context at every leaf."""
+    runtime, _, clock = make_runtime(model=MODEL, settings=_pruning_settings(), tmp_path=tmp_path)
+    session = await runtime.open(KEY)
+    await _two_reads(runtime, session)
+    clock.advance(6 * 60)
+    plan = await runtime.before_model_call(session, prompt="summarise them")
+    assert plan.pruning is not None and plan.pruning.soft_trimmed
+    await runtime.after_turn(session, messages=[reply("summary", input_tokens=10)])
+    path = session.transcript.path
+    assert path is not None
+    manager = await TranscriptManager.open(path)
+    assert any(
+        isinstance(e, CustomEntry) and e.custom_type == PRUNE_RECORD_CUSTOM_TYPE for e in manager.entries()
+    )
+    ours = {e.id: manager.build_session_context(e.id).to_json() for e in manager.entries()}
+    assert pi_oracle.context(path, all_leaves=True) == ours

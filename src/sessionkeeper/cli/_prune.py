@@ -28,7 +28,13 @@ import click
 
 from sessionkeeper._clock import SYSTEM_CLOCK
 from sessionkeeper._config import load_config
-from sessionkeeper.pruning import Pruner, PruneResult, PruningSettings, read_last_cache_touch
+from sessionkeeper.pruning import (
+    Pruner,
+    PruneResult,
+    PruningSettings,
+    read_last_cache_touch,
+    read_prune_ledger,
+)
 from sessionkeeper.transcript import load_transcript, message_to_builtins
 
 
@@ -147,6 +153,10 @@ def prune_command(
         touch: int | None = max(1, now_ms - max(settings.ttl_ms, 1))
     else:
         touch = read_last_cache_touch(index.branch(leaf_id), provider=provider, model_id=model_id)
+    ledger = read_prune_ledger(index.entries())  # earlier prunes are re-applied, as the runtime does (D11)
+    recorded = None if ttl_expired else ledger.touch_for(provider, model_id)
+    if recorded is not None and (touch is None or recorded > touch):
+        touch = recorded
     pruner = Pruner(settings=settings, is_cache_ttl_eligible=lambda p, m, a: True)
     result = pruner.prune(
         context.messages,
@@ -156,6 +166,7 @@ def prune_command(
         model_id=model_id,
         api="anthropic-messages",
         now_ms=now_ms,
+        ledger=ledger,
     )
     if as_json:
         payload: dict[str, Any] = {
@@ -163,6 +174,7 @@ def prune_command(
             "changed": result.changed,
             "softTrimmed": list(result.soft_trimmed),
             "hardCleared": list(result.hard_cleared),
+            "reapplied": list(result.reapplied),
             "charsBefore": result.chars_before,
             "charsAfter": result.chars_after,
             "skipped": result.skipped,
@@ -177,6 +189,8 @@ def prune_command(
     click.echo(f"reason: {prune_reason(result, settings, context_window=context_window)}")
     click.echo(f"soft-trimmed: {len(result.soft_trimmed)} {' '.join(result.soft_trimmed)}".rstrip())
     click.echo(f"hard-cleared: {len(result.hard_cleared)} {' '.join(result.hard_cleared)}".rstrip())
+    if result.reapplied:
+        click.echo(f"re-applied (earlier prunes, D11): {len(result.reapplied)} {' '.join(result.reapplied)}")
     click.echo(
         f"chars: {result.chars_before} -> {result.chars_after} "
         f"(window {context_window} tokens = {context_window * 4} chars)"
