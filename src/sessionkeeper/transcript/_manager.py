@@ -63,6 +63,7 @@ from sessionkeeper.transcript._io import (
 )
 from sessionkeeper.transcript._load import TranscriptIndex, js_trim, load_transcript, new_entry_id
 from sessionkeeper.transcript._lock import SessionWriteLock, run_locked, run_locked_now
+from sessionkeeper.transcript._lock_local import ThreadSafeEvent, ThreadSafeLock
 from sessionkeeper.transcript._lock_registry import default_settings
 from sessionkeeper.transcript._lock_settings import WriteLockSettings
 from sessionkeeper.transcript._messages import (
@@ -80,18 +81,16 @@ from sessionkeeper.transcript._tree import TreeNode, build_tree
 __all__ = ("Durability", "TranscriptManager", "uuid7")
 
 
-def _new_write_lock() -> anyio.Lock:
+def _new_write_lock() -> ThreadSafeLock:
     """
-    The lock that serialises this manager's appends.
+    The lock that serialises this manager's appends, from any task, event loop or thread (issue 15
+    item 6: with ``anyio.Lock`` a manager used by two threads, each with its own ``anyio.run``, deadlocked
+    after the first append).
 
-    Uncontended, it is taken without a trip through the event loop (anyio >= 4.5 ``fast_acquire``;
-    the write checks for cancellation right after: ``checkpoint_if_cancelled`` before an inline
-    write, the worker-thread call otherwise).
+    Uncontended, it is taken without a trip through the event loop (the write checks for cancellation
+    right after: ``checkpoint_if_cancelled`` before an inline write, the worker-thread call otherwise).
     """
-    try:
-        return anyio.Lock(fast_acquire=True)
-    except TypeError:  # pragma: no cover - anyio 4.4
-        return anyio.Lock()
+    return ThreadSafeLock()
 
 
 Durability: TypeAlias = Literal["fsync", "none"]
@@ -224,7 +223,7 @@ class TranscriptManager:
         """Settings of that lock (``None``: :meth:`WriteLockSettings.from_config`, i.e. the environment)."""
         self._held_lock: SessionWriteLock | None = None
         self._holds: list[SessionWriteLock] = []  # open hold_write_lock() blocks (nested: reentrant)
-        self._holds_ended: anyio.Event | None = None  # set when the last open block ends
+        self._holds_ended: ThreadSafeEvent | None = None  # set when the last open block ends
         self._mark: FileMark | None = None  # how much of the file the index holds (see _follow)
         self._navigated = False  # branch()/reset_leaf() since the last append: do not follow the tip
 
@@ -533,7 +532,7 @@ class TranscriptManager:
                 # another task of this manager holds the lock for a run: wait for its end without
                 # the manager's write lock (its writes need it), then take the lock as above
                 if self._holds_ended is None:
-                    self._holds_ended = anyio.Event()
+                    self._holds_ended = ThreadSafeEvent()
                 ended = self._holds_ended
             with anyio.move_on_after(deadline - anyio.current_time()):
                 await ended.wait()
