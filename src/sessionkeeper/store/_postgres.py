@@ -61,11 +61,13 @@ from sessionkeeper.exceptions import (
 from sessionkeeper.store._backend import EntryUpdater, StoreTransaction, check_entry, diff_entries
 from sessionkeeper.store._entry import SessionEntry
 from sessionkeeper.store._remote import (
+    CallOrder,
     RevisionedEntry,
     check_key,
     decode_entry_text,
     encode_entry_text,
     redact_url,
+    require_asyncio,
     storable_key,
 )
 
@@ -188,6 +190,7 @@ class PostgresStoreBackend:
         self._ready = False
         self._tables = True  # read-only: False when the schema has no tables yet (an empty store)
         self._closed = False
+        self._order = CallOrder()  # calls on this instance apply in call order (docs/store.md, issue 11)
         self._init_lock: asyncio.Lock | None = None
         self._sql: dict[str, Any] = {}
         self._sql_module: Any = None
@@ -210,13 +213,7 @@ class PostgresStoreBackend:
     async def _ensure(self) -> AsyncConnectionPool[Any]:
         if self._closed:
             raise StoreError("the store backend is closed")
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            raise StoreError(
-                "PostgresStoreBackend runs on asyncio only (psycopg's async API); use a SqliteStoreBackend "
-                "or JsonFileStoreBackend under trio"
-            ) from None
+        require_asyncio("PostgresStoreBackend", "psycopg's async API")
         if self._ready and self._pool is not None:
             return self._pool
         if self._init_lock is None:
@@ -386,10 +383,20 @@ class PostgresStoreBackend:
         assert self._pool is not None
         return self._pool.connection()
 
-    async def _run(self, body: Callable[[AsyncConnection[TupleRow]], Awaitable[R]], *, write: bool) -> R:
-        """Run ``body`` on a pooled connection, mapping driver errors to ours."""
+    async def _run(
+        self, body: Callable[[AsyncConnection[TupleRow]], Awaitable[R]], *, write: bool, turn: str | None
+    ) -> R:
+        """
+        Run ``body`` on a pooled connection in its turn (``turn``: the session key, ``None``: the whole
+        store; :class:`CallOrder`), mapping driver errors to ours.
+        """
         if write and self.read_only:
             raise StoreError(f"session store {self.where} was opened read-only")
+        require_asyncio("PostgresStoreBackend", "psycopg's async API")
+        async with self._order.key(turn) if turn is not None else self._order.store():
+            return await self._run_now(body)
+
+    async def _run_now(self, body: Callable[[AsyncConnection[TupleRow]], Awaitable[R]]) -> R:
         await self._ensure()
         import psycopg  # noqa: PLC0415 - the optional extra, imported on first use
         from psycopg import errors  # noqa: PLC0415 - the optional extra, imported on first use
@@ -429,7 +436,7 @@ class PostgresStoreBackend:
             rows = await self._rows(conn, "all", self.store_id)
             return {key: decode_entry_text(key, text, where=self.where) for key, text in rows}
 
-        return await self._run(body, write=False)
+        return await self._run(body, write=False, turn=None)
 
     async def keys(self) -> list[str]:
         """Return every session key in insertion order (never reads the entries)."""
@@ -439,7 +446,7 @@ class PostgresStoreBackend:
                 return []
             return [row[0] for row in await self._rows(conn, "keys", self.store_id)]
 
-        return await self._run(body, write=False)
+        return await self._run(body, write=False, turn=None)
 
     async def get_with_revision(self, session_key: str) -> RevisionedEntry | None:
         """Return the entry under ``session_key`` with its revision (for :meth:`compare_and_swap`)."""
@@ -457,7 +464,7 @@ class PostgresStoreBackend:
                 entry=decode_entry_text(session_key, text, where=self.where), revision=int(revision)
             )
 
-        return await self._run(body, write=False)
+        return await self._run(body, write=False, turn=session_key)
 
     async def get(self, session_key: str) -> SessionEntry | None:
         """Return the entry under ``session_key``, or ``None`` (one primary-key read)."""
@@ -490,7 +497,7 @@ class PostgresStoreBackend:
                 except _Retry:
                     continue
 
-        return await self._run(body, write=True)
+        return await self._run(body, write=True, turn=session_key)
 
     async def _update_locked(
         self, conn: AsyncConnection[TupleRow], session_key: str, fn: EntryUpdater
@@ -553,7 +560,7 @@ class PostgresStoreBackend:
                 current_revision=int(now[0][1]) if now else None,
             )
 
-        return await self._run(body, write=True)
+        return await self._run(body, write=True, turn=session_key)
 
     async def delete(self, session_key: str) -> bool:
         """Remove ``session_key``; return whether it existed."""
@@ -564,7 +571,7 @@ class PostgresStoreBackend:
             cur = await conn.execute(self._sql["delete"], (self.store_id, session_key))
             return cur.rowcount > 0
 
-        return await self._run(body, write=True)
+        return await self._run(body, write=True, turn=session_key)
 
     async def transaction(self, fn: StoreTransaction[T]) -> T:
         """
@@ -582,7 +589,7 @@ class PostgresStoreBackend:
                 except _Retry:
                     continue
 
-        return await self._run(body, write=True)
+        return await self._run(body, write=True, turn=None)
 
     async def _transaction_locked(self, conn: AsyncConnection[TupleRow], fn: StoreTransaction[T]) -> T:
         rows = await self._rows(conn, "all_locked", self.store_id)

@@ -28,7 +28,6 @@ every method raises :class:`~sessionkeeper.exceptions.StoreError`.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
@@ -38,11 +37,13 @@ from sessionkeeper.exceptions import ConfigError, StaleEntryError, StoreError, S
 from sessionkeeper.store._backend import EntryUpdater, StoreTransaction, check_entry, diff_entries
 from sessionkeeper.store._entry import SessionEntry
 from sessionkeeper.store._remote import (
+    CallOrder,
     RevisionedEntry,
     check_key,
     decode_entry_text,
     encode_entry_text,
     redact_url,
+    require_asyncio,
     storable_key,
 )
 
@@ -212,6 +213,7 @@ class RedisStoreBackend:
         self._client = client
         self._owns_client = client is None
         self._closed = False
+        self._order = CallOrder()  # calls on this instance apply in call order (docs/store.md, issue 11)
         base = f"{key_prefix}{{{store_id}}}:"
         self._entry_prefix = base + "e:"
         self._index = base + "index"
@@ -244,13 +246,7 @@ class RedisStoreBackend:
     def _ensure(self) -> Redis:
         if self._closed:
             raise StoreError("the store backend is closed")
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            raise StoreError(
-                "RedisStoreBackend runs on asyncio only (redis-py's async client); use a SqliteStoreBackend "
-                "or JsonFileStoreBackend under trio"
-            ) from None
+        require_asyncio("RedisStoreBackend", "redis-py's async client")
         if self._client is None or not self._scripts:
             try:
                 from redis.asyncio import Redis  # noqa: PLC0415 - the optional extra, imported on first use
@@ -268,9 +264,15 @@ class RedisStoreBackend:
             }
         return self._client
 
-    async def _run(self, body: Callable[[Redis], Awaitable[R]], *, write: bool) -> R:
+    async def _run(self, body: Callable[[Redis], Awaitable[R]], *, write: bool, turn: str | None) -> R:
+        """Run ``body`` in its turn (``turn``: the session key, ``None``: the whole store; ``CallOrder``)."""
         if write and self.read_only:
             raise StoreError(f"session store {self.where} was opened read-only")
+        require_asyncio("RedisStoreBackend", "redis-py's async client")
+        async with self._order.key(turn) if turn is not None else self._order.store():
+            return await self._run_now(body)
+
+    async def _run_now(self, body: Callable[[Redis], Awaitable[R]]) -> R:
         client = self._ensure()
         from redis import exceptions  # noqa: PLC0415 - the optional extra, imported on first use
 
@@ -331,7 +333,7 @@ class RedisStoreBackend:
         async def body(_client: Redis) -> dict[str, SessionEntry]:
             return self._decode_all((await self._load("all"))[1])
 
-        return await self._run(body, write=False)
+        return await self._run(body, write=False, turn=None)
 
     def _decode_all(self, items: list[bytes]) -> dict[str, SessionEntry]:
         out: dict[str, SessionEntry] = {}
@@ -346,7 +348,7 @@ class RedisStoreBackend:
         async def body(_client: Redis) -> list[str]:
             return [item.decode() for item in (await self._load("keys"))[1]]
 
-        return await self._run(body, write=False)
+        return await self._run(body, write=False, turn=None)
 
     async def get_with_revision(self, session_key: str) -> RevisionedEntry | None:
         """Return the entry under ``session_key`` with its revision (for :meth:`compare_and_swap`)."""
@@ -356,7 +358,7 @@ class RedisStoreBackend:
         async def body(client: Redis) -> RevisionedEntry | None:
             return await self._read(client, session_key)
 
-        return await self._run(body, write=False)
+        return await self._run(body, write=False, turn=session_key)
 
     async def get(self, session_key: str) -> SessionEntry | None:
         """Return the entry under ``session_key``, or ``None``."""
@@ -374,7 +376,7 @@ class RedisStoreBackend:
         async def body(_client: Redis) -> None:
             await self._cas(session_key, text, "*")
 
-        await self._run(body, write=True)
+        await self._run(body, write=True, turn=session_key)
 
     async def update(self, session_key: str, fn: EntryUpdater) -> SessionEntry | None:
         """
@@ -400,7 +402,7 @@ class RedisStoreBackend:
                 if ok:
                     return new
 
-        return await self._run(body, write=True)
+        return await self._run(body, write=True, turn=session_key)
 
     async def compare_and_swap(
         self, session_key: str, entry: SessionEntry, *, expected_revision: int | None
@@ -433,7 +435,7 @@ class RedisStoreBackend:
                 current_revision=None if revision == _ABSENT else revision,
             )
 
-        return await self._run(body, write=True)
+        return await self._run(body, write=True, turn=session_key)
 
     async def delete(self, session_key: str) -> bool:
         """Remove ``session_key``; return whether it existed."""
@@ -445,7 +447,7 @@ class RedisStoreBackend:
             args = [session_key, uuid.uuid4().hex]
             return bool(await self._call(lambda: self._scripts["delete"](keys=keys, args=args)))
 
-        return await self._run(body, write=True)
+        return await self._run(body, write=True, turn=session_key)
 
     async def transaction(self, fn: StoreTransaction[T]) -> T:
         """
@@ -483,7 +485,7 @@ class RedisStoreBackend:
                     "store transaction retried: the store changed meanwhile", extra={"store": self.where}
                 )
 
-        return await self._run(body, write=True)
+        return await self._run(body, write=True, turn=None)
 
     async def aclose(self) -> None:
         """Close the client (unless it was given); the backend is unusable afterwards."""

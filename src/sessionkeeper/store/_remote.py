@@ -9,6 +9,7 @@ the compare-and-swap token of :meth:`compare_and_swap` (never a timestamp).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -16,7 +17,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import attrs
 import msgspec
 
-from sessionkeeper.exceptions import InvalidSessionEntryError, StoreCorruptError
+from sessionkeeper.exceptions import InvalidSessionEntryError, StoreCorruptError, StoreError
 from sessionkeeper.store._entry import (
     SessionEntry,
     encode_session_entry,
@@ -131,3 +132,93 @@ def redact_url(url: str) -> str:
     netloc = parts.netloc.rsplit("@", 1)
     user = (parts.username or "") + ":***"
     return urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
+
+
+class CallOrder:
+    """
+    Call order for one backend instance (docs/store.md: every built-in backend applies calls in call order;
+    issue 11), keeping calls on different keys concurrent: a call on a session key waits for the earlier
+    calls on that key, a whole-store call (``load_all``, ``keys``, ``transaction``) for every earlier call,
+    and every later call for it. Turns are taken when the call starts, before its first ``await``.
+
+    A call cancelled while it waits gives its turn up: the calls after it still wait for the ones before it.
+    asyncio only (the database backends are).
+    """
+
+    def __init__(self) -> None:
+        self._tails: dict[str, asyncio.Future[None]] = {}
+        self._barrier: asyncio.Future[None] | None = None
+
+    def key(self, session_key: str) -> _Turn:
+        """The turn of a call on ``session_key`` (take it before the first ``await``)."""
+        mine: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waits = [f for f in (self._tails.get(session_key), self._barrier) if f is not None and not f.done()]
+        self._tails[session_key] = mine
+        return _Turn(self, waits, mine, session_key)
+
+    def store(self) -> _Turn:
+        """The turn of a whole-store call (take it before the first ``await``)."""
+        mine: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        waits = [f for f in (*self._tails.values(), self._barrier) if f is not None and not f.done()]
+        self._tails.clear()
+        self._barrier = mine
+        return _Turn(self, waits, mine, None)
+
+    def _release(self, turn: _Turn) -> None:
+        if not turn.mine.done():
+            turn.mine.set_result(None)
+        if turn.key is not None and self._tails.get(turn.key) is turn.mine:
+            del self._tails[turn.key]
+        if self._barrier is turn.mine:
+            self._barrier = None
+
+
+class _Turn:
+    def __init__(
+        self, order: CallOrder, waits: list[asyncio.Future[None]], mine: asyncio.Future[None], key: str | None
+    ) -> None:
+        self.order = order
+        self.waits = waits
+        self.mine = mine
+        self.key = key
+
+    async def __aenter__(self) -> None:
+        try:
+            for waited in self.waits:
+                await asyncio.shield(waited)
+        except BaseException:
+            self._release_after_waits()  # cancelled while waiting: pass the turn on once ours comes
+            raise
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.order._release(self)
+
+    def _release_after_waits(self) -> None:
+        pending = [f for f in self.waits if not f.done()]
+        if not pending:
+            self.order._release(self)
+            return
+        remaining = len(pending)
+
+        def one_done(_: asyncio.Future[None]) -> None:
+            nonlocal remaining
+            remaining -= 1
+            if remaining == 0:
+                self.order._release(self)
+
+        for waited in pending:
+            waited.add_done_callback(one_done)
+
+
+def require_asyncio(backend: str, client: str) -> None:
+    """
+    Raises:
+        StoreError: Not called from asyncio (deviation ``PG-ASYNCIO``: the database clients are asyncio-only).
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        raise StoreError(
+            f"{backend} runs on asyncio only ({client}); use a SqliteStoreBackend or JsonFileStoreBackend "
+            "under trio"
+        ) from None
