@@ -388,7 +388,7 @@ class PostgresStoreBackend:
     ) -> R:
         """
         Run ``body`` on a pooled connection in its turn (``turn``: the session key, ``None``: the whole
-        store; :class:`CallOrder`), mapping driver errors to ours.
+        store; ``CallOrder``), mapping driver errors to ours.
         """
         if write and self.read_only:
             raise StoreError(f"session store {self.where} was opened read-only")
