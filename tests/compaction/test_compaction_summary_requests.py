@@ -184,3 +184,28 @@ async def test_a_cut_off_reply_is_retried_once_with_a_larger_output_cap() -> Non
     assert outcome.provider == "llm" and outcome.summary is not None and "half a sum" not in outcome.summary
     first, second = client.requests
     assert second.max_tokens == 2 * first.max_tokens and _text(second) == _text(first)
+
+
+async def test_compaction_report_gives_each_number_its_source() -> None:
+    """
+    Issue #11: tokensBefore (anchored on provider usage) next to an after-estimate (chars/4) looked
+    like growth (19273 -> 20023). The report names both sources and gives chars/4 of the context
+    before, which compares like with like.
+    """
+    history = [user("step 1: read the big file " + "x" * 40_000), assistant("Read it. " + "y" * 30_000)]
+    reply = assistant("Done with step 1.")
+    reply = attrs_evolve_usage(reply, input_tokens=12_000)  # the provider counts fewer tokens than chars/4
+    transcript, _ = await manager(*history, reply, user("step 2: " + "z" * 4_000))
+    outcome = await Compactor().compact(transcript, reason="threshold", keep_recent_tokens=800)  # type: ignore[arg-type]
+    assert outcome.compacted
+    data = outcome.to_json()
+    assert data["tokensBeforeSource"] == "usage" and data["tokensAfterSource"] == "estimate"
+    assert data["tokensBefore"] == outcome.tokens_before == 12_100 + 1_002  # usage + chars/4 of step 2
+    assert data["tokensBeforeEstimate"] > 17_000  # chars/4 of the same context
+    assert data["tokensAfter"] == outcome.tokens_after < data["tokensBeforeEstimate"]
+
+
+def attrs_evolve_usage(message: object, *, input_tokens: int) -> object:
+    import msgspec
+
+    return msgspec.structs.replace(message, usage=Usage(input=input_tokens, output=100))  # type: ignore[type-var]

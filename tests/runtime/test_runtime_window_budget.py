@@ -206,3 +206,43 @@ def test_window_loop_of_the_issue_fails_no_turn() -> None:
     report = anyio.run(lambda: run_window_loop(users=3, turns=60, window=16_000))
     assert report.turns_failed == 0, report.failures[:3]
     assert report.compactions > 0
+    # D10: 1616 summariser calls for 90 compactions before; every request fits the window
+    assert report.calls_per_compaction <= 3
+    assert report.overflow_rejections == 0 and report.max_tokens_asked <= 2_000
+
+
+def test_runtime_compaction_outcome_compares_like_with_like() -> None:
+    """Issue #11: the outcome reports usage-anchored and chars/4 numbers with their sources."""
+
+    async def run() -> CompactionOutcome:
+        clock = FakeClock()
+        runtime = SessionRuntime(
+            SessionStore.in_memory(clock=clock),
+            model=ModelInfo(
+                provider="anthropic", model_id="m", api="anthropic-messages", context_window=32_000
+            ),
+            clock=clock,
+            cwd="/work",
+        )
+        session = await runtime.open("agent:main:main")
+        for turn in range(8):
+            clock.advance(1.0)
+            await runtime.before_model_call(session, prompt=f"step {turn} " + "p" * 6_000)
+            # the provider's tokenizer counts 3000 tokens for what chars/4 calls ~3500
+            done = await runtime.after_turn(
+                session,
+                messages=[
+                    _assistant([TextContent(text="r" * 8_000)], stop="stop", usage_input=3_000 * (turn + 1))
+                ],
+            )
+            if done.compaction is not None and done.compaction.compacted:
+                return done.compaction
+        raise AssertionError("no compaction ran")
+
+    outcome = anyio.run(run)
+    data = outcome.to_json()
+    assert data["tokensBeforeSource"] == "usage" and data["tokensAfterSource"] == "estimate"
+    assert (
+        isinstance(data["tokensBeforeEstimate"], int) and data["tokensBeforeEstimate"] > data["tokensAfter"]
+    )
+    assert data["tokensBefore"] == outcome.tokens_before

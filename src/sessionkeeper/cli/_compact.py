@@ -62,6 +62,8 @@ _NO_PLAN: dict[str, Any] = {
     "isSplitTurn": False,
     "turnStartEntryId": None,
     "tokensBefore": 0,
+    "tokensBeforeSource": None,
+    "tokensBeforeEstimate": 0,
     "messagesToSummarize": 0,
     "turnPrefixMessages": 0,
     "keptMessages": 0,

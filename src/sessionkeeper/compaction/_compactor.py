@@ -55,7 +55,12 @@ from sessionkeeper.compaction._suffix import (
     safeguard_suffix,
 )
 from sessionkeeper.exceptions import CompactionCancelled, CompactionError, ConfigError, ModelClientError
-from sessionkeeper.transcript import CompactionEntry, TranscriptEntry, estimate_tokens
+from sessionkeeper.transcript import (
+    CompactionEntry,
+    CompactionSummaryMessage,
+    TranscriptEntry,
+    estimate_tokens,
+)
 from sessionkeeper.transcript._entries import key_to_json
 from sessionkeeper.transcript._manager import TranscriptManager
 
@@ -98,7 +103,8 @@ class CompactionResult:
         provider: Who made the summary: ``"hook"``, a provider id, ``"llm"``, ``"extractive"`` or
             ``"fallback"`` (OpenClaw's structured fallback when there is no real conversation).
         fallbacks: Why earlier links of the chain were skipped (``"provider x failed: ..."``).
-        tokens_before: Context tokens before compaction.
+        tokens_before: Context tokens before compaction (the plan's: provider usage plus chars/4 of the
+            newer messages; ``tokens_before_source`` says which, issue #11).
         successor: The successor transcript written after the compaction when
             ``settings.truncate_after_compaction`` is on (OpenClaw spec §5.8); the caller adopts its
             session id and file. ``None`` otherwise (or for in-memory transcripts).
@@ -122,6 +128,25 @@ class CompactionResult:
         """Whether this run wrote an entry (``"joined"`` results carry another run's entry)."""
         return self.status == "compacted" and self.entry is not None
 
+    @property
+    def tokens_before_source(self) -> str | None:
+        """``"usage"`` or ``"estimate"``: how :attr:`tokens_before` was measured (``None``: no plan)."""
+        return self.preparation.tokens_before_source if self.preparation is not None else None
+
+    @property
+    def tokens_after(self) -> int | None:
+        """
+        chars/4 estimate of the context this compaction leaves (the summary message plus the kept
+        messages), in tokens; ``None`` when no summary was made. Compare it with the plan's
+        ``tokens_before_estimate`` (also chars/4), not with a usage-anchored ``tokens_before``.
+        """
+        if self.summary is None or self.preparation is None:
+            return None
+        summary = CompactionSummaryMessage(
+            summary=self.summary, tokens_before=self.tokens_before, timestamp=0
+        )
+        return estimate_tokens(summary) + self.preparation.kept_tokens
+
     def to_json(self) -> dict[str, Any]:
         """The ``compact --json`` shape (DESIGN "CLI JSON" item 6), camelCase."""
         out: dict[str, Any] = self.preparation.to_json() if self.preparation is not None else {}
@@ -132,6 +157,8 @@ class CompactionResult:
                 "provider": self.provider,
                 "summaryChars": len(self.summary) if self.summary is not None else 0,
                 "fallbacks": list(self.fallbacks),
+                "tokensAfter": self.tokens_after,
+                "tokensAfterSource": "estimate",
             }
         )
         if self.entry is not None:

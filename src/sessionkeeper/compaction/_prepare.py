@@ -249,7 +249,8 @@ class CompactionPreparation:
         turn_prefix_messages: The split turn's prefix (``[turn_start_index, first_kept_entry_index)``).
         kept_messages: Number of context messages kept verbatim after the summary.
         kept_tokens: Their chars/4 estimate, in tokens (may exceed the keep budget, B05).
-        tokens_before: Context estimate before compaction, in tokens (pi spec §12).
+        tokens_before: Context estimate before compaction, in tokens (pi spec §12): the last
+            provider usage plus chars/4 of the newer messages (source in :attr:`tokens_before_source`).
         previous_summary: Summary of the previous compaction on the branch, if any.
         file_ops: Files read/written/edited in the summarised span, seeded from the previous
             pi-generated compaction's details.
@@ -259,6 +260,10 @@ class CompactionPreparation:
         pi_first_kept_entry_id: What pi's ``findCutPoint`` chooses (equal to ``first_kept_entry_id``
             unless ``deviation`` is set or the plan is a strict checkpoint).
         pending_tool_call_ids: Tool calls at the leaf still waiting for results (B06).
+        tokens_before_source: ``"usage"`` when :attr:`tokens_before` is anchored on a provider usage,
+            ``"estimate"`` when it is chars/4 of every message (issue #11: report the source).
+        tokens_before_estimate: chars/4 of every context message before compaction, in tokens: the
+            number to compare with a compaction's ``tokens_after`` (also chars/4).
     """
 
     first_kept_entry_id: str | None
@@ -279,6 +284,8 @@ class CompactionPreparation:
     deviation: Literal["B05"] | None = None
     pi_first_kept_entry_id: str | None = None
     pending_tool_call_ids: tuple[str, ...] = ()
+    tokens_before_source: Literal["usage", "estimate"] = "estimate"
+    tokens_before_estimate: int = 0
 
     @property
     def strict_checkpoint(self) -> bool:
@@ -295,6 +302,8 @@ class CompactionPreparation:
             "isSplitTurn": self.is_split_turn,
             "turnStartEntryId": key_to_json(self.turn_start_entry_id),
             "tokensBefore": self.tokens_before,
+            "tokensBeforeSource": self.tokens_before_source,
+            "tokensBeforeEstimate": self.tokens_before_estimate,
             "messagesToSummarize": len(self.messages_to_summarize),
             "turnPrefixMessages": len(self.turn_prefix_messages),
             "keptMessages": self.kept_messages,
@@ -464,7 +473,10 @@ def prepare_compaction(
         kept_at = next((i for i in range(previous_index - 1, -1, -1) if branch[i].id == kept_id), -1)
         start = kept_at if kept_at >= 0 and kept_id is not None else previous_index + 1
 
-    tokens_before = estimate_context_tokens(_context_messages(branch, previous_index, previous)).tokens
+    context = _context_messages(branch, previous_index, previous)
+    measured = estimate_context_tokens(context)
+    tokens_before = measured.tokens
+    before_estimate = sum(message_tokens(message) for message in context)
     pending = pending_tool_call_ids(branch)
 
     deviation: Literal["B05"] | None = None
@@ -516,4 +528,6 @@ def prepare_compaction(
         deviation=deviation,
         pi_first_kept_entry_id=pi_cut_id,
         pending_tool_call_ids=pending,
+        tokens_before_source="usage" if measured.last_usage_index is not None else "estimate",
+        tokens_before_estimate=before_estimate,
     )

@@ -205,6 +205,15 @@ class CompactionOutcome:
         effective: ``tokens_after <= threshold``.
         result: The compactor's result (``None`` when it did not run).
         synthetic_tokens: For overflow compactions: the count handed over (observed / estimate / minimal).
+        tokens_before_source: How :attr:`tokens_before` was measured: ``"usage"`` (the last provider
+            usage plus chars/4 of newer messages), ``"estimate"`` (chars/4 of every message), or for
+            overflow compactions the synthetic count's ``"observed"`` / ``"estimate"`` / ``"minimal"``;
+            ``None`` when not measured (issue #11: compare like with like).
+        tokens_before_estimate: chars/4 of every context message before the compaction, in tokens (the
+            incoming prompt of a preflight compaction not included): the number to compare with
+            :attr:`tokens_after` when that is an ``"estimate"``; ``None`` when not measured.
+        tokens_after_source: How :attr:`tokens_after` was measured (``"usage"`` / ``"estimate"``; right
+            after a compaction every usage is stale, so ``"estimate"``); ``None`` when not measured.
     """
 
     trigger: CompactionTriggerName
@@ -215,6 +224,9 @@ class CompactionOutcome:
     effective: bool
     result: CompactionResult | None = None
     synthetic_tokens: SyntheticTokenCount | None = None
+    tokens_before_source: str | None = None
+    tokens_before_estimate: int | None = None
+    tokens_after_source: str | None = None
 
     @property
     def compacted(self) -> bool:
@@ -240,7 +252,10 @@ class CompactionOutcome:
             "trigger": self.trigger,
             "status": self.status,
             "tokensBefore": self.tokens_before,
+            "tokensBeforeSource": self.tokens_before_source,
+            "tokensBeforeEstimate": self.tokens_before_estimate,
             "tokensAfter": self.tokens_after,
+            "tokensAfterSource": self.tokens_after_source,
             "threshold": self.threshold,
             "effective": self.effective,
             "entryId": result.entry.id if result is not None and result.entry is not None else None,

@@ -1102,6 +1102,12 @@ class SessionRuntime:
         reason: Literal["manual", "threshold", "overflow"] = (
             "threshold" if trigger == "preflight" else "overflow" if trigger == "timeout" else trigger
         )
+        # issue #11: report each number with its source (provider usage vs chars/4 estimate)
+        before_context = self._current_context(session)
+        before_source = (
+            synthetic.source if synthetic is not None else estimate_context_usage(before_context).source
+        )
+        before_estimate = sum(estimate_tokens(message) for message in before_context)
         result = await compactor.compact(
             session.transcript,
             reason=reason,
@@ -1116,11 +1122,13 @@ class SessionRuntime:
             await self._follow_successor(session)  # the other writer's compaction may have rotated
         # "superseded" / "joined": another writer's compaction landed on this branch (picked up by the
         # landing, or waited for: D10), so the context did shrink: measure it again.
-        after = (
-            self.context_tokens(session)
+        measured = (
+            estimate_context_usage(session.transcript.build_session_context().messages)
             if result.compacted or result.status in ("superseded", "joined")
-            else tokens_before
+            else None
         )
+        after = measured.tokens if measured is not None else tokens_before
+        after_source = measured.source if measured is not None else before_source
         progress = compaction_progress(tokens_before=tokens_before, tokens_after=after, threshold=threshold)
         if result.compacted or (joined and result.successor is not None):
             session.truncate_tool_results = False
@@ -1157,6 +1165,9 @@ class SessionRuntime:
             effective=progress.effective,
             result=result,
             synthetic_tokens=synthetic,
+            tokens_before_source=before_source,
+            tokens_before_estimate=before_estimate,
+            tokens_after_source=after_source,
         )
 
     async def _maybe_flush(
