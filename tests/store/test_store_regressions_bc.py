@@ -93,19 +93,17 @@ def test_null_prune_after_is_the_default_not_disabled() -> None:
 _DEEP = "[" * 5000 + "]" * 5000  # past the JSON decoders' recursion limit
 
 
-def test_deeply_nested_sessions_json_is_corrupt_not_recursion_error(tmp_path: Path) -> None:
+def test_deeply_nested_sessions_json_reads_as_json_parse_does(tmp_path: Path) -> None:
+    # issue 15: JSON.parse reads any depth; a row that is not an object is dropped, as OpenClaw drops it
     store = _store(tmp_path, '{"k": ' + _DEEP + "}")
 
-    async def read() -> None:
+    async def read() -> list[object]:
         async with SessionStore.open(store, backend="json") as opened:
-            await opened.list()
+            return list(await opened.list())
 
-    with pytest.raises(StoreCorruptError):
-        anyio.run(read)
+    assert anyio.run(read) == []
     assert (store / "sessions.json").read_text() == '{"k": ' + _DEEP + "}"
-    backups = list(store.glob("sessions.json.bak.*"))
-    assert len(backups) == 1
-    assert backups[0].stat().st_mode & 0o777 == 0o600
+    assert list(store.glob("sessions.json.bak.*")) == []
 
 
 def test_deeply_nested_sqlite_row_is_corrupt_not_recursion_error(tmp_path: Path) -> None:

@@ -50,6 +50,7 @@ from sessionkeeper.store._fork_size import (
     usage_of_record,
 )
 from sessionkeeper.store._json import STORE_FILE_NAME, JsonFileStoreBackend
+from sessionkeeper.store._jsontext import RawJsonValue
 from sessionkeeper.store._keys import (
     DEFAULT_MAIN_KEY,
     GLOBAL_SESSION_KEY,
@@ -172,6 +173,7 @@ __all__ = (
     "ParentForkResult",
     "ParsedSessionKey",
     "PostgresStoreBackend",
+    "RawJsonValue",
     "RedisStoreBackend",
     "ResetContext",
     "ResetPolicy",

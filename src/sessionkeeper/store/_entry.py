@@ -24,6 +24,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from sessionkeeper.exceptions import InvalidSessionEntryError
+from sessionkeeper.store._jsontext import RawJsonValue
 
 
 __all__ = (
@@ -308,7 +309,7 @@ def session_entry_to_dict(entry: SessionEntry) -> dict[str, Any]:
 
     A typed field that is set wins over a key of the same name left in ``extra``.
     """
-    data: dict[str, Any] = msgspec.to_builtins(entry)
+    data: dict[str, Any] = msgspec.to_builtins(entry, enc_hook=_raw_placeholder)
     extra = data.pop(_EXTRA_WIRE_NAME, None)
     if extra:
         for key, value in entry.extra.items():
@@ -317,9 +318,26 @@ def session_entry_to_dict(entry: SessionEntry) -> dict[str, Any]:
     return data
 
 
+def _raw_placeholder(value: Any) -> Any:
+    """``to_builtins`` hook: a ``RawJsonValue`` (only ever in ``extra``, replaced afterwards) as ``None``."""
+    if isinstance(value, RawJsonValue):
+        return None
+    raise NotImplementedError(f"Encoding objects of type {type(value).__name__} is unsupported")
+
+
+def _raw_json(value: Any) -> Any:
+    """``json.encode`` hook: a ``RawJsonValue`` is written as its text."""
+    if isinstance(value, RawJsonValue):
+        return msgspec.Raw(value.text.encode("utf-8"))
+    raise NotImplementedError(f"Encoding objects of type {type(value).__name__} is unsupported")
+
+
 def encode_session_entry(entry: SessionEntry) -> bytes:
-    """Return the compact JSON encoding of :func:`session_entry_to_dict` (UTF-8 bytes)."""
-    return msgspec.json.encode(session_entry_to_dict(entry))
+    """
+    Return the compact JSON encoding of :func:`session_entry_to_dict` (UTF-8 bytes); a
+    :class:`~sessionkeeper.store.RawJsonValue` is written as its text.
+    """
+    return msgspec.json.encode(session_entry_to_dict(entry), enc_hook=_raw_json)
 
 
 # ------------------------------------------------------------------------------- Codex thread shape

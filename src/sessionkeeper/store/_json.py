@@ -23,10 +23,8 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import json
 import logging
 import os
-import re
 import threading
 import time
 from pathlib import Path
@@ -49,6 +47,7 @@ from sessionkeeper.store._entry import (
     session_entry_from_dict,
     session_entry_to_dict,
 )
+from sessionkeeper.store._jsontext import dump_js, parse_store_json
 from sessionkeeper.store._turns import FifoTurns
 from sessionkeeper.transcript._estimate import _js_number  # JavaScript's Number#toString
 
@@ -209,16 +208,14 @@ class JsonFileStoreBackend:
                     continue
                 self._corrupt(sig, "the file is empty (a torn write?)", None)
             try:
-                parsed = msgspec.json.decode(data)
-            except (msgspec.DecodeError, RecursionError) as err:  # RecursionError: nested ~1000 deep
-                parsed = _decode_lenient(data)  # lone surrogate escapes, which JavaScript writes
-                if parsed is None:
-                    # a writer that does not replace the file atomically may be mid-write (OpenClaw
-                    # retries 3 times, 50 ms apart): read again if the file changes meanwhile
-                    _sleep(_RETRY_DELAY_S)
-                    if attempt + 1 < _READ_ATTEMPTS and self._stat() != sig:
-                        continue
-                    self._corrupt(sig, f"not valid JSON ({err})", err)
+                parsed = _decode(data)
+            except ValueError as err:  # JSON.parse refuses it too
+                # a writer that does not replace the file atomically may be mid-write (OpenClaw
+                # retries 3 times, 50 ms apart): read again if the file changes meanwhile
+                _sleep(_RETRY_DELAY_S)
+                if attempt + 1 < _READ_ATTEMPTS and self._stat() != sig:
+                    continue
+                self._corrupt(sig, f"not valid JSON ({err})", err)
             if not isinstance(parsed, dict):
                 self._corrupt(sig, f"the root is a JSON {type(parsed).__name__}, not an object", None)
             self._set_content(parsed, sig, data)
@@ -356,7 +353,7 @@ class JsonFileStoreBackend:
         try:
             encoded = msgspec.json.encode({key: _js_numbers(self._raw[key])})
             formatted = msgspec.json.format(encoded, indent=2)
-        except UnicodeEncodeError:
+        except (UnicodeEncodeError, TypeError, RecursionError):  # surrogates, RawJsonValue, deep nesting
             formatted = _encode_with_surrogates({key: self._raw[key]})
         return formatted[2:-2]
 
@@ -451,9 +448,6 @@ class JsonFileStoreBackend:
             raise
 
 
-_LONE_SURROGATE_RE: Final = re.compile(r"[\ud800-\udfff]")
-
-
 def _js_numbers(value: Any) -> Any:
     """
     ``value`` with every float as JavaScript's ``JSON.stringify`` writes it (``100`` not ``100.0``,
@@ -468,17 +462,24 @@ def _js_numbers(value: Any) -> Any:
     return value
 
 
-def _decode_lenient(data: bytes) -> Any:
-    """Decode JSON that msgspec refuses only for lone surrogate escapes (``"\\ud83d"``); else ``None``."""
-    if b"\\u" not in data:
-        return None
+def _decode(data: bytes) -> Any:
+    """
+    Read ``sessions.json`` as OpenClaw's ``JSON.parse`` does (issue 15): msgspec for speed, the exact
+    parser when msgspec refuses the text (``1e400``, a 5 000-digit integer, nesting over ~1 000 levels,
+    lone surrogate escapes). Values Python cannot hold are kept as :class:`RawJsonValue` text.
+
+    Raises:
+        ValueError: ``JSON.parse`` refuses the text too (``NaN``, a trailing comma, ...).
+    """
     try:
-        return json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        return None
+        return msgspec.json.decode(data)
+    except (msgspec.DecodeError, RecursionError):  # RecursionError: nested ~1000 deep
+        return parse_store_json(data)
 
 
 def _encode_with_surrogates(value: Any) -> bytes:
-    """``JSON.stringify(value, null, 2)`` for values holding lone surrogates: written as ``\\udXXX``."""
-    text = json.dumps(value, indent=2, ensure_ascii=False)
-    return _LONE_SURROGATE_RE.sub(lambda m: f"\\u{ord(m.group()):04x}", text).encode("utf-8")
+    """
+    ``JSON.stringify(value, null, 2)`` for what msgspec cannot write: lone surrogates (as ``\\udXXX``
+    escapes), :class:`RawJsonValue` text (verbatim), nesting deeper than Python's recursion limit.
+    """
+    return dump_js(value).encode("utf-8")

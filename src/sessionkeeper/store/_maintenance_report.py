@@ -265,5 +265,5 @@ def serialize_store(entries: Mapping[str, Any]) -> bytes:
     """``JSON.stringify(store, null, 2)`` as UTF-8, no trailing newline: how ``sessions.json`` is written."""
     try:  # numbers in JavaScript's form (0.000012, not Python's 1.2e-05), as the JSON store writes them
         return msgspec.json.format(msgspec.json.encode(_js_numbers(entries)), indent=2)
-    except UnicodeEncodeError:  # lone surrogates, which msgspec refuses: written as \udXXX escapes
+    except (UnicodeEncodeError, TypeError, RecursionError):  # lone surrogates, RawJsonValue, deep values
         return _encode_with_surrogates(entries)

@@ -26,7 +26,6 @@ may add the ``-wal``/``-shm`` index files it needs to read a database in WAL mod
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
@@ -50,6 +49,7 @@ from sessionkeeper.store._entry import (
     session_entry_from_dict,
     session_entry_to_dict,
 )
+from sessionkeeper.store._jsontext import dump_js, parse_store_json
 from sessionkeeper.store._turns import FifoTurns
 
 
@@ -271,9 +271,9 @@ class SqliteStoreBackend:
         try:
             raw = msgspec.json.decode(text)
         except (msgspec.DecodeError, RecursionError) as err:  # RecursionError: nested ~1000 deep
-            try:
-                raw = json.loads(text)  # lone surrogate escapes (see _encode_row)
-            except (ValueError, RecursionError):
+            try:  # lone surrogate escapes (see _encode_row), 1e400, huge integers, deep nesting (issue 15)
+                raw = parse_store_json(text, field_depth=1)
+            except ValueError:
                 raise StoreCorruptError(f"entry {key!r} is not valid JSON ({err})", path=self.path) from err
         if not isinstance(raw, dict):
             raise StoreCorruptError(f"entry {key!r} is not a JSON object", path=self.path)
@@ -464,5 +464,5 @@ def _encode_row(entry: SessionEntry) -> str:
     """The row text of ``entry``; lone surrogates (valid in JavaScript strings) are written escaped."""
     try:
         return encode_session_entry(entry).decode()
-    except UnicodeEncodeError:
-        return json.dumps(session_entry_to_dict(entry))
+    except UnicodeEncodeError:  # escaped as JSON.stringify does; RawJsonValue text kept
+        return dump_js(session_entry_to_dict(entry))
