@@ -13,7 +13,7 @@ from tests.compaction._build import assistant, manager, result, user
 
 from sessionkeeper import ModelRequest, ModelResponse
 from sessionkeeper.compaction import CompactionSettings, Compactor
-from sessionkeeper.testing import ScriptedModelClient
+from sessionkeeper.testing import FakeClock, ScriptedModelClient
 from sessionkeeper.transcript import TextContent, Usage
 
 
@@ -141,9 +141,11 @@ async def test_other_errors_keep_the_retry_policy() -> None:
     client = ScriptedModelClient(
         handler=lambda request: _raise_or(replies.pop(0)) if replies else _summary(request)
     )
-    compactor = Compactor(model_client=client)
+    clock = FakeClock()
+    compactor = Compactor(model_client=client, clock=clock)
     outcome = await compactor.compact(transcript, reason="threshold", keep_recent_tokens=5)  # type: ignore[arg-type]
     assert outcome.provider == "llm" and len(client.requests) == 3
+    assert clock.sleeps == [0.5, 1.0]
     assert len({_text(r) for r in client.requests}) == 1
 
 
@@ -162,7 +164,11 @@ async def test_a_cut_off_or_tool_calling_reply_is_never_written(mode: str, stop:
     client = ScriptedModelClient(
         handler=lambda request: ModelResponse(text=cut, stop_reason=stop, usage=Usage(input=100, output=50))
     )
-    compactor = Compactor(settings=CompactionSettings(mode=mode), model_client=client)  # type: ignore[arg-type]
+    compactor = Compactor(
+        settings=CompactionSettings(mode=mode),  # type: ignore[arg-type]
+        model_client=client,
+        clock=FakeClock(),
+    )
     outcome = await compactor.compact(transcript, reason="threshold", keep_recent_tokens=5)  # type: ignore[arg-type]
     assert outcome.provider == "extractive"
     assert outcome.fallbacks and "llm summarizer failed" in outcome.fallbacks[-1]

@@ -90,8 +90,8 @@ async def _run_session(*, window: int, seed: int, scripted: bool, turns: int) ->
         clock=clock,
         cwd="/work",
     )
-    # a turn averages ~window/40 tokens, so the session fills the window several times over
-    scale = max(40, window // 40)
+    # a turn averages ~window/70 tokens, so 200 turns fill the window about three times over
+    scale = max(40, window // 70)
     outcomes: list[CompactionOutcome] = []
     session = await runtime.open("agent:main:main")
 
@@ -142,9 +142,13 @@ async def _run_session(*, window: int, seed: int, scripted: bool, turns: int) ->
     return outcomes
 
 
-@settings(max_examples=6, deadline=None)
+# windows spread evenly on a log scale, 4096 to ~2M tokens (2**12 .. 2**20 x 1.9)
+_WINDOWS = st.builds(lambda exp, mantissa: int(2**exp * mantissa), st.integers(12, 20), st.floats(1.0, 1.9))
+
+
+@settings(max_examples=5, deadline=None)
 @given(
-    window=st.one_of(st.integers(4_000, 64_000), st.integers(64_000, 2_000_000)),
+    window=_WINDOWS,
     seed=st.integers(0, 2**16),
     scripted=st.booleans(),
 )
