@@ -460,7 +460,6 @@ def apply_foreign(index: TranscriptIndex, foreign: ForeignLines) -> int:
     scan = index._scan
     if scan is None:  # a transcript this process created: nothing was loaded
         scan = _Scan()
-        scan.index = index
         scan.version = CURRENT_SESSION_VERSION
         scan.header_line = 1
         scan.order = [None, *range(len(index))]

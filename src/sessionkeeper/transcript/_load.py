@@ -147,6 +147,8 @@ class _Scan:
     """What one pass over the lines found (shared by the fast and the careful scan)."""
 
     def __init__(self) -> None:
+        # The index being built; cleared once the index owns this scan (``index._scan``), so the two
+        # never form a reference cycle and a closed transcript is freed by reference counting alone.
         self.index: TranscriptIndex | None = None
         self.line_count = 0
         self.header_line = 0
@@ -414,7 +416,7 @@ def _index_lines(
     if scan is None:
         scan = _scan_careful(data if data is not None else _join_lines(lines, missing_newline), path)
     del lines, data
-    index = scan.index
+    index, scan.index = scan.index, None
     if index is None:
         raise TranscriptFormatError(
             "not a pi session transcript: no parseable line (empty file or no session header)", path=path
