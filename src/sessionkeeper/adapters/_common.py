@@ -1,0 +1,214 @@
+"""
+Shared pieces of the message converters: message preparation, tool-call id mapping, usage and dict access.
+
+Pure functions over the transcript records; no vendor SDK is imported here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol, TypeAlias
+
+from sessionkeeper.transcript._convert import convert_to_llm
+from sessionkeeper.transcript._messages import (
+    AgentMessage,
+    AssistantContent,
+    AssistantMessage,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
+
+
+__all__ = (
+    "MessageSource",
+    "ToolCallIdMap",
+    "as_dict",
+    "prepare_messages",
+    "source_messages",
+)
+
+JsonDict: TypeAlias = dict[str, Any]
+
+NO_RESULT_TEXT = "No result provided"
+"""Text of the synthetic result pi-ai gives an orphaned tool call (pi spec §10)."""
+
+TOOL_IMAGES_TEXT = "Attached image(s) from tool result:"
+"""Lead text of the user message that carries a tool result's images on OpenAI wires (pi-ai's wording)."""
+
+
+class _HasMessages(Protocol):
+    @property
+    def messages(self) -> Sequence[AgentMessage]: ...
+
+
+MessageSource: TypeAlias = _HasMessages | Iterable[AgentMessage]
+"""A ``ModelCallPlan``, a ``SessionContext`` (anything with ``.messages``) or the messages themselves."""
+
+
+def source_messages(source: MessageSource) -> list[AgentMessage]:
+    """The messages of a plan, a context, or an iterable of messages."""
+    messages = getattr(source, "messages", None)
+    if messages is not None:
+        return list(messages)
+    return list(source)  # type: ignore[arg-type]
+
+
+def prepare_messages(source: MessageSource) -> list[AgentMessage]:
+    """
+    The provider-neutral steps pi-ai applies before any wire format (pi spec §10).
+
+    ``convert_to_llm`` (coding-agent roles become user messages), then: assistant replies with
+    ``stopReason`` ``error`` or ``aborted`` are dropped together with the tool results that answer their
+    calls; an orphaned tool call (no result before the next user/assistant message or the end) gets pi's
+    synthetic ``"No result provided"`` error result. Only user, assistant and toolResult remain.
+    """
+    out: list[AgentMessage] = []
+    dropped_calls: set[str] = set()
+    pending: list[ToolCall] = []
+
+    def flush_pending(timestamp: float) -> None:
+        out.extend(
+            ToolResultMessage(
+                tool_call_id=call.id,
+                tool_name=call.name,
+                content=[TextContent(text=NO_RESULT_TEXT)],
+                is_error=True,
+                timestamp=timestamp,
+            )
+            for call in pending
+        )
+        pending.clear()
+
+    for message in convert_to_llm(source_messages(source)):
+        if isinstance(message, AssistantMessage):
+            flush_pending(message.timestamp)
+            if message.stop_reason in ("error", "aborted"):
+                dropped_calls.update(b.id for b in message.content if isinstance(b, ToolCall))
+                continue
+            out.append(message)
+            pending.extend(b for b in message.content if isinstance(b, ToolCall))
+        elif isinstance(message, ToolResultMessage):
+            if message.tool_call_id in dropped_calls:
+                continue
+            pending[:] = [c for c in pending if c.id != message.tool_call_id]
+            out.append(message)
+        elif isinstance(message, UserMessage):
+            flush_pending(message.timestamp)
+            out.append(message)
+    last = out[-1] if out else None
+    flush_pending(
+        last.timestamp if isinstance(last, UserMessage | AssistantMessage | ToolResultMessage) else 0
+    )
+    return out
+
+
+class ToolCallIdMap:
+    """
+    Map transcript tool-call ids to ids the target provider accepts, one-to-one within a request.
+
+    A valid id is kept; an invalid one has every character outside ``allowed`` replaced by ``_`` and is
+    cut to ``max_length``; a clash with an id already given out gets a sha256 suffix. A tool result looks
+    up the id its call received, so calls and results stay paired (the hygiene rule of OpenClaw's
+    ``sanitizeToolCallIds``, with the provider's own character set and length instead of ``strict``).
+
+    Args:
+        allowed: Regex character class body of the allowed characters (e.g. ``"a-zA-Z0-9_-"``).
+        max_length: Longest id the provider accepts.
+    """
+
+    def __init__(self, *, allowed: str = "a-zA-Z0-9_-", max_length: int = 64) -> None:
+        self._bad = re.compile(f"[^{allowed}]")
+        self._valid = re.compile(f"^[{allowed}]{{1,{max_length}}}$")
+        self._max = max_length
+        self._map: dict[str, str] = {}
+        self._used: set[str] = set()
+
+    def is_valid(self, value: str) -> bool:
+        """Whether ``value`` is an id the provider accepts as it is."""
+        return bool(self._valid.match(value))
+
+    def __call__(self, original: str) -> str:
+        """The id to send for ``original`` (the same answer on every call for one original)."""
+        known = self._map.get(original)
+        if known is not None:
+            return known
+        base = self._bad.sub("_", original)[: self._max] or "call"
+        candidate = base
+        counter = 0
+        while candidate in self._used:
+            counter += 1
+            digest = hashlib.sha256(f"{original}:{counter}".encode()).hexdigest()[:10]
+            candidate = f"{base[: self._max - len(digest) - 1]}_{digest}"
+        self._map[original] = candidate
+        self._used.add(candidate)
+        return candidate
+
+
+def as_dict(value: object) -> JsonDict:
+    """
+    A provider object as a plain JSON dict: mappings are copied, SDK (pydantic) models dumped with only the
+    fields the server sent (``exclude_unset``), so the converters see the wire shape.
+
+    Raises:
+        TypeError: ``value`` is neither a mapping nor an SDK model.
+    """
+    if isinstance(value, Mapping):
+        return dict(value)
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        dumped = dump(mode="json", exclude_unset=True, by_alias=True)
+        if isinstance(dumped, dict):
+            return dumped
+    raise TypeError(f"expected a mapping or an SDK model, got {type(value).__name__}")
+
+
+def get_int(mapping: object, *keys: str) -> int:
+    """The int at ``mapping[k1][k2]...``, 0 when absent or not a number."""
+    value: object = mapping
+    for key in keys:
+        if not isinstance(value, Mapping):
+            return 0
+        value = value.get(key)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0
+    return int(value)
+
+
+def parse_arguments(raw: object) -> dict[str, Any]:
+    """
+    Tool-call arguments from a JSON string (or an object already decoded).
+
+    An empty string is ``{}``; a string that is not a JSON object (a cut-off stream) is kept whole under
+    ``{"_raw": raw}`` so nothing is lost.
+    """
+    if isinstance(raw, Mapping):
+        return dict(raw)
+    if not isinstance(raw, str) or not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {"_raw": raw}
+    return value if isinstance(value, dict) else {"_raw": raw}
+
+
+def dump_arguments(arguments: Mapping[str, Any]) -> str:
+    """Tool-call arguments as the JSON string the OpenAI wires carry (compact, key order kept)."""
+    return json.dumps(arguments, ensure_ascii=False, separators=(",", ":"))
+
+
+def stop_reason_for(content: Sequence[AssistantContent], stop_reason: str) -> str:
+    """``"toolUse"`` when a ``"stop"`` reply carries tool calls (what pi-ai reports), else ``stop_reason``."""
+    if stop_reason == "stop" and any(isinstance(b, ToolCall) for b in content):
+        return "toolUse"
+    return stop_reason
+
+
+def text_of(content: Iterable[object]) -> str:
+    """The concatenated text blocks of an assistant reply (thinking and tool calls excluded)."""
+    return "".join(b.text for b in content if isinstance(b, TextContent))

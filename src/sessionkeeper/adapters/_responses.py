@@ -1,0 +1,424 @@
+"""
+OpenAI Responses API: transcript messages <-> ``input`` items, replies and stream events.
+
+Wire facts: a reply's ``output`` is a list of items: ``reasoning`` (``id``, ``summary``, optional
+``encrypted_content``), ``message`` (``output_text`` parts) and ``function_call`` (``call_id``, item ``id``
+``fc_...``, JSON-string ``arguments``); a tool result is a ``function_call_output`` input item. pi-ai
+stores a reasoning item as JSON in ``thinkingSignature``, a message item id as ``textSignature``
+(``{"v":1,"id":...,"phase"?}``) and a call as ``"<call_id>|<item id>"``; those are read and written here
+the same way, so a reply replays to the Responses API byte for byte where it matters (reasoning items).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from sessionkeeper.adapters._common import (
+    TOOL_IMAGES_TEXT,
+    JsonDict,
+    MessageSource,
+    ToolCallIdMap,
+    as_dict,
+    dump_arguments,
+    get_int,
+    parse_arguments,
+    prepare_messages,
+    stop_reason_for,
+)
+from sessionkeeper.transcript._messages import (
+    AssistantContent,
+    AssistantMessage,
+    ImageContent,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+
+
+__all__ = (
+    "RESPONSES_API",
+    "ResponsesStream",
+    "from_openai_response",
+    "to_responses_request",
+)
+
+RESPONSES_API: Final = "openai-responses"
+"""The ``api`` value of replies converted here (pi's name for this wire)."""
+
+_NATIVE_APIS: Final = frozenset({"openai-responses", "azure-openai-responses", "openai-codex-responses"})
+_EFFORT: Final[Mapping[str, str]] = {
+    "minimal": "minimal",
+    "low": "low",
+    "medium": "medium",
+    "high": "high",
+    "xhigh": "high",
+}
+
+
+def _compact(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _image_part(block: ImageContent) -> JsonDict:
+    return {
+        "type": "input_image",
+        "detail": "auto",
+        "image_url": f"data:{block.mime_type};base64,{block.data}",
+    }
+
+
+def _user_item(content: str | Sequence[TextContent | ImageContent]) -> JsonDict:
+    if isinstance(content, str):
+        return {"role": "user", "content": content}
+    parts = [
+        {"type": "input_text", "text": b.text} if isinstance(b, TextContent) else _image_part(b)
+        for b in content
+    ]
+    return {"role": "user", "content": parts}
+
+
+def _reasoning_item(signature: object) -> JsonDict | None:
+    if not isinstance(signature, str) or not signature.startswith("{"):
+        return None
+    try:
+        item = json.loads(signature)
+    except ValueError:
+        return None
+    return item if isinstance(item, dict) and item.get("type") == "reasoning" else None
+
+
+def _message_id(signature: object) -> tuple[str | None, str | None]:
+    """``(id, phase)`` from a ``textSignature``: a bare id (older pi) or ``{"v":1,"id","phase"?}``."""
+    if not isinstance(signature, str) or not signature:
+        return None, None
+    if signature.startswith("{"):
+        try:
+            value = json.loads(signature)
+        except ValueError:
+            return None, None
+        if isinstance(value, dict) and isinstance(value.get("id"), str):
+            phase = value.get("phase")
+            return value["id"], phase if isinstance(phase, str) else None
+        return None, None
+    return signature, None
+
+
+def _split_call_id(original: str) -> tuple[str, str | None]:
+    call_id, _, item_id = original.partition("|")
+    return call_id or original, item_id or None
+
+
+def _assistant_items(message: AssistantMessage, ids: ToolCallIdMap) -> list[JsonDict]:
+    native = message.api in _NATIVE_APIS
+    items: list[JsonDict] = []
+    for block in message.content:
+        if isinstance(block, ThinkingContent):
+            reasoning = _reasoning_item(block.thinking_signature) if native else None
+            if reasoning is not None:
+                items.append(reasoning)
+            elif block.thinking.strip() and block.redacted is not True:
+                items.append({"type": "message", "role": "assistant", "content": block.thinking})
+        elif isinstance(block, TextContent):
+            if not block.text:
+                continue
+            msg_id, phase = _message_id(block.text_signature) if native else (None, None)
+            if msg_id is not None and msg_id.startswith("msg"):
+                item: JsonDict = {
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": block.text, "annotations": []}],
+                    "status": "completed",
+                    "id": msg_id,
+                }
+                if phase is not None:
+                    item["phase"] = phase
+                items.append(item)
+            else:
+                items.append({"type": "message", "role": "assistant", "content": block.text})
+        elif isinstance(block, ToolCall):
+            call_id, item_id = _split_call_id(block.id)
+            call: JsonDict = {
+                "type": "function_call",
+                "call_id": ids(call_id),
+                "name": block.name,
+                "arguments": dump_arguments(block.arguments),
+            }
+            if native and item_id is not None and item_id.startswith("fc") and ids.is_valid(item_id):
+                call["id"] = item_id
+            items.append(call)
+    return items
+
+
+def to_responses_request(
+    source: MessageSource,
+    *,
+    model: str,
+    system_prompt: str | None = None,
+    max_tokens: int | None = None,
+    thinking_level: str | None = None,
+    tools: Sequence[Mapping[str, Any]] = (),
+    stream: bool = False,
+    extra: Mapping[str, Any] | None = None,
+) -> JsonDict:
+    """
+    Build a Responses API request body (``client.responses.create(**body)``).
+
+    After :func:`~sessionkeeper.adapters.prepare_messages`: the system prompt is ``instructions``; user
+    text/image blocks become ``input_text`` / ``input_image`` parts; an assistant reply becomes its items
+    in block order: a thinking block whose ``thinkingSignature`` is a reasoning item (from a Responses
+    API) is sent back as that item, other thinking as assistant text (pi-ai), a text block a ``message``
+    item (with its ``msg_`` id and ``phase`` from ``textSignature`` when it came from this API), a tool
+    call a ``function_call`` (``call_id``; the ``fc_`` item id when known); a tool result a
+    ``function_call_output`` (text joined; images in a following user item). ``call_id`` outside
+    ``[a-zA-Z0-9_-]{1,64}`` is rewritten, calls and results alike.
+
+    Args:
+        source: A ``ModelCallPlan``, a ``SessionContext`` or the messages.
+        model: The model id.
+        system_prompt: Sent as ``instructions``.
+        max_tokens: Sent as ``max_output_tokens``.
+        thinking_level: A pi level other than ``"off"`` sends ``reasoning: {effort, summary: "auto"}``
+            and asks for ``reasoning.encrypted_content`` (so reasoning replays without server state).
+        tools: Tool definitions in the Responses shape.
+        stream: Adds ``"stream": true``.
+        extra: Further top-level fields, merged last (e.g. ``{"store": False}``).
+    """
+    ids = ToolCallIdMap(allowed="a-zA-Z0-9_-", max_length=64)
+    items: list[JsonDict] = []
+    pending_images: list[ImageContent] = []
+
+    def flush_images() -> None:
+        if pending_images:
+            parts: list[JsonDict] = [{"type": "input_text", "text": TOOL_IMAGES_TEXT}]
+            parts.extend(_image_part(b) for b in pending_images)
+            items.append({"role": "user", "content": parts})
+            pending_images.clear()
+
+    for message in prepare_messages(source):
+        if isinstance(message, ToolResultMessage):
+            text = "\n".join(b.text for b in message.content if isinstance(b, TextContent))
+            pending_images.extend(b for b in message.content if isinstance(b, ImageContent))
+            call_id, _ = _split_call_id(message.tool_call_id)
+            items.append(
+                {
+                    "type": "function_call_output",
+                    "call_id": ids(call_id),
+                    "output": text or ("(see attached image)" if pending_images else ""),
+                }
+            )
+            continue
+        flush_images()
+        if isinstance(message, UserMessage):
+            items.append(_user_item(message.content))
+        elif isinstance(message, AssistantMessage):
+            items.extend(_assistant_items(message, ids))
+    flush_images()
+    body: JsonDict = {"model": model, "input": items}
+    if system_prompt:
+        body["instructions"] = system_prompt
+    if max_tokens is not None:
+        body["max_output_tokens"] = max_tokens
+    if thinking_level and thinking_level in _EFFORT:
+        body["reasoning"] = {"effort": _EFFORT[thinking_level], "summary": "auto"}
+        body["include"] = ["reasoning.encrypted_content"]
+    if tools:
+        body["tools"] = [dict(t) for t in tools]
+    if stream:
+        body["stream"] = True
+    if extra:
+        body.update(extra)
+    return body
+
+
+def responses_usage(raw: object) -> Usage:
+    """pi's usage from the Responses API's: ``input`` minus cached, ``cacheRead`` = cached, total as sent."""
+    input_tokens = get_int(raw, "input_tokens")
+    cached = get_int(raw, "input_tokens_details", "cached_tokens")
+    output = get_int(raw, "output_tokens")
+    total = get_int(raw, "total_tokens") or input_tokens + output
+    return Usage(input=max(input_tokens - cached, 0), output=output, cache_read=cached, total_tokens=total)
+
+
+def _content_from(output: Sequence[object]) -> list[AssistantContent]:
+    content: list[AssistantContent] = []
+    for item in output:
+        if not isinstance(item, Mapping):
+            continue
+        kind = item.get("type")
+        if kind == "reasoning":
+            summary = item.get("summary") or []
+            text = "\n\n".join(str(part.get("text") or "") for part in summary if isinstance(part, Mapping))
+            content.append(ThinkingContent(thinking=text, thinking_signature=_compact(dict(item))))
+        elif kind == "message":
+            signature: JsonDict = {"v": 1, "id": str(item.get("id") or "")}
+            if isinstance(item.get("phase"), str):
+                signature["phase"] = item["phase"]
+            parts = item.get("content") or []
+            if isinstance(parts, str):
+                parts = [{"type": "output_text", "text": parts}]
+            for part in parts:
+                if not isinstance(part, Mapping):
+                    continue
+                value = part.get("text") if part.get("type") == "output_text" else part.get("refusal")
+                if isinstance(value, str):
+                    if signature["id"]:
+                        content.append(TextContent(text=value, text_signature=_compact(signature)))
+                    else:
+                        content.append(TextContent(text=value))
+        elif kind == "function_call":
+            call_id = str(item.get("call_id") or "")
+            item_id = item.get("id")
+            content.append(
+                ToolCall(
+                    id=f"{call_id}|{item_id}" if isinstance(item_id, str) and item_id else call_id,
+                    name=str(item.get("name") or ""),
+                    arguments=parse_arguments(item.get("arguments")),
+                )
+            )
+    return content
+
+
+def from_openai_response(
+    response: object,
+    *,
+    provider: str = "openai",
+    model: str | None = None,
+    timestamp: float | None = None,
+    aborted: bool = False,
+) -> AssistantMessage:
+    """
+    Turn a Responses API reply (JSON or the SDK's ``Response``) into an ``AssistantMessage``.
+
+    Items in order: ``reasoning`` -> thinking (summary texts joined by a blank line; the whole item as
+    compact JSON in ``thinkingSignature``), ``message`` -> one text block per ``output_text`` (or
+    ``refusal``) part with ``textSignature`` ``{"v":1,"id":...,"phase"?}``, ``function_call`` -> tool call
+    with id ``"<call_id>|<item id>"``. ``status``: ``completed`` -> ``stop`` (``toolUse`` with calls),
+    ``incomplete`` -> ``length`` for ``max_output_tokens`` else ``error``, ``failed`` -> ``error`` with the
+    reply's ``error.message``, ``cancelled`` -> ``aborted``. Usage: see :func:`responses_usage`.
+
+    Raises:
+        TypeError: ``response`` is not a mapping or an SDK model.
+    """
+    raw = as_dict(response)
+    content = _content_from(raw.get("output") or [])
+    status = raw.get("status")
+    fields: dict[str, Any] = {}
+    stop = "stop"
+    if status == "incomplete":
+        details = raw.get("incomplete_details")
+        reason = details.get("reason") if isinstance(details, Mapping) else None
+        stop = "length" if reason in (None, "max_output_tokens") else "error"
+        if stop == "error":
+            fields["error_message"] = f"incomplete: {reason}"
+    elif status == "failed":
+        stop = "error"
+        error = raw.get("error")
+        message = error.get("message") if isinstance(error, Mapping) else None
+        code = error.get("code") if isinstance(error, Mapping) else None
+        fields["error_message"] = str(message or code or "response failed")
+    elif status == "cancelled":
+        stop = "aborted"
+    stop = stop_reason_for(content, stop)
+    if aborted or stop == "aborted":
+        stop = "aborted"
+        fields["error_message"] = "Request was aborted"
+    response_model = raw.get("model") if isinstance(raw.get("model"), str) else None
+    requested = model or response_model or ""
+    if isinstance(raw.get("id"), str):
+        fields["response_id"] = raw["id"]
+    if response_model and response_model != requested:
+        fields["response_model"] = response_model
+    return AssistantMessage(
+        content=content,
+        api=RESPONSES_API,
+        provider=provider,
+        model=requested,
+        usage=responses_usage(raw.get("usage")),
+        stop_reason=stop,
+        timestamp=timestamp if timestamp is not None else int(time.time() * 1000),
+        **fields,
+    )
+
+
+class ResponsesStream:
+    """
+    Accumulate Responses stream events into the final reply.
+
+    Items are tracked by ``output_index`` (``response.output_item.added`` / ``.done``), with
+    ``response.output_text.delta``, ``response.reasoning_summary_text.delta`` and
+    ``response.function_call_arguments.delta`` applied in between; ``response.completed`` /
+    ``.incomplete`` / ``.failed`` carry the final reply, which wins when present. :meth:`feed` returns
+    the text delta of an event (for a :class:`~sessionkeeper.SilentReplyStreamFilter`).
+    """
+
+    def __init__(self) -> None:
+        self._meta: JsonDict = {}
+        self._items: dict[int, JsonDict] = {}
+        self.final: JsonDict | None = None
+
+    def _item(self, raw: Mapping[str, Any]) -> JsonDict:
+        return self._items.setdefault(int(raw.get("output_index", 0)), {})
+
+    def feed(self, event: object) -> str:
+        """Apply one event; return the text delta it carried (``""`` for none)."""
+        raw = as_dict(event)
+        kind = raw.get("type")
+        if kind in ("response.created", "response.in_progress") and isinstance(raw.get("response"), Mapping):
+            self._meta = {k: v for k, v in raw["response"].items() if k in ("id", "model", "status")}
+        elif kind in ("response.output_item.added", "response.output_item.done") and isinstance(
+            raw.get("item"), Mapping
+        ):
+            self._items[int(raw.get("output_index", len(self._items)))] = json.loads(json.dumps(raw["item"]))
+        elif kind == "response.output_text.delta":
+            item = self._item(raw)
+            parts = item.setdefault("content", [])
+            index = int(raw.get("content_index", 0))
+            while len(parts) <= index:
+                parts.append({"type": "output_text", "text": ""})
+            delta = str(raw.get("delta") or "")
+            parts[index]["text"] = str(parts[index].get("text") or "") + delta
+            return delta
+        elif kind == "response.reasoning_summary_text.delta":
+            item = self._item(raw)
+            summary = item.setdefault("summary", [])
+            index = int(raw.get("summary_index", 0))
+            while len(summary) <= index:
+                summary.append({"type": "summary_text", "text": ""})
+            summary[index]["text"] = str(summary[index].get("text") or "") + str(raw.get("delta") or "")
+        elif kind == "response.function_call_arguments.delta":
+            item = self._item(raw)
+            item["arguments"] = str(item.get("arguments") or "") + str(raw.get("delta") or "")
+        elif kind in ("response.completed", "response.incomplete", "response.failed") and isinstance(
+            raw.get("response"), Mapping
+        ):
+            self.final = dict(raw["response"])
+        return ""
+
+    def snapshot(self) -> JsonDict:
+        """The reply so far in the shape of a ``Response``."""
+        if self.final is not None:
+            return self.final
+        return {
+            **self._meta,
+            "status": "in_progress",
+            "output": [item for _, item in sorted(self._items.items()) if item],
+        }
+
+    def message(
+        self,
+        *,
+        provider: str = "openai",
+        model: str | None = None,
+        timestamp: float | None = None,
+        aborted: bool = False,
+    ) -> AssistantMessage:
+        """The reply so far as an ``AssistantMessage`` (see :func:`from_openai_response`)."""
+        return from_openai_response(
+            self.snapshot(), provider=provider, model=model, timestamp=timestamp, aborted=aborted
+        )
