@@ -7,6 +7,7 @@ Defaults are the references' (OpenClaw spec §5.2, pi spec §13.1), except the m
 
 from __future__ import annotations
 
+import math
 from typing import Any, Literal, Self, TypeAlias
 
 import attrs
@@ -39,14 +40,21 @@ _SECTION = "agents.defaults.compaction"
 
 
 def _non_negative_int(raw: object, key: str) -> int:
-    if isinstance(raw, bool) or not isinstance(raw, int | float) or raw < 0 or raw != int(raw):
+    if (
+        isinstance(raw, bool)
+        or not isinstance(raw, int | float)
+        or not math.isfinite(raw)  # NaN/Infinity (JSON5) are no counts; int() of them would raise
+        or raw < 0
+        or raw != int(raw)
+    ):
         raise ConfigError(f"expected a non-negative integer, got {raw!r}", key=key)
     return int(raw)
 
 
 def _positive_number(raw: object, key: str) -> float:
-    if isinstance(raw, bool) or not isinstance(raw, int | float) or raw <= 0:
-        raise ConfigError(f"expected a positive number, got {raw!r}", key=key)
+    # NaN passes ``raw <= 0`` and Infinity would never time out: both are rejected.
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw) or raw <= 0:
+        raise ConfigError(f"expected a positive finite number, got {raw!r}", key=key)
     return float(raw)
 
 
@@ -168,7 +176,8 @@ class CompactionSettings:
             or ``"custom"`` (uses :attr:`identifier_instructions`).
         identifier_instructions: Operator text for the ``custom`` policy.
         quality_guard: The summary audit (:class:`QualityGuardSettings`).
-        timeout_seconds: Upper bound of one compaction, in seconds; default 180.
+        timeout_seconds: Upper bound of one compaction, in seconds; default 180. From config it must be
+            positive and finite (NaN or Infinity raise ``ConfigError`` naming the key).
         truncate_after_compaction: Rotate to a successor transcript after compaction; default off.
         max_active_transcript_bytes: Transcript size (bytes) that forces a compaction before a turn;
             honoured only with :attr:`truncate_after_compaction`; ``None`` (default, or 0) = off.

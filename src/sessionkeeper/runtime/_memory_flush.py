@@ -14,6 +14,7 @@ Pure: the runtime passes counters and sizes in, and writes the returned store pa
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 import zoneinfo
 from typing import Any, Final, Literal, Self
@@ -90,7 +91,7 @@ def _bool(raw: object, key: str) -> bool:
 
 
 def _non_negative_int(raw: object, key: str) -> int:
-    if isinstance(raw, bool) or not isinstance(raw, int | float) or raw < 0:
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw) or raw < 0:
         raise ConfigError(f"expected a non-negative number of tokens, got {raw!r}", key=key)
     return int(raw // 1)
 
