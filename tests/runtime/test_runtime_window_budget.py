@@ -172,7 +172,7 @@ def test_keep_budget_and_summary_sizes_follow_the_window(caplog: pytest.LogCaptu
     from sessionkeeper.compaction import compaction_budget
 
     window = 16_000 + 11  # a window no other test uses: the warning is logged here for the first time
-    compaction = CompactionSettings(keep_recent_tokens=9_000)
+    compaction = CompactionSettings(keep_recent_tokens=9_000, reserve_tokens=16_000)
     with caplog.at_level(logging.WARNING, logger="sessionkeeper.compaction"):
         budget = compaction_budget(compaction, context_window=window, keep_recent_tokens=9_000)
         again = compaction_budget(compaction, context_window=window, keep_recent_tokens=9_000)
@@ -184,6 +184,10 @@ def test_keep_budget_and_summary_sizes_follow_the_window(caplog: pytest.LogCaptu
     warnings = [r for r in caplog.records if r.name == "sessionkeeper.compaction"]
     assert len(warnings) == 2  # the keep budget and the summary max_tokens, once each
     assert getattr(warnings[0], "configured", None) == 9_000
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="sessionkeeper.compaction"):  # defaults: DEBUG only
+        Compactor(context_window=window + 1).budget(reason="threshold")
+    assert not [r for r in caplog.records if r.name == "sessionkeeper.compaction"]
     # a large window keeps the references' values
     large = compaction_budget(CompactionSettings(), context_window=200_000, keep_recent_tokens=20_000)
     assert (large.keep_recent_tokens, large.summary_max_tokens, large.summary_max_chars) == (

@@ -15,7 +15,7 @@ from typing import Final
 
 import attrs
 
-from sessionkeeper.compaction._settings import CompactionSettings
+from sessionkeeper.compaction._settings import DEFAULT_RESERVE_TOKENS, CompactionSettings
 
 
 __all__ = (
@@ -184,13 +184,14 @@ _warned: set[tuple[str, int, int]] = set()
 _warned_lock = threading.Lock()
 
 
-def _warn_once(name: str, configured: int, effective: int, window: int) -> None:
+def _warn_once(name: str, configured: int, effective: int, window: int, *, level: int) -> None:
     key = (name, configured, window)
     with _warned_lock:
         if key in _warned:
             return
         _warned.add(key)
-    _log.warning(
+    _log.log(
+        level,
         "compaction %s %d does not fit a %d-token window: using %d (D9)",
         name,
         configured,
@@ -207,6 +208,7 @@ def compaction_budget(
     keep_recent_tokens: int | None,
     max_output_tokens: int | None = None,
     warn: bool = True,
+    keep_configured: bool = True,
 ) -> CompactionBudget:
     """
     Derive the keep budget and the summary sizes from the window (DESIGN D9, a deviation).
@@ -219,7 +221,8 @@ def compaction_budget(
     (``floor(0.125 P)`` per turn prefix) and write at most ``4 * floor(0.3 P)`` chars (OpenClaw's
     16000 at most). The reserve itself keeps OpenClaw's caps (:func:`effective_reserve_tokens`).
     A configured value that is lowered is logged once per value and window (WARNING, logger
-    ``sessionkeeper.compaction``, ``extra`` with ``setting``/``configured``/``effective``).
+    ``sessionkeeper.compaction``, ``extra`` with ``setting``/``configured``/``effective``); a lowered
+    default (``keepRecentTokens`` 20000, ``reserveTokens`` 16384 not configured) is logged at DEBUG.
 
     Args:
         settings: The compaction settings.
@@ -228,6 +231,8 @@ def compaction_budget(
             strict checkpoint and stays one.
         max_output_tokens: See :func:`effective_reserve_tokens`.
         warn: Log clamped values (once each); ``False`` for previews.
+        keep_configured: Whether ``keep_recent_tokens`` was configured or passed (WARNING when it is
+            lowered) rather than pi's default (DEBUG).
 
     Returns:
         The :class:`CompactionBudget`.
@@ -243,7 +248,8 @@ def compaction_budget(
             keep = keep_cap
             clamped.append("keep_recent_tokens")
             if warn:
-                _warn_once("keep_recent_tokens", keep_recent_tokens or 0, keep, window)
+                level = logging.WARNING if keep_configured else logging.DEBUG
+                _warn_once("keep_recent_tokens", keep_recent_tokens or 0, keep, window, level=level)
     summary_cap = max(1, math.floor(prompt * SUMMARY_TOKENS_SHARE))
     pi_summary = max(1, math.floor(0.8 * settings.reserve_tokens))
     summary_max = min(pi_summary, summary_cap)
@@ -251,7 +257,10 @@ def compaction_budget(
     if summary_max < pi_summary:
         clamped.append("reserve_tokens")
         if warn:
-            _warn_once("summary max_tokens (0.8 x reserveTokens)", pi_summary, summary_max, window)
+            level = logging.WARNING if settings.reserve_tokens != DEFAULT_RESERVE_TOKENS else logging.DEBUG
+            _warn_once(
+                "summary max_tokens (0.8 x reserveTokens)", pi_summary, summary_max, window, level=level
+            )
     chars = min(_MAX_SUMMARY_CHARS, max(400, 4 * math.floor(prompt * SUMMARY_CHARS_SHARE)))
     return CompactionBudget(
         context_window=window,

@@ -366,6 +366,7 @@ class Compactor:
             context_window=self.context_window,
             keep_recent_tokens=requested,
             max_output_tokens=self.max_output_tokens,
+            keep_configured=keep_recent_tokens is not None or self.settings.keep_recent_tokens is not None,
         )
 
     def keep_budget(self, *, reason: CompactionReason, keep_recent_tokens: int | None) -> int | None:
