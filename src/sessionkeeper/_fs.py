@@ -6,6 +6,8 @@ File-system primitives shared by every layer (DESIGN "Files", "Reliability and s
 - :func:`backup_file`: copy to ``<name>.bak.<ISO stamp with ':' and '.' as '-'>`` with mode 0600
   before any repair or migration rewrite; :func:`backup_bytes` keeps only the bytes a repair removes.
 - :func:`check_safe_name`: refuse ids and names that could escape their directory.
+- :func:`refuse_symlink`: a path the library writes is never a symbolic link (issue 15 item 7): files
+  are created with ``O_EXCL`` (and ``O_NOFOLLOW``), and nothing is renamed over a link.
 - Files are created 0600 and directories 0700.
 
 These are synchronous: callers in async code run them through ``anyio.to_thread``.
@@ -23,7 +25,7 @@ from collections.abc import Callable, Sequence
 from glob import escape as glob_escape
 from pathlib import Path
 
-from sessionkeeper.exceptions import UnsafePathError
+from sessionkeeper.exceptions import SymlinkRefusedError, UnsafePathError
 
 
 __all__ = (
@@ -37,6 +39,7 @@ __all__ = (
     "ensure_dir",
     "fsync_dir",
     "iso_stamp",
+    "refuse_symlink",
     "temp_name",
 )
 
@@ -87,6 +90,17 @@ def check_safe_name(value: str, *, what: str = "name") -> str:
     return value
 
 
+def refuse_symlink(path: Path, *, what: str = "file") -> None:
+    """
+    Raise when ``path`` itself is a symbolic link (dangling or not); directory components may be links.
+
+    Raises:
+        SymlinkRefusedError: ``path`` is a link (issue 15 item 7).
+    """
+    if path.is_symlink():
+        raise SymlinkRefusedError(path, what=what)
+
+
 def ensure_dir(path: Path) -> None:
     """
     Create ``path`` and every missing parent with mode 0700; existing directories are left as they are.
@@ -130,6 +144,8 @@ def atomic_write_bytes(target: Path, data: bytes | Sequence[bytes], *, fsync: bo
 
     Writes a temp file in the same directory (mode 0600), fsyncs it, renames it over ``target``,
     then fsyncs the directory. On any error the temp file is removed and ``target`` is untouched.
+    A ``target`` that is a symbolic link is refused, checked before writing and again right before the
+    rename (the rename would replace the link by a regular file).
 
     Args:
         target: The file to replace or create.
@@ -138,11 +154,13 @@ def atomic_write_bytes(target: Path, data: bytes | Sequence[bytes], *, fsync: bo
         fsync: ``False`` skips both fsyncs (tests, scratch files); the rename stays atomic.
 
     Raises:
+        SymlinkRefusedError: ``target`` is a symbolic link (nothing written).
         OSError: The write or rename failed.
     """
     ensure_dir(target.parent)
+    refuse_symlink(target)
     tmp = temp_name(target)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, FILE_MODE)
     try:
         try:
             _write_pieces(fd, [data] if isinstance(data, bytes) else data)
@@ -150,6 +168,7 @@ def atomic_write_bytes(target: Path, data: bytes | Sequence[bytes], *, fsync: bo
                 os.fsync(fd)
         finally:
             os.close(fd)
+        refuse_symlink(target)
         tmp.replace(target)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -224,7 +243,7 @@ def backup_file(target: Path, *, now_ms: int | None = None, reuse_identical: boo
     counter = 1
     while True:
         try:
-            fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+            fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, FILE_MODE)
             break
         except FileExistsError:
             dest = backup_name(target, now_ms).with_name(f"{backup_name(target, now_ms).name}.{counter}")

@@ -11,6 +11,7 @@ derives from it (a :class:`ConfigError` is a :class:`ValueError`, a :class:`Sess
     SessionKeeperError
     ├── ConfigError (ValueError)                   bad setting value; names the key
     ├── UnsafePathError (ValueError)               id/key/thread id that would escape the sessions dir
+    │   └── SymlinkRefusedError                    a path the library writes is a symbolic link
     ├── TranscriptError
     │   ├── TranscriptFormatError (ValueError)     not a transcript / bad line; names file and line
     │   ├── TranscriptNotFoundError (FileNotFoundError)
@@ -68,6 +69,7 @@ __all__ = (
     "StoreCorruptError",
     "StoreError",
     "StoreUnavailableError",
+    "SymlinkRefusedError",
     "TranscriptChangedError",
     "TranscriptError",
     "TranscriptFormatError",
@@ -108,6 +110,28 @@ class UnsafePathError(SessionKeeperError, ValueError):
     def __init__(self, message: str, *, value: str) -> None:
         self.value = value
         super().__init__(message)
+
+
+class SymlinkRefusedError(UnsafePathError):
+    """
+    A file sessionkeeper would create, write, append to or replace is a symbolic link (issue 15 item 7).
+
+    Links at write paths are never followed (a dangling link would create its target anywhere) and never
+    replaced (an atomic rename would silently turn a linked ``sessions.json`` into a regular file). Reads
+    follow links; directory components may be links. Nothing was written when this is raised.
+
+    Attributes:
+        value: The path, as text.
+        path: The path.
+    """
+
+    def __init__(self, path: Path | str, *, what: str = "file") -> None:
+        self.path = Path(path)
+        super().__init__(
+            f"{what} {self.path} is a symbolic link; sessionkeeper does not write through or replace links "
+            "(write to the link's target path instead)",
+            value=str(path),
+        )
 
 
 class TranscriptError(SessionKeeperError):

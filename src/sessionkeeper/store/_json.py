@@ -33,7 +33,7 @@ from typing import Any, Final, NoReturn, TypeVar
 import msgspec
 
 from sessionkeeper._fs import FILE_MODE, atomic_write_bytes, backup_file, ensure_dir
-from sessionkeeper.exceptions import SessionBusyError, StoreCorruptError, StoreError
+from sessionkeeper.exceptions import SessionBusyError, StoreCorruptError, StoreError, SymlinkRefusedError
 from sessionkeeper.store._backend import (
     EntryUpdater,
     LoadReport,
@@ -65,6 +65,23 @@ _READ_ATTEMPTS: Final = 3
 _RETRY_DELAY_S: Final = 0.05
 _sleep = time.sleep  # the retry wait (a seam for tests)
 _Signature = tuple[int, int, int, int]  # dev, ino, size, mtime_ns
+
+
+def _open_store_lock(path: Path) -> int:
+    """
+    Open (or create, 0600) the store's lock file without following a symbolic link (issue 15 item 7:
+    a dangling link at ``sessions.json.lock`` made the store create the link's target anywhere).
+
+    Raises:
+        SymlinkRefusedError: The lock path is a symbolic link.
+    """
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        return os.open(path, flags, FILE_MODE)
+    except OSError as err:
+        if err.errno == errno.ELOOP or path.is_symlink():
+            raise SymlinkRefusedError(path, what="store lock file") from err
+        raise
 
 
 class JsonFileStoreBackend:
@@ -322,7 +339,7 @@ class JsonFileStoreBackend:
                 raise RuntimeError("the store backend is closed")
             if self._lock_fd is None:
                 ensure_dir(self._lock_path.parent)
-                self._lock_fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, FILE_MODE)
+                self._lock_fd = _open_store_lock(self._lock_path)
             fd = self._lock_fd
             start = time.monotonic()
             delay = 0.0005

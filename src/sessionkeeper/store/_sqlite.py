@@ -26,6 +26,7 @@ may add the ``-wal``/``-shm`` index files it needs to read a database in WAL mod
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
@@ -35,7 +36,7 @@ from typing import Any, Final, Literal, TypeVar
 
 import msgspec
 
-from sessionkeeper._fs import FILE_MODE, backup_file, ensure_dir
+from sessionkeeper._fs import FILE_MODE, backup_file, ensure_dir, refuse_symlink
 from sessionkeeper.exceptions import (
     InvalidSessionEntryError,
     SessionBusyError,
@@ -139,9 +140,15 @@ class SqliteStoreBackend:
             self._conn = self._connect_read_only()
             return self._conn
         ensure_dir(self.path.parent)
+        # never through a symbolic link: a dangling one would make SQLite create its target anywhere, and
+        # SQLite would put its -wal/-shm/-journal files next to the link (issue 15 item 7)
+        refuse_symlink(self.path, what="SQLite store")
         if not self.path.exists():
             # create it 0600 before SQLite does (SQLite would use the umask)
-            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, FILE_MODE))
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+            with contextlib.suppress(FileExistsError):  # another process created it meanwhile
+                os.close(os.open(self.path, flags, FILE_MODE))
+            refuse_symlink(self.path, what="SQLite store")
         try:
             conn = sqlite3.connect(
                 self.path,

@@ -23,7 +23,7 @@ import msgspec
 from msgspec import UNSET
 
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
-from sessionkeeper._fs import FILE_MODE, fsync_dir
+from sessionkeeper._fs import FILE_MODE, fsync_dir, refuse_symlink
 from sessionkeeper.exceptions import ConfigError, SessionNotFoundError, UnsafePathError
 from sessionkeeper.store._backend import StoreBackend
 from sessionkeeper.store._entry import SessionEntry, merge_session_entry, session_entry_to_dict
@@ -496,6 +496,7 @@ class SessionStore:
         path = self.transcript_file(entry)
         if path is None or path.exists():
             return
+        refuse_symlink(path, what="transcript")  # a dangling link: never create its target (issue 15)
         stamp = _dt.datetime.fromtimestamp(now_ms / 1000, tz=_dt.UTC)
         header = {
             "type": "session",
@@ -505,7 +506,7 @@ class SessionStore:
             "cwd": cwd if cwd is not None else str(Path.cwd()),
         }
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), FILE_MODE)
         try:
             os.write(fd, msgspec.json.encode(header) + b"\n")
             os.fsync(fd)

@@ -15,6 +15,7 @@ Blocking file operations of :class:`TranscriptManager` (run inline or through ``
 from __future__ import annotations
 
 import contextlib
+import errno
 import math
 import os
 import time
@@ -34,7 +35,7 @@ from sessionkeeper._fs import (
     fsync_dir,
     temp_name,
 )
-from sessionkeeper.exceptions import TranscriptNotFoundError
+from sessionkeeper.exceptions import SymlinkRefusedError, TranscriptNotFoundError
 from sessionkeeper.transcript._codec import decode_json_line
 
 
@@ -48,6 +49,7 @@ __all__ = (
 
 _CHUNK = 64 * 1024
 _CLOEXEC: Final = getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW: Final = getattr(os, "O_NOFOLLOW", 0)
 
 
 @attrs.frozen(kw_only=True)
@@ -89,7 +91,7 @@ def create_exclusive(path: Path, lines: Sequence[bytes], *, fsync: bool) -> None
     """
     ensure_dir(path.parent)
     tmp = temp_name(path)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, FILE_MODE)
     try:
         try:
             write_all(fd, _payload(lines))
@@ -145,17 +147,24 @@ def _parses(fragment: bytes) -> bool:
 
 def open_transcript_fd(path: Path, flags: int) -> int:
     """
-    ``os.open`` of an existing transcript (close-on-exec).
+    ``os.open`` of an existing transcript (close-on-exec). Opened for writing, a symbolic link is never
+    followed (``O_NOFOLLOW``; issue 15 item 7): appends go to the transcript, not to a link's target.
 
     Raises:
         TranscriptNotFoundError: The transcript vanished (e.g. archived by a reset or a cleanup).
+        SymlinkRefusedError: Opened for writing, the path is a symbolic link (nothing written).
     """
+    writing = flags & (os.O_WRONLY | os.O_RDWR)
     try:
-        return os.open(path, flags | _CLOEXEC)
+        return os.open(path, flags | _CLOEXEC | (_NOFOLLOW if writing else 0))
     except FileNotFoundError as err:
         raise TranscriptNotFoundError(
             f"transcript not found: {path} (archived or removed since it was opened; nothing was written)"
         ) from err
+    except OSError as err:
+        if writing and (err.errno == errno.ELOOP or path.is_symlink()):
+            raise SymlinkRefusedError(path, what="transcript") from err
+        raise
 
 
 def append_lines(path: Path, lines: Sequence[bytes], *, fsync: bool, now_ms: int) -> TailRepair | None:
