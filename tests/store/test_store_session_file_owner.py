@@ -24,7 +24,7 @@ from sessionkeeper.exceptions import UnsafePathError
 from sessionkeeper.store import SessionStore, resolve_session_file
 from sessionkeeper.store._maintenance_run import run_maintenance
 from sessionkeeper.store._maintenance_settings import MaintenanceSettings
-from sessionkeeper.store._paths import check_session_file_owner, is_store_file_name
+from sessionkeeper.store._paths import check_session_file_owner, is_store_file_name, session_ids_owning
 from sessionkeeper.testing import FakeClock
 
 
@@ -207,6 +207,36 @@ def test_store_files_are_never_attributable(name: str) -> None:
 def test_a_canonical_name_belongs_to_one_session_only(a: str, b: str) -> None:
     # the canonical transcript of one session is never attributable to another id
     assert (check_session_file_owner(f"{a}.jsonl", b) is None) == (a == b)
+
+
+_IDS = st.from_regex(r"[a-z0-9][a-z0-9.-]{0,10}", fullmatch=True)
+_NAMES = st.one_of(
+    st.builds(lambda i: f"{i}.jsonl", _IDS),
+    st.builds(lambda i, t: f"{i}-topic-{t}.jsonl", _IDS, _IDS),
+    st.builds(lambda i: f"2026-09-20T14-13-48-902Z_{i}.jsonl", _IDS),
+    st.text(max_size=30),
+)
+
+
+@given(name=_NAMES, session_id=_IDS)
+def test_the_owner_set_agrees_with_the_owner_check(name: str, session_id: str) -> None:
+    # the store's scan over live entries uses the set; transcript_file uses the check: they must agree
+    assert (check_session_file_owner(name, session_id) is None) == (session_id in session_ids_owning(name))
+
+
+async def test_delete_keeps_a_topic_file_another_live_entry_owns(tmp_path: Path) -> None:
+    # "a-topic-1.jsonl" is attributable to both "a" (its topic form) and "a-topic-1" (its own name)
+    directory = _directory(
+        tmp_path,
+        {
+            MAIN: {"sessionId": "a", "updatedAt": NOW, "sessionFile": "a-topic-1.jsonl"},
+            OTHER: {"sessionId": "a-topic-1", "updatedAt": NOW},
+        },
+    )
+    (directory / "a-topic-1.jsonl").write_text(_header("a") + "\n")
+    async with SessionStore.open(directory, clock=FakeClock(now_ms=NOW)) as store:
+        assert await store.delete(OTHER)
+    assert (directory / "a-topic-1.jsonl").read_text() == _header("a") + "\n"
 
 
 # --------------------------------------------------------------------------- item 4: lone surrogate

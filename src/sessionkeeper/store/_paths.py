@@ -40,6 +40,7 @@ __all__ = (
     "normalize_agent_id",
     "refused_session_files",
     "resolve_session_file",
+    "session_ids_owning",
     "transcript_path",
 )
 
@@ -171,6 +172,27 @@ def check_session_file_owner(name: str, session_id: str | None) -> str | None:
         if fork is not None and fork.group("id") == sid:
             return None
     return f"{name!r} is not a transcript name of session {sid!r}"
+
+
+def session_ids_owning(name: str) -> frozenset[str]:
+    """
+    Every session id that :func:`check_session_file_owner` lets own the file ``name`` (none for a store
+    file or a trajectory sidecar): the stem of ``<id>.jsonl``, each ``<id>`` of ``<id>-topic-<thread>``,
+    the ``<id>`` of ``<ISO stamp>_<id>.jsonl``. For scans over many entries (one set lookup each).
+    """
+    if is_store_file_name(name) or not name.endswith(".jsonl") or name.endswith(".trajectory.jsonl"):
+        return frozenset()
+    stem = name[: -len(".jsonl")]
+    owners = {stem}
+    start = stem.find("-topic-")
+    while start >= 0:
+        owners.add(stem[:start])
+        start = stem.find("-topic-", start + 1)
+    fork = _FORK_STEM_RE.match(stem)
+    if fork is not None:
+        owners.add(fork.group("id"))
+    owners.discard("")
+    return frozenset(owners)
 
 
 def resolve_session_file(sessions_dir: Path | str, session_file: str) -> Path:

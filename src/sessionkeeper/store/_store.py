@@ -33,6 +33,7 @@ from sessionkeeper.store._paths import (
     archive_name,
     check_session_file_owner,
     resolve_session_file,
+    session_ids_owning,
     transcript_path,
 )
 from sessionkeeper.store._sqlite import SQLITE_FILE_NAME, SqliteStoreBackend
@@ -533,7 +534,12 @@ class SessionStore:
             return
         if path is None:
             return
+        owners = session_ids_owning(path.name)
         for key, other in (await self.backend.load_all()).items():
+            # only an entry that could own this file name can reference it (transcript_file refuses the
+            # rest), so the others are skipped without resolving their paths (a realpath each)
+            if not isinstance(other.session_id, str) or other.session_id.strip() not in owners:
+                continue
             try:
                 other_path = self.transcript_file(other)
             except UnsafePathError:
