@@ -55,6 +55,7 @@ from sessionkeeper.cli._doctor_checks import (
     repair_transcript_bytes,
 )
 from sessionkeeper.cli._doctor_config import read_config_file, run_config_checks
+from sessionkeeper.cli._hints import store_file_hint
 from sessionkeeper.cli._main import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_OK, fail
 from sessionkeeper.cli._output import console_for_stdout, print_table
 from sessionkeeper.exceptions import SessionBusyError, TranscriptFormatError
@@ -140,8 +141,19 @@ class FileReport:
         }
 
 
+def _unreadable(path: Path, err: OSError, *, doing: str = "read") -> FileReport:
+    """The report of a file that could not be read (permissions, I/O error, removed meanwhile)."""
+    reason = err.strerror or str(err) or type(err).__name__
+    finding = Finding(check="unreadable", severity="error", message=f"cannot {doing} the file: {reason}")
+    return FileReport(path=path, findings=(finding,))
+
+
 def _check_file(path: Path, registry: DoctorRegistry) -> FileReport:
-    target = diagnose_bytes(path, path.read_bytes(), lock=inspect_lock(path))
+    try:
+        data = path.read_bytes()
+    except OSError as err:  # reported for this file; the others are still checked (issue 11)
+        return _unreadable(path, err)
+    target = diagnose_bytes(path, data, lock=inspect_lock(path))
     return FileReport(
         path=path, findings=tuple(find_problems(target, registry)), diagnostics=target.diagnostics
     )
@@ -181,6 +193,8 @@ async def _fix_file(path: Path, registry: DoctorRegistry, lock_timeout_ms: float
         report = await anyio.to_thread.run_sync(_check_file, path, registry)
         busy = Finding(check="busy", severity="error", message=f"not fixed: {err}")
         return attrs.evolve(report, findings=(*report.findings, busy), busy=True)
+    except OSError as err:  # after SessionBusyError (an OSError too): reported, nothing written, go on
+        return _unreadable(path, err, doing="read or lock")
 
 
 def _run_directory_check(check: DirectoryCheck, directory: Path) -> list[Finding]:
@@ -313,10 +327,12 @@ def _render(run: DoctorRun, console: Console) -> None:
     for finding in run.directory_findings:
         console.print(f"{finding.severity}: {finding.check}: {escape(finding.message)}")
     data = run.to_json()["summary"]
+    directory_problems = sum(1 for f in run.directory_findings if f.is_problem)
     console.print(
         f"{data['files']} {'config file' if _is_config(run) else 'transcript(s)'}: "
         f"{data['healthy']} healthy, {data['fixed']} fixed, "
         f"{data['problems']} with problems"
+        + (f"; {directory_problems} store/directory problems" if directory_problems else "")
     )
 
 
@@ -335,7 +351,8 @@ def doctor_command(path: Path, fix: bool, as_json: bool) -> None:
     if path.is_file() and run.files and run.files[0].status == "not-a-transcript":
         if as_json:
             click.echo(json.dumps(run.to_json(), ensure_ascii=False))
-        fail(run.files[0].findings[0].message, code=EXIT_BAD_INPUT)
+        hint = store_file_hint(path, "doctor")  # a sessions.json given for its directory (issue 11)
+        fail(hint or run.files[0].findings[0].message, code=EXIT_BAD_INPUT)
     if as_json:
         click.echo(json.dumps(run.to_json(), ensure_ascii=False, indent=2))
     else:

@@ -15,12 +15,13 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
+import anyio
 import attrs
 import msgspec
 
 from sessionkeeper._clock import SYSTEM_CLOCK
-from sessionkeeper.exceptions import TranscriptFormatError
-from sessionkeeper.store import refused_session_files
+from sessionkeeper.exceptions import SessionKeeperError, TranscriptFormatError
+from sessionkeeper.store import SQLITE_FILE_NAME, STORE_FILE_NAME, SessionStore, refused_session_files
 from sessionkeeper.transcript import (
     TranscriptDiagnostics,
     TranscriptIndex,
@@ -273,6 +274,70 @@ class _SessionFileCheck:
         )
 
 
+@attrs.frozen
+class _StoreCheck:
+    """
+    The sessions directory's store (``sessions.json`` / ``sessions.sqlite``), read as ``sessions list`` reads
+    it (issue 11): an error when it cannot be read (the message ``sessions list`` fails with), a warning
+    for entries the load-time shape check drops, and a warning for active entries whose transcript is
+    missing (``sessions cleanup --fix-missing`` removes them). Refused ``sessionFile`` values are left to
+    the ``session-file`` check. Read-only: nothing is created or written.
+    """
+
+    id: str = "store"
+    description: str = "the session store: readable, every entry valid, every transcript present"
+
+    def check_directory(self, directory: Path) -> Iterable[Finding]:
+        if not (directory / STORE_FILE_NAME).exists() and not (directory / SQLITE_FILE_NAME).exists():
+            return ()
+        try:
+            return anyio.run(self._check, directory)
+        except SessionKeeperError as err:
+            return (Finding(check=self.id, severity="error", message=f"the store cannot be read: {err}"),)
+        except OSError as err:
+            reason = err.strerror or str(err)
+            return (Finding(check=self.id, severity="error", message=f"the store cannot be read: {reason}"),)
+
+    async def _check(self, directory: Path) -> tuple[Finding, ...]:
+        async with SessionStore.open(directory, read_only=True) as store:
+            rows = await store.list(archived=None)
+            dropped = tuple(getattr(getattr(store.backend, "last_load", None), "dropped_keys", ()))
+            location = getattr(store.backend, "path", directory)
+            missing: list[str] = []
+            for key, entry in rows:
+                if entry.is_archived:
+                    continue
+                try:
+                    path = store.transcript_file(entry)
+                except SessionKeeperError:  # a refused sessionFile: the session-file check reports it
+                    continue
+                if path is not None and not path.exists():
+                    missing.append(key)
+        found: list[Finding] = []
+        if dropped:
+            found.append(
+                Finding(
+                    check=self.id,
+                    severity="warning",
+                    message=f"{location}: {len(dropped)} entries fail the load-time shape check and are "
+                    f"ignored (as OpenClaw does): {_shorten(list(dropped), 5)}",
+                    ids=dropped,
+                )
+            )
+        if missing:
+            found.append(
+                Finding(
+                    check=self.id,
+                    severity="warning",
+                    message=f"{len(missing)} of {len(rows)} entries have no transcript file: "
+                    f"{_shorten(missing, 5)} (`sessionkeeper sessions cleanup --store {directory} "
+                    "--fix-missing` removes them)",
+                    ids=tuple(missing),
+                )
+            )
+        return tuple(found)
+
+
 def _shorten(items: list[str], limit: int) -> str:
     return ", ".join(items[:limit]) + (", ..." if len(items) > limit else "")
 
@@ -383,7 +448,7 @@ def default_registry() -> DoctorRegistry:
 
     return DoctorRegistry(
         transcript_checks=[*_builtin_checks(), _LockCheck()],
-        directory_checks=[_SessionFileCheck()],
+        directory_checks=[_StoreCheck(), _SessionFileCheck()],
         config_checks=builtin_config_checks(),
     )
 

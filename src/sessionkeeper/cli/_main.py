@@ -99,6 +99,12 @@ class _Group(click.Group):
         except click.UsageError as err:  # a subcommand's arguments or options
             _usage_error(err)
         except _BAD_INPUT_ERRORS as err:
+            if isinstance(err, TranscriptFormatError) and err.path is not None:
+                from sessionkeeper.cli._hints import store_file_hint  # noqa: PLC0415 - error path only
+
+                hint = store_file_hint(err.path, ctx.invoked_subcommand)
+                if hint is not None:
+                    fail(hint, code=EXIT_BAD_INPUT)
             fail(str(err), code=EXIT_BAD_INPUT)
         except SessionKeeperError as err:
             fail(str(err), code=EXIT_ERROR)
