@@ -89,6 +89,7 @@ from sessionkeeper.transcript import (
     AssistantMessage,
     CompactionEntry,
     MessageEntry,
+    SessionWriteLock,
     TextContent,
     TranscriptEntry,
     TranscriptManager,
@@ -171,6 +172,14 @@ class RuntimeSession:
         """The leaf id and context messages of the last context the runtime built (internal)."""
         self._prune_ledger: tuple[object, int, PruneLedger] | None = None
         """The transcript index, entries scanned and prune records read from them (internal, D11)."""
+        self._turn_lock: tuple[TranscriptManager, SessionWriteLock] | None = None
+        """The write lock held for the turn in progress, with the transcript it guards (internal)."""
+
+    @property
+    def holds_turn_lock(self) -> bool:
+        """Whether the runtime holds the transcript's write lock for a turn in progress right now."""
+        hold = self._turn_lock
+        return hold is not None and hold[1].held
 
     @property
     def entry(self) -> SessionEntry:
@@ -601,6 +610,50 @@ class SessionRuntime:
         session._entry = entry
         return entry
 
+    # ------------------------------------------------------------------ the turn's write lock
+
+    async def _hold_turn_lock(self, session: RuntimeSession, *, start: bool) -> None:
+        """
+        Hold the session transcript's write lock until the turn ends (OpenClaw holds it for the whole
+        agent run, spec §3), so each append of the turn pays only its write and fsync. ``start``: a new
+        turn begins (a prompt); otherwise only a hold already made for the turn is kept up.
+
+        Not taken for an in-memory transcript, with ``locking`` off, or while the host holds the lock
+        itself (``hold_write_lock``: the turn's writes use that one). A hold the watchdog released after
+        ``maxHoldMs``, or one on a transcript the session left (rotation), is given back and taken again.
+        """
+        transcript = session.transcript
+        hold = session._turn_lock
+        if hold is not None:
+            if hold[0] is transcript and hold[1].held:
+                return
+            await self.release_turn_lock(session)
+        elif not start:
+            return
+        if transcript.path is None or not transcript.locking or transcript.held_write_lock is not None:
+            return
+        session._turn_lock = (transcript, await transcript.acquire_write_lock_hold())
+
+    async def release_turn_lock(self, session: RuntimeSession) -> None:
+        """
+        Give back the transcript write lock the runtime holds for ``session``'s turn in progress (no-op
+        when none is held; idempotent; runs shielded from cancellation).
+
+        The runtime takes the lock when :meth:`before_model_call` starts a turn (with a ``prompt``) and
+        keeps it through the turn's calls (tool loop, retries); it releases it
+        when :meth:`after_turn` completes the turn (``turn_complete=True``), when any of them or
+        :meth:`on_model_error` raises or is cancelled, and when :meth:`on_model_error` returns
+        ``"not_overflow"``. A host that abandons a turn without :meth:`after_turn` calls this; otherwise
+        the lock is kept until the session's next turn (which reuses it) or until the lock watchdog
+        releases it after ``session.writeLock.maxHoldMs`` (default 5 min, checked every
+        ``watchdog_interval_ms``), so another writer waits at most that long (docs/locking.md).
+        """
+        hold = session._turn_lock
+        if hold is None:
+            return
+        session._turn_lock = None
+        await hold[0].release_write_lock_hold(hold[1])
+
     # ------------------------------------------------------------------ before the call
 
     async def before_model_call(
@@ -642,8 +695,26 @@ class SessionRuntime:
         Raises:
             OSError: A transcript or store write failed.
             TimeoutError: A compaction took longer than ``timeoutSeconds``.
+            SessionBusyError: The transcript's write lock, taken for the turn, was not acquired in time.
         """
+        try:
+            return await self._before_model_call(
+                session, prompt=prompt, system_prompt=system_prompt, is_heartbeat=is_heartbeat
+            )
+        except BaseException:
+            await self.release_turn_lock(session)
+            raise
+
+    async def _before_model_call(
+        self,
+        session: RuntimeSession,
+        *,
+        prompt: str | UserMessage | None,
+        system_prompt: str | None,
+        is_heartbeat: bool,
+    ) -> ModelCallPlan:
         await self._follow_successor(session)
+        await self._hold_turn_lock(session, start=prompt is not None)
         transcript = session.transcript
         window = self.context_window
         flush_outcome: MemoryFlushOutcome | None = None
@@ -791,8 +862,22 @@ class SessionRuntime:
         Raises:
             TypeError: A message of a role stored as its own entry type (summaries, custom messages).
             OSError: A write failed.
+            SessionBusyError: The transcript's write lock, taken for the turn, was not acquired in time.
         """
+        try:
+            outcome = await self._after_turn(session, messages=messages, turn_complete=turn_complete)
+        except BaseException:
+            await self.release_turn_lock(session)
+            raise
+        if turn_complete:
+            await self.release_turn_lock(session)
+        return outcome
+
+    async def _after_turn(
+        self, session: RuntimeSession, *, messages: Sequence[AgentMessage], turn_complete: bool
+    ) -> TurnOutcome:
         await self._follow_successor(session)
+        await self._hold_turn_lock(session, start=False)
         transcript = session.transcript
         now_ms = self.clock.now_ms()
         messages = [_stamped(message, now_ms) for message in messages]
@@ -913,7 +998,20 @@ class SessionRuntime:
         Raises:
             ContextOverflowError: Recovery is exhausted (``attempts`` and ``context_tokens`` attached).
             BaseException: ``error`` itself, when it is an exception that is not an overflow.
+
+        The turn's write lock stays held when the outcome is a retry (``"compacted"``, ``"truncated"``)
+        and is released when this raises or returns ``"not_overflow"`` (the turn is the host's to end).
         """
+        try:
+            outcome = await self._on_model_error(session, error)
+        except BaseException:
+            await self.release_turn_lock(session)
+            raise
+        if outcome.action == "not_overflow":
+            await self.release_turn_lock(session)
+        return outcome
+
+    async def _on_model_error(self, session: RuntimeSession, error: object) -> RecoveryOutcome:
         await self._follow_successor(session)
         window = self.context_window
         context = session.transcript.build_session_context().messages

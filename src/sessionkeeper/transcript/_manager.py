@@ -510,6 +510,23 @@ class TranscriptManager:
         Raises:
             SessionBusyError: The lock was not acquired in time (OpenClaw spec §3).
         """
+        lock = await self.acquire_write_lock_hold(timeout_ms=timeout_ms)
+        try:
+            yield lock
+        finally:
+            await self.release_write_lock_hold(lock)
+
+    async def acquire_write_lock_hold(self, *, timeout_ms: float | None = None) -> SessionWriteLock:
+        """
+        Start holding the write lock as :meth:`hold_write_lock` does, without a ``with`` block (for a hold
+        that spans calls, as ``SessionRuntime``'s turn). Every call must be paired with
+        :meth:`release_write_lock_hold`; until then the lock stays held (the watchdog still releases it
+        after ``max_hold_ms``).
+
+        Raises:
+            SessionBusyError: The lock was not acquired in time (OpenClaw spec §3).
+            RuntimeError: The transcript is in memory (it has no lock).
+        """
         if self._path is None:
             raise RuntimeError("an in-memory transcript has no write lock")
         settings = self.write_lock_settings if self.write_lock_settings is not None else default_settings()
@@ -536,19 +553,24 @@ class TranscriptManager:
                 ended = self._holds_ended
             with anyio.move_on_after(deadline - anyio.current_time()):
                 await ended.wait()
-        try:
-            yield lock
-        finally:
-            with anyio.CancelScope(shield=True):
-                try:
-                    async with self._write_lock:
+        return lock
+
+    async def release_write_lock_hold(self, lock: SessionWriteLock) -> None:
+        """
+        End a hold started by :meth:`acquire_write_lock_hold` (between this manager's writes, shielded
+        from cancellation; a lock the watchdog already released is not removed again).
+        """
+        with anyio.CancelScope(shield=True):
+            try:
+                async with self._write_lock:
+                    if lock in self._holds:
                         self._holds.remove(lock)
-                        self._held_lock = self._holds[-1] if self._holds else None
-                finally:
-                    await lock.release()
-                    if not self._holds and self._holds_ended is not None:
-                        self._holds_ended.set()
-                        self._holds_ended = None
+                    self._held_lock = self._holds[-1] if self._holds else None
+            finally:
+                await lock.release()
+                if not self._holds and self._holds_ended is not None:
+                    self._holds_ended.set()
+                    self._holds_ended = None
 
     @property
     def held_write_lock(self) -> SessionWriteLock | None:
