@@ -17,6 +17,7 @@ age-based unreferenced-artifact pass (stale temp files are still removed).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -385,6 +386,9 @@ def _disk_budget(
             if (sid := session_id_of(entry)) is not None:
                 refcounts[sid] = refcounts.get(sid, 0) + 1
         chunks = {k: entry_chunk_bytes(k, e) for k, e in sim.entries.items()}
+        live_refs: Counter[str] = Counter()
+        for entry in sim.entries.values():
+            live_refs.update(resolver.entry_references(entry))
         for key in sorted(sim.entries, key=lambda k: updated_at_of(sim.entries[k]) or 0):
             if total <= high_water:
                 break
@@ -393,6 +397,7 @@ def _disk_budget(
                 continue
             previous = projected
             sim.remove_entry(key, "evict-budget")
+            live_refs.subtract(resolver.entry_references(entry))
             projected = max(2, projected - (chunks[key] + 2))
             total += projected - previous
             digest = prompt_hash(entry)
@@ -410,9 +415,8 @@ def _disk_budget(
             refcounts[sid] = refcounts.get(sid, 1) - 1
             if refcounts[sid] > 0:
                 continue
-            live_files = resolver.referenced(sim.entries)
             for name in resolver.owned_artifacts(entry, sim.warnings):
-                if name not in live_files:
+                if live_refs[name] <= 0:  # F1: never a file a remaining entry references
                     drop(name, "budget-entry-file")
     if total > high_water:
         sim.warnings.append(

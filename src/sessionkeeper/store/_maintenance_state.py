@@ -171,22 +171,28 @@ class Resolver:
         return names
 
     def referenced(self, entries: Mapping[str, Mapping[str, Any]]) -> set[str]:
+        """Every file name an entry of ``entries`` references (transcripts, trajectories, checkpoints)."""
         names: set[str] = set()
         for entry in entries.values():
-            names.update(self.artifacts(entry))
-            checkpoints = entry.get("compactionCheckpoints")
-            if not isinstance(checkpoints, list):
+            names.update(self.entry_references(entry))
+        return names
+
+    def entry_references(self, entry: Mapping[str, Any]) -> set[str]:
+        """The file names one entry references: its artifacts and its checkpoints' transcripts."""
+        names = set(self.artifacts(entry))
+        checkpoints = entry.get("compactionCheckpoints")
+        if not isinstance(checkpoints, list):
+            return names
+        for checkpoint in checkpoints:
+            if not isinstance(checkpoint, Mapping):
                 continue
-            for checkpoint in checkpoints:
-                if not isinstance(checkpoint, Mapping):
-                    continue
-                for side in ("preCompaction", "postCompaction"):
-                    part = checkpoint.get(side)
-                    path = part.get("sessionFile") if isinstance(part, Mapping) else None
-                    if isinstance(path, str) and path.strip():
-                        inside = self._inside(path.strip())
-                        if inside is not None:
-                            names.add(inside)
+            for side in ("preCompaction", "postCompaction"):
+                part = checkpoint.get(side)
+                path = part.get("sessionFile") if isinstance(part, Mapping) else None
+                if isinstance(path, str) and path.strip():
+                    inside = self._inside(path.strip())
+                    if inside is not None:
+                        names.add(inside)
         return names
 
 
