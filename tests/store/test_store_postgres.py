@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 
 import psycopg
@@ -24,7 +25,7 @@ from sessionkeeper.exceptions import (
     StoreError,
     StoreUnavailableError,
 )
-from sessionkeeper.store import SessionEntry, session_entry_from_dict, session_entry_to_dict
+from sessionkeeper.store import RawJsonValue, SessionEntry, session_entry_from_dict, session_entry_to_dict
 from sessionkeeper.store._postgres import POSTGRES_SCHEMA_VERSION, PostgresStoreBackend
 from sessionkeeper.testing.conformance import CONFORMANCE_CHECKS, ConformanceCheck
 
@@ -352,3 +353,80 @@ async def test_update_of_a_key_another_writer_creates_meanwhile_runs_again_on_it
         assert seen == [None, SessionEntry(session_id="other", label="first")]
         assert stored == await b.get("k") == SessionEntry(session_id="other", label="first+mine")
         assert (await b.get_with_revision("k")).revision == 2  # type: ignore[union-attr]
+
+
+async def test_raw_json_values_keep_their_text_and_deep_ones_skip_jsonb(pg_schema: tuple[str, str]) -> None:
+    # issue 15 follow-up: 1e400 / huge integers / deep nesting (RawJsonValue) beside a lone surrogate
+    # used to raise TypeError (json.dumps fallback); nesting too deep for jsonb failed the write
+    dsn, schema = pg_schema
+    deep = "[" * 6000 + "]" * 6000
+    entries = {
+        "plain": SessionEntry(
+            session_id="s1", extra={"big": RawJsonValue("1e400"), "n": RawJsonValue("9" * 5000)}
+        ),
+        "lone": SessionEntry(session_id="s2", label="\ud83d", extra={"big": RawJsonValue("1e400")}),
+        "deep": SessionEntry(session_id="s3", extra={"deep": RawJsonValue(deep)}),
+    }
+    async with _backend(dsn, schema) as b:
+        for key, entry in entries.items():
+            await b.put(key, entry)
+    async with _backend(dsn, schema) as b:
+        assert await b.load_all() == entries
+    table = sql.Identifier(schema, "sk_sessions")
+    rows = dict(_rows(dsn, sql.SQL("SELECT session_key, entry_text FROM {}").format(table)))
+    assert '"big":1e400' in str(rows["plain"]) and "9" * 5000 in str(rows["plain"])
+    assert '"big": 1e400' in str(rows["lone"]) and "\\ud83d" in str(rows["lone"])
+    assert deep in str(rows["deep"])
+    jsonb = dict(_rows(dsn, sql.SQL("SELECT session_key, entry IS NOT NULL FROM {}").format(table)))
+    assert jsonb == {"plain": True, "lone": False, "deep": False}
+    ids = dict(_rows(dsn, sql.SQL("SELECT session_key, session_id FROM {}").format(table)))
+    assert ids["plain"] == "s1"
+
+
+async def test_read_only_sees_a_schema_created_after_it_opened(pg_schema: tuple[str, str]) -> None:
+    dsn, schema = pg_schema
+    async with _backend(dsn, schema, read_only=True) as ro:
+        assert await ro.load_all() == {}  # no schema yet: an empty store
+        assert await ro.get("k") is None
+        async with _backend(dsn, schema) as rw:
+            await rw.put("k", SessionEntry(session_id="s1"))
+        assert await ro.get("k") == SessionEntry(session_id="s1")
+        assert await ro.keys() == ["k"]
+        assert await ro.load_all() == {"k": SessionEntry(session_id="s1")}
+
+
+async def test_serialization_failures_are_retried(
+    pg_schema: tuple[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # a server whose default isolation is SERIALIZABLE rolls concurrent updates of one row back with
+    # SQLSTATE 40001; they used to surface as StoreUnavailableError
+    dsn, schema = pg_schema
+    serializable = psycopg.conninfo.make_conninfo(
+        dsn, options="-c default_transaction_isolation=serializable"
+    )
+    async with _backend(dsn, schema) as setup:
+        await setup.put("shared", session_entry_from_dict({"sessionId": "s", "marks": []}))
+    backends = [_backend(serializable, schema, max_size=2) for _ in range(3)]
+
+    def add(mark: str):  # type: ignore[no-untyped-def]
+        def fn(current: SessionEntry | None) -> SessionEntry:
+            assert current is not None
+            raw = session_entry_to_dict(current)
+            raw["marks"] = [*raw["marks"], mark]
+            return session_entry_from_dict(raw)
+
+        return fn
+
+    caplog.set_level(logging.DEBUG, logger="sessionkeeper.store")
+    try:
+        marks = [f"{i}:{j}" for i in range(3) for j in range(8)]
+        await asyncio.gather(*(backends[int(m.split(":")[0])].update("shared", add(m)) for m in marks))
+        got = await backends[0].get_with_revision("shared")
+        assert got is not None
+        assert sorted(session_entry_to_dict(got.entry)["marks"]) == sorted(marks)
+        assert got.revision == 1 + len(marks)
+        retried = [r for r in caplog.records if getattr(r, "sqlstate", None) == "40001"]
+        assert retried  # some attempts were rolled back and run again
+    finally:
+        for b in backends:
+            await b.aclose()

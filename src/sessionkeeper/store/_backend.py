@@ -87,7 +87,8 @@ class StoreBackend(Protocol):
       stored again goes last [``order``].
     - Entries come back equal to what was stored, ``extra`` (unknown fields, and known fields whose
       value does not fit the declared type) included, and absent ``sessionId`` / ``updatedAt`` stay
-      absent [``round_trip``, ``unset_fields``].
+      absent [``round_trip``, ``unset_fields``]; so do values ``JSON.parse`` reads but Python cannot
+      hold (:class:`~sessionkeeper.store.RawJsonValue`) and lone surrogates [``raw_values``].
     - No lost update: 40 concurrent :meth:`update` calls from tasks of one event loop all count, and
       concurrent :meth:`put` calls of distinct keys all land [``concurrent_tasks``].
     - Persistence, when the storage outlives the instance (the suite's ``reopen``): a second instance

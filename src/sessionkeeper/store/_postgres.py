@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
@@ -78,7 +79,7 @@ if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
 
 
-__all__ = ("POSTGRES_SCHEMA_VERSION", "PostgresStoreBackend")
+__all__ = ("CONFLICT_ATTEMPTS", "POSTGRES_SCHEMA_VERSION", "PostgresStoreBackend")
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -116,6 +117,20 @@ POSTGRES_SCHEMA_VERSION: Final = _MIGRATIONS[-1][0]
 """The schema version this library writes (the highest ``sk_migrations.version``)."""
 
 
+CONFLICT_ATTEMPTS: Final = 8
+"""
+How many times an operation runs when PostgreSQL rolls it back on a serialization failure (SQLSTATE
+``40001``, under ``SERIALIZABLE`` or ``REPEATABLE READ``, e.g. a server whose
+``default_transaction_isolation`` is ``serializable``) or a deadlock (``40P01``). Every operation of the
+backend is one transaction (or one statement) that such an error rolls back entirely, so each is safe to
+run again; :meth:`PostgresStoreBackend.update` and :meth:`~PostgresStoreBackend.transaction` then call
+their function again on the entries read anew (deviation ``DB-RETRY``).
+"""
+
+_CONFLICT_BACKOFF_S: Final = (0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.2)
+"""The pause before attempt 2 ... 8, each scaled by a random factor in [0.5, 1.5) (about 0.5 s in all)."""
+
+
 class _Retry(Exception):  # noqa: N818 - control flow: roll the transaction back and start again
     pass
 
@@ -142,15 +157,18 @@ class PostgresStoreBackend:
         connect_timeout_s: How long the first use waits for the server (default 10 s).
         lock_timeout_s: How long a write waits for a row lock or a connection before raising
             :class:`~sessionkeeper.exceptions.SessionBusyError` (default 10 s).
-        read_only: Never create or migrate anything: a schema without our tables reads as an empty store;
-            writes raise :class:`~sessionkeeper.exceptions.StoreError`.
+        read_only: Never create or migrate anything: a schema without our tables reads as an empty store
+            until another instance creates them (every read checks again while they are missing); writes
+            raise :class:`~sessionkeeper.exceptions.StoreError`.
 
     Raises:
         ConfigError: Neither ``dsn`` nor ``pool``, or an invalid ``schema`` / ``store_id``.
 
     Raises (from the methods):
         StoreUnavailableError: The server cannot be reached, or the connection broke.
-        SessionBusyError: A row lock or a pool connection was not obtained within ``lock_timeout_s``.
+        SessionBusyError: A row lock or a pool connection was not obtained within ``lock_timeout_s``, or
+            an operation still failed on a serialization failure or deadlock (SQLSTATE 40001 / 40P01)
+            after :data:`CONFLICT_ATTEMPTS` attempts.
         StoreCorruptError: The schema is newer than this library, or a row is not a JSON object.
         StoreError: Called outside asyncio, after :meth:`aclose`, or a write on a read-only backend.
         InvalidSessionEntryError: A key with a NUL or a lone surrogate (PostgreSQL text cannot hold it).
@@ -361,15 +379,32 @@ class PostgresStoreBackend:
 
     async def _check_schema_read_only(self) -> None:
         async with self._connection() as conn:
-            version = await self._schema_version(conn)
+            await self._check_tables(conn)
+
+    async def _check_tables(self, conn: AsyncConnection[Any]) -> bool:
+        """
+        Read-only: whether the schema's tables exist now (``self._tables``). Asked again by every read
+        while they do not (one ``to_regclass`` round trip), so a store another instance creates later is
+        seen; once they exist, never asked again.
+
+        Raises:
+            StoreError: The schema is older than this library's (a read-only backend does not migrate).
+        """
+        version = await self._schema_version(conn)
         if version is None:
             self._tables = False
-            return
+            return False
         if version < POSTGRES_SCHEMA_VERSION:
             raise StoreError(
                 f"{self.where}: schema version {version} is older than this library's "
                 f"({POSTGRES_SCHEMA_VERSION}); open it once without read_only to migrate it"
             )
+        self._tables = True
+        return True
+
+    async def _has_tables(self, conn: AsyncConnection[Any]) -> bool:
+        """Whether there is a store to read (read-only backends re-check a schema that was missing)."""
+        return self._tables or await self._check_tables(conn)
 
     def _check_not_newer(self, version: int) -> None:
         if version > POSTGRES_SCHEMA_VERSION:
@@ -402,24 +437,46 @@ class PostgresStoreBackend:
         from psycopg import errors  # noqa: PLC0415 - the optional extra, imported on first use
         from psycopg_pool import PoolTimeout  # noqa: PLC0415 - the optional extra, imported on first use
 
-        try:
-            async with self._connection() as conn:
-                return await body(conn)
-        except PoolTimeout as err:
-            raise SessionBusyError(
-                f"no connection to {self.where} within {self.lock_timeout_s} s (pool of {self._max_size} "
-                f"busy, or the server is unreachable: {err})",
-                path=self.where,
-                waited_ms=self.lock_timeout_s * 1000,
-            ) from err
-        except errors.LockNotAvailable as err:
-            raise SessionBusyError(
-                f"a row of {self.where} stayed locked by another writer past {self.lock_timeout_s} s",
-                path=self.where,
-                waited_ms=self.lock_timeout_s * 1000,
-            ) from err
-        except psycopg.OperationalError as err:
-            raise StoreUnavailableError(f"{self.where}: {err}") from err
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                async with self._connection() as conn:
+                    return await body(conn)
+            except (errors.SerializationFailure, errors.DeadlockDetected) as err:
+                # rolled back entirely (every body is one transaction or one statement): run it again
+                sqlstate = err.sqlstate or "40001"
+                if attempt >= CONFLICT_ATTEMPTS:
+                    raise SessionBusyError(
+                        f"{self.where}: still rolled back by the server after {attempt} attempts "
+                        f"(SQLSTATE {sqlstate}: {err})",
+                        path=self.where,
+                        waited_ms=0,
+                    ) from err
+                pause = _CONFLICT_BACKOFF_S[attempt - 1] * (0.5 + random.random())  # jitter
+                _log.debug(
+                    "store operation rolled back (SQLSTATE %s), attempt %d of %d",
+                    sqlstate,
+                    attempt,
+                    CONFLICT_ATTEMPTS,
+                    extra={"where": self.where, "sqlstate": sqlstate, "attempt": attempt},
+                )
+                await asyncio.sleep(pause)
+            except PoolTimeout as err:
+                raise SessionBusyError(
+                    f"no connection to {self.where} within {self.lock_timeout_s} s (pool of {self._max_size} "
+                    f"busy, or the server is unreachable: {err})",
+                    path=self.where,
+                    waited_ms=self.lock_timeout_s * 1000,
+                ) from err
+            except errors.LockNotAvailable as err:
+                raise SessionBusyError(
+                    f"a row of {self.where} stayed locked by another writer past {self.lock_timeout_s} s",
+                    path=self.where,
+                    waited_ms=self.lock_timeout_s * 1000,
+                ) from err
+            except psycopg.OperationalError as err:
+                raise StoreUnavailableError(f"{self.where}: {err}") from err
 
     async def _rows(self, conn: AsyncConnection[TupleRow], name: str, *params: Any) -> list[TupleRow]:
         cur = await conn.execute(self._sql[name], params)
@@ -431,7 +488,7 @@ class PostgresStoreBackend:
         """Return every entry in insertion order (one query)."""
 
         async def body(conn: AsyncConnection[TupleRow]) -> dict[str, SessionEntry]:
-            if not self._tables:
+            if not await self._has_tables(conn):
                 return {}
             rows = await self._rows(conn, "all", self.store_id)
             return {key: decode_entry_text(key, text, where=self.where) for key, text in rows}
@@ -442,7 +499,7 @@ class PostgresStoreBackend:
         """Return every session key in insertion order (never reads the entries)."""
 
         async def body(conn: AsyncConnection[TupleRow]) -> list[str]:
-            if not self._tables:
+            if not await self._has_tables(conn):
                 return []
             return [row[0] for row in await self._rows(conn, "keys", self.store_id)]
 
@@ -454,7 +511,7 @@ class PostgresStoreBackend:
             return None
 
         async def body(conn: AsyncConnection[TupleRow]) -> RevisionedEntry | None:
-            if not self._tables:
+            if not await self._has_tables(conn):
                 return None
             rows = await self._rows(conn, "get", self.store_id, session_key)
             if not rows:

@@ -10,7 +10,6 @@ the compare-and-swap token of :meth:`compare_and_swap` (never a timestamp).
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -24,11 +23,14 @@ from sessionkeeper.store._entry import (
     session_entry_from_dict,
     session_entry_to_dict,
 )
+from sessionkeeper.store._jsontext import RawJsonValue, dump_js, parse_store_json
 
 
 __all__ = ("RevisionedEntry",)
 
 _JSONB_UNSAFE: Final = "\\u0000"
+_JSONB_MAX_BRACKETS: Final = 4000
+"""A raw value with more ``[``/``{`` than this may nest deeper than ``jsonb``'s parser goes (its stack)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -50,19 +52,28 @@ def encode_entry_text(entry: SessionEntry) -> tuple[str, bool]:
     """
     The row text of ``entry`` and whether PostgreSQL's ``jsonb`` can hold it too.
 
-    Lone surrogates (valid in JavaScript strings) are written escaped; ``jsonb`` refuses them and
-    ``\\u0000``, so such rows keep only their text (``False``).
+    The same codec as a SQLite row: lone surrogates (valid in JavaScript strings) are written escaped
+    (``JSON.stringify``'s layout, :func:`~sessionkeeper.store._jsontext.dump_js`), and a
+    :class:`~sessionkeeper.store.RawJsonValue` (``1e400``, a 5 000-digit integer, deep nesting; issue 15)
+    is written as its text, byte for byte. ``jsonb`` refuses lone surrogates and ``\\u0000`` and overflows
+    its parser's stack on very deep nesting, so such rows keep only their text (``False``).
     """
     try:
         text = encode_session_entry(entry).decode()
     except UnicodeEncodeError:
-        return json.dumps(session_entry_to_dict(entry)), False
-    return text, _JSONB_UNSAFE not in text
+        return dump_js(session_entry_to_dict(entry)), False
+    deep = any(
+        isinstance(value, RawJsonValue)
+        and value.text.count("[") + value.text.count("{") > _JSONB_MAX_BRACKETS
+        for value in entry.extra.values()
+    )
+    return text, not deep and _JSONB_UNSAFE not in text
 
 
 def decode_entry_text(session_key: str, text: str | bytes, *, where: str) -> SessionEntry:
     """
-    Decode a stored row.
+    Decode a stored row (as a SQLite row is decoded: what ``JSON.parse`` reads, values Python cannot hold
+    kept as :class:`~sessionkeeper.store.RawJsonValue`).
 
     Raises:
         StoreCorruptError: The text is not a JSON object (``where`` names the store).
@@ -70,9 +81,9 @@ def decode_entry_text(session_key: str, text: str | bytes, *, where: str) -> Ses
     try:
         raw = msgspec.json.decode(text)
     except (msgspec.DecodeError, RecursionError) as err:  # RecursionError: nested ~1000 deep
-        try:
-            raw = json.loads(text)  # lone surrogate escapes (see encode_entry_text)
-        except (ValueError, RecursionError):
+        try:  # lone surrogate escapes (see encode_entry_text), 1e400, huge integers, deep nesting
+            raw = parse_store_json(text, field_depth=1)
+        except ValueError:
             raise StoreCorruptError(f"entry {session_key!r} is not valid JSON ({err})", path=where) from err
     if not isinstance(raw, dict):
         raise StoreCorruptError(f"entry {session_key!r} is not a JSON object", path=where)

@@ -21,6 +21,7 @@ and that two instances do not lose each other's updates. Failures raise :class:`
 The rules checked are stated on :class:`~sessionkeeper.store.StoreBackend` and its methods, each
 tagged with the check's name (``empty``, ``round_trip``, ``order``, ``update``, ``update_raises``:
 ``put`` of a non-:class:`~sessionkeeper.store.SessionEntry` raises ``TypeError``, ``unset_fields``,
+``raw_values`` (:class:`~sessionkeeper.store.RawJsonValue` values and lone surrogates round-trip exactly),
 ``transaction``, ``concurrent_tasks``, ``persistence``), and tabled in ``docs/testing.md`` with a
 20-line backend that passes. A backend author needs :func:`sessionkeeper.store.check_entry` and
 :func:`sessionkeeper.store.diff_entries`.
@@ -37,7 +38,13 @@ import attrs
 from msgspec import UNSET
 
 from sessionkeeper.exceptions import SessionKeeperError
-from sessionkeeper.store import SessionEntry, StoreBackend, session_entry_from_dict, session_entry_to_dict
+from sessionkeeper.store import (
+    RawJsonValue,
+    SessionEntry,
+    StoreBackend,
+    session_entry_from_dict,
+    session_entry_to_dict,
+)
 
 
 __all__ = (
@@ -148,6 +155,36 @@ async def _round_trip(factory: BackendFactory, _reopen: BackendFactory | None) -
             "unknown fields and mistyped known fields must survive a round trip",
         )
         _expect((await b.load_all()) == {"agent:main:main": _RICH}, "load_all() must return the entry")
+    finally:
+        await b.aclose()
+
+
+_RAW_TEXTS: Final = ("1e400", "-1E+999", "7" * 5000, "[" * 300 + "]" * 300)
+
+
+def _raw_entries() -> dict[str, SessionEntry]:
+    raw = {f"raw{i}": RawJsonValue(text) for i, text in enumerate(_RAW_TEXTS)}
+    return {
+        "k:raw": _entry("s1", 1, extra=dict(raw)),
+        "k:raw+surrogate": _entry("s2", 2, label="lone \ud83d half", extra=dict(raw)),
+    }
+
+
+async def _raw_values(factory: BackendFactory, reopen: BackendFactory | None) -> None:
+    b = await _make(factory)
+    try:
+        entries = _raw_entries()
+        for key, entry in entries.items():
+            await b.put(key, entry)
+        for key, entry in entries.items():
+            got = await b.get(key)
+            _expect(got == entry, f"values JSON.parse reads but Python cannot hold must round-trip ({key})")
+        if reopen is not None:
+            other = await _make(reopen)
+            try:
+                _expect(await other.load_all() == entries, "raw values must read back from storage")
+            finally:
+                await other.aclose()
     finally:
         await b.aclose()
 
@@ -317,6 +354,11 @@ CONFORMANCE_CHECKS: tuple[ConformanceCheck, ...] = (
     ConformanceCheck(name="update", doc="update() semantics (None = no change)", body=_update),
     ConformanceCheck(name="update_raises", doc="failed updates change nothing", body=_update_raises),
     ConformanceCheck(name="unset_fields", doc="rows without sessionId/updatedAt survive", body=_unset_fields),
+    ConformanceCheck(
+        name="raw_values",
+        doc="1e400, huge integers, deep nesting, lone surrogates round-trip",
+        body=_raw_values,
+    ),
     ConformanceCheck(name="transaction", doc="transactions are atomic", body=_transaction),
     ConformanceCheck(name="concurrent_tasks", doc="no lost update across tasks", body=_concurrent_tasks),
     ConformanceCheck(
