@@ -64,7 +64,10 @@ async def test_old_transcript_backups_are_swept_after_prune_after(tmp_path: Path
     [
         ("s1.jsonl.bak.2026-01-01T00-00-00-000Z", True),
         ("s1.jsonl.torn-4096.bak.2026-01-01T00-00-00-000Z", True),
-        ("s1.jsonl.torn-4096.bak.2026-01-01T00-00-00-000Z.1", False),
+        ("s1.jsonl.torn-4096.bak.2026-01-01T00-00-00-000Z.1", True),  # a second backup of that ms
+        ("s1.jsonl.bak.2026-01-01T00-00-00-000Z.12", True),
+        ("sessions.json.bak.2026-01-01T00-00-00-000Z.1", False),
+        ("s1.jsonl.bak.notastamp", False),
         ("sessions.json.bak.2026-01-01T00-00-00-000Z", False),
         ("s1.jsonl.reset.2026-01-01T00-00-00.000Z", False),
         ("s1.jsonl", False),

@@ -30,6 +30,7 @@ __all__ = (
     "prompt_blob_hash",
     "prompt_blob_name",
     "trajectory_names",
+    "transcript_backup_stamp_ms",
 )
 
 STORE_TEMP_STALE_MS: Final = 5 * 60 * 1000
@@ -81,17 +82,28 @@ def is_archive_name(file_name: str) -> bool:
     return any(archive_timestamp_ms(file_name, reason) is not None for reason in ("deleted", "reset", "bak"))
 
 
+def transcript_backup_stamp_ms(file_name: str) -> int | None:
+    """
+    The time stamp (ms since the epoch) of a transcript backup, or ``None`` for any other name.
+
+    Transcript backups: ``<name>.jsonl.bak.<stamp>`` (migration, ``doctor --fix``) and
+    ``<name>.jsonl.<label>.bak.<stamp>`` (a torn-tail repair's removed bytes, ``torn-<offset>``), each
+    possibly with the ``.<n>`` suffix a backup gets when its name was taken. Store backups
+    (``sessions.json.bak.*``) are not transcript backups.
+    """
+    base = re.sub(r"\.\d+$", "", file_name)
+    index = base.rfind(".bak.")
+    if index < 0:
+        return None
+    head = base[:index]
+    if not (head.endswith(".jsonl") or re.search(r"\.jsonl\.torn-\d+$", head)):
+        return None
+    return archive_timestamp_ms(base, "bak")
+
+
 def is_transcript_backup_name(file_name: str) -> bool:
-    """
-    True for a transcript backup with a stamp: ``<name>.jsonl.bak.<stamp>`` (migration, ``doctor --fix``)
-    or ``<name>.jsonl.<label>.bak.<stamp>`` (a torn-tail repair's removed bytes, ``torn-<offset>``).
-    Store backups (``sessions.json.bak.*``) are not transcript backups.
-    """
-    index = file_name.rfind(".bak.")
-    if index < 0 or archive_timestamp_ms(file_name, "bak") is None:
-        return False
-    head = file_name[:index]
-    return head.endswith(".jsonl") or re.search(r"\.jsonl\.torn-\d+$", head) is not None
+    """True for a transcript backup (see :func:`transcript_backup_stamp_ms`)."""
+    return transcript_backup_stamp_ms(file_name) is not None
 
 
 def is_checkpoint_transcript_name(file_name: str) -> bool:

@@ -32,8 +32,8 @@ from sessionkeeper.store._artifacts import (
     is_prompt_blob_temp_name,
     is_store_temp_name,
     is_trajectory_name,
-    is_transcript_backup_name,
     prompt_blob_name,
+    transcript_backup_stamp_ms,
 )
 from sessionkeeper.store._keys import (
     is_main_session_key,
@@ -271,7 +271,7 @@ def plan_maintenance(
     # (issue 15; OpenClaw sweeps *.bak.* only under the disk budget). Store backups are kept (B21).
     if settings.prune_after_ms is not None:
         for name in list(sim.files):
-            stamp = archive_timestamp_ms(name, "bak") if is_transcript_backup_name(name) else None
+            stamp = transcript_backup_stamp_ms(name)
             if stamp is not None and now_ms - stamp > settings.prune_after_ms:
                 sim.delete(name, "backup-retention")
 
