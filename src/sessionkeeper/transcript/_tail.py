@@ -165,7 +165,12 @@ class TailReader:
         self._max_chunk = max(first_chunk, _MAX_CHUNK)
         self._carry = b""
         self.bytes_read = 0
+        self.reads = 0
         self.exhausted = end <= start
+
+    def size_next(self, size: int) -> None:
+        """Make the next read ``size`` bytes (at least 1, at most the chunk cap) instead of doubling."""
+        self._chunk = min(max(size, 1), self._max_chunk)
 
     @property
     def unread_end(self) -> int:
@@ -183,6 +188,7 @@ class TailReader:
         self._handle.seek(self._pos)
         data = self._handle.read(size)
         self.bytes_read += len(data)
+        self.reads += 1
         if self._carry:
             data += self._carry
         if self._pos > self._start:
@@ -229,6 +235,7 @@ def _walk_tail(
     visit: _Visit,
     index_at: tuple[Path, str] | None = None,
     header_out: list[TailHeader] | None = None,
+    reader_out: list[TailReader] | None = None,
 ) -> str:
     """
     Follow the leaf's ``parentId`` chain backwards, calling ``visit`` on each path entry from the
@@ -241,7 +248,8 @@ def _walk_tail(
 
     Returns ``"stopped"`` (visit said so), ``"root"`` (the path ended: root, missing parent or a
     cycle), ``"empty"`` (no entries), or ``"full"`` (the full loader must decide). The header found
-    is appended to ``header_out`` (when given and the walk gets that far).
+    is appended to ``header_out`` (when given and the walk gets that far), the reader to ``reader_out``.
+    A visitor with a ``next_chunk(bytes_read)`` method sizes each further read (``None``: doubling).
     """
     st = os.fstat(handle.fileno())
     size = st.st_size
@@ -251,6 +259,9 @@ def _walk_tail(
     if header_out is not None:
         header_out.append(found)
     reader = TailReader(handle, start=found.entries_offset, end=size, first_chunk=first_chunk)
+    if reader_out is not None:
+        reader_out.append(reader)
+    next_chunk = getattr(visit, "next_chunk", None)
     latest: dict[str, TailRecord] = {}  # id -> its last occurrence in file order
     starts: dict[str, int] = {}  # id -> offset of that line
     on_path: set[int] = set()
@@ -298,6 +309,10 @@ def _walk_tail(
                 if current is None:
                     return "full" if any_entry else "empty"
                 return "root"  # the parent is not in the file
+            if next_chunk is not None:
+                wanted = next_chunk(reader.bytes_read)
+                if wanted is not None:
+                    reader.size_next(wanted)
             if current is not None and not index_tried and only_thinking is not None and only_thinking():
                 assert index_at is not None
                 index_tried = True
@@ -509,7 +524,7 @@ def read_tail_context(
     Args:
         path: The transcript file.
         max_tail_bytes: Bytes read backwards before handing over to the full loader.
-        chunk_bytes: Size of the first backward read (later reads double, up to 1 MiB or this).
+        chunk_bytes: Size of the first backward read, in bytes (``None``: sized for ``n`` messages).
         ancestry_index: ``False``: neither read nor write the ancestry index (walk instead).
 
     Raises:
@@ -602,10 +617,31 @@ def _message_of(entry: TranscriptEntry) -> AgentMessage | None:
     return None
 
 
+_MESSAGE_BYTES_GUESS: Final = 2048
+"""Bytes per path message assumed before any was read (the pi samples average 0.8-1.3 KB per message
+on the path, tool results included): the first read of ``n`` messages is sized to hold them."""
+_READ_SLACK: Final = 4096
+_MIN_FIRST_READ: Final = 16 << 10
+
+
+def first_read_for(n: int) -> int:
+    """The first backward read for the last ``n`` messages, in bytes (16 KiB to 1 MiB)."""
+    return min(max(n * _MESSAGE_BYTES_GUESS + _READ_SLACK, _MIN_FIRST_READ), _MAX_CHUNK)
+
+
 class _MessageWalk:
     def __init__(self, n: int) -> None:
         self.n = n
         self.messages: list[AgentMessage] = []
+        self._found_before = 0
+
+    def next_chunk(self, bytes_read: int) -> int | None:
+        """The next read sized to the messages still missing, at the rate seen so far (+50 %)."""
+        found = len(self.messages)
+        if found == self._found_before:
+            return None  # no message in the last read (a long line, another branch): doubling
+        self._found_before = found
+        return (self.n - found) * bytes_read * 3 // (found * 2) + _READ_SLACK
 
     def __call__(self, record: TailRecord) -> bool:
         if record.kind == "message":
@@ -635,7 +671,7 @@ def read_last_messages(
     n: int = 50,
     *,
     max_tail_bytes: int = DEFAULT_MAX_TAIL_BYTES,
-    chunk_bytes: int = 64 << 10,
+    chunk_bytes: int | None = None,
 ) -> tuple[AgentMessage, ...]:
     """
     The last ``n`` messages of the transcript's current branch, oldest first, with a bounded tail read.
@@ -643,15 +679,17 @@ def read_last_messages(
     "Messages" are the ``message`` entries (any role: user, assistant, toolResult, bashExecution,
     custom...) on the path from the leaf (the last entry with an id) towards the root, as recorded:
     compactions are not applied (this is the history, not the model context; use
-    :func:`read_tail_context` for that) and abandoned branches are not included. Reads 64 KiB from the
-    end first and doubles while more is needed; the same answer as the full loader always (it decides
+    :func:`read_tail_context` for that) and abandoned branches are not included. Reads backwards in
+    chunks sized to what is needed: the first holds ``n`` messages of 2 KiB (16 KiB to 1 MiB), each
+    further one the messages still missing at the size per message read so far; only the lines on the
+    path up to the ``n``-th message are decoded. Always the same answer as the full loader (it decides
     for legacy files or past ``max_tail_bytes``).
 
     Args:
         path: The transcript file.
         n: How many messages at most (``n <= 0`` gives ``()``).
         max_tail_bytes: Bytes read backwards before handing over to the full loader.
-        chunk_bytes: Size of the first backward read (later reads double, up to 1 MiB or this).
+        chunk_bytes: Size of the first backward read, in bytes (``None``: sized for ``n`` messages).
 
     Raises:
         TranscriptNotFoundError: The file does not exist.
@@ -661,12 +699,24 @@ def read_last_messages(
     if n <= 0:
         return ()
     file = Path(path)
-    walk = _MessageWalk(n)
     with open_transcript_file(file) as handle:
-        outcome = _walk_tail(handle, max_bytes=max_tail_bytes, first_chunk=chunk_bytes, visit=walk)
-    if outcome == "full":
+        found = _last_messages_walk(handle, n, max_tail_bytes=max_tail_bytes, chunk_bytes=chunk_bytes)
+    if found is None:
         return last_messages_of_index(load_transcript(file), n)
-    return tuple(reversed(walk.messages))
+    return found[0]
+
+
+def _last_messages_walk(
+    handle: IO[bytes], n: int, *, max_tail_bytes: int, chunk_bytes: int | None
+) -> tuple[tuple[AgentMessage, ...], TailReader | None] | None:
+    """The tail walk of :func:`read_last_messages` and its reader; ``None``: the full loader decides."""
+    walk = _MessageWalk(n)
+    readers: list[TailReader] = []
+    first = first_read_for(n) if chunk_bytes is None else chunk_bytes
+    outcome = _walk_tail(handle, max_bytes=max_tail_bytes, first_chunk=first, visit=walk, reader_out=readers)
+    if outcome == "full":
+        return None
+    return tuple(reversed(walk.messages)), readers[0] if readers else None
 
 
 async def aread_tail_context(

@@ -1,0 +1,68 @@
+"""
+"Last N messages" reads backwards in chunks sized to what it needs (issue 16).
+
+The first read holds ``n`` messages of the assumed size and each further read is sized to the messages
+still missing; it used to start at 64 KiB and double, so 50 messages just over 64 KiB took two reads
+and 1,000 messages six.
+"""
+
+from __future__ import annotations
+
+import gzip
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sessionkeeper.transcript import (
+    MessageEntry,
+    TextContent,
+    TranscriptManager,
+    UserMessage,
+    load_transcript,
+)
+from sessionkeeper.transcript._tail import (
+    DEFAULT_MAX_TAIL_BYTES,
+    _last_messages_walk,
+    last_messages_of_index,
+    read_last_messages,
+)
+
+
+SAMPLES = Path(__file__).resolve().parent.parent / "data" / "pi"
+
+pytestmark = pytest.mark.anyio
+
+
+def _walk(path: Path, n: int) -> tuple[int, int]:
+    with path.open("rb") as handle:
+        found = _last_messages_walk(handle, n, max_tail_bytes=DEFAULT_MAX_TAIL_BYTES, chunk_bytes=None)
+    assert found is not None
+    messages, reader = found
+    assert reader is not None
+    assert messages == last_messages_of_index(load_transcript(path), n)
+    return reader.reads, reader.bytes_read
+
+
+async def test_fifty_messages_over_64_kib_take_one_read(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    manager = await TranscriptManager.create(path, cwd="/w", durability="none")
+    for i in range(120):  # about 1.6 KB per line: 50 messages take about 80 KB
+        await manager.append_message(
+            UserMessage(content=[TextContent(text=f"{i} " + "x" * 1500)], timestamp=i)
+        )
+    reads, read_bytes = _walk(path, 50)
+    assert reads == 1
+    assert read_bytes < 3 * 50 * 1600  # sized to the need, not the whole file
+    expected = tuple(e.message for e in manager.entries()[-50:] if isinstance(e, MessageEntry))
+    assert read_last_messages(path, 50) == expected and len(expected) == 50
+
+
+@pytest.mark.parametrize(("n", "most_reads"), [(10, 1), (50, 1), (200, 1), (1000, 2)])
+def test_the_samples_need_at_most_one_read_per_megabyte(tmp_path: Path, n: int, most_reads: int) -> None:
+    path = tmp_path / "large-20k.jsonl"
+    with gzip.open(SAMPLES / "large-20k.jsonl.gz", "rb") as src, path.open("wb") as out:
+        shutil.copyfileobj(src, out)
+    for sample in (SAMPLES / "large-2000.jsonl", path):
+        reads, _ = _walk(sample, n)
+        assert reads <= most_reads, (sample.name, n, reads)
