@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from importlib.metadata import entry_points
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 import anyio
 import attrs
@@ -168,7 +168,8 @@ class CompactionProviderRegistry:
             try:
                 loaded = point.load()
                 is_instance = not isinstance(loaded, type) and callable(getattr(loaded, "summarize", None))
-                provider = loaded if is_instance else loaded()
+                # entry points are untyped: the registry checks the shape in register()
+                provider = cast("CompactionProvider", loaded if is_instance else loaded())
             except Exception as err:
                 raise ProviderError(
                     f"compaction provider entry point {point.name!r} ({point.value}) failed to load: {err}"

@@ -286,7 +286,8 @@ class PostgresStoreBackend:
 
     async def _configure(self, conn: AsyncConnection[Any]) -> None:
         """Per new pool connection: the row-lock wait limit (``SET lock_timeout``)."""
-        await conn.execute(f"SET lock_timeout = {max(1, round(self.lock_timeout_s * 1000))}")
+        # SET takes no bind parameters; the value is an int built here (pyright wants a LiteralString)
+        await conn.execute(f"SET lock_timeout = {max(1, round(self.lock_timeout_s * 1000))}")  # pyright: ignore[reportCallIssue, reportArgumentType]
 
     def _build_sql(self, sql: Any) -> None:
         table = sql.Identifier(self.schema, "sk_sessions")

@@ -417,7 +417,8 @@ async def _acquire_held(  # noqa: PLR0917 - private, called from three places
             if left <= _EPSILON_S:
                 found = await anyio.to_thread.run_sync(_inspect_for_error, key_path, clock.now_ms(), settings)
                 _raise_busy(lock_path, found, timeout_ms, clock.monotonic() - start)
-            await wait_or_wake(event, min(poll_s, left), clock)
+            # every branch that reaches here set `event` (claimed breaks out above)
+            await wait_or_wake(event, min(poll_s, left), clock)  # pyright: ignore[reportPossiblyUnboundVariable]
 
         while True:  # the lock file
             now_ms = clock.now_ms()
