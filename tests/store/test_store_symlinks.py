@@ -127,3 +127,48 @@ def test_symlink_error_is_bad_input_for_the_cli(tmp_path: Path) -> None:
     assert result.exit_code == 2, result.output
     assert "symbolic link" in result.output
     assert list(outside.iterdir()) == []
+
+
+def test_doctor_reports_links_at_write_paths_and_touches_nothing(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from sessionkeeper.cli import cli
+
+    sessions, outside = _dirs(tmp_path)
+    (sessions / "sessions.json").write_text("{}")
+    (sessions / "sessions.json.lock").symlink_to(outside / "planted.lock")
+    real = outside / "real.jsonl"
+    real.write_text(
+        '{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}\n'
+    )
+    (sessions / "s1.jsonl").symlink_to(real)
+    (sessions / "notes.txt").symlink_to(real)  # not a name sessionkeeper writes: not reported
+    result = CliRunner().invoke(cli, ["doctor", str(sessions), "--json"])
+    findings = [f for f in json.loads(result.stdout)["directoryFindings"] if f["check"] == "symlink"]
+    assert [(f["ids"], "dangling" in f["message"]) for f in findings] == [
+        (["s1.jsonl"], False),
+        (["sessions.json.lock"], True),
+    ]
+    assert (sessions / "s1.jsonl").is_symlink() and (sessions / "sessions.json.lock").is_symlink()
+    assert sorted(p.name for p in outside.iterdir()) == ["real.jsonl"]
+
+
+def test_doctor_fix_skips_a_linked_transcript_and_fixes_the_others(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from sessionkeeper.cli import cli
+
+    sessions, outside = _dirs(tmp_path)
+    header = '{"type":"session","version":3,"id":"%s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}\n'
+    real = outside / "real.jsonl"
+    real.write_text(header % "s1" + '{"type":"mess')
+    (sessions / "s1.jsonl").symlink_to(real)
+    (sessions / "s2.jsonl").write_text(header % "s2" + '{"type":"mess')
+    result = CliRunner().invoke(cli, ["doctor", str(sessions), "--fix", "--json"])
+    assert result.exit_code == 1, result.output
+    files = {Path(f["path"]).name: f for f in json.loads(result.stdout)["files"]}
+    assert files["s2.jsonl"]["status"] == "fixed"
+    assert any(f["check"] == "symlink" for f in files["s1.jsonl"]["findings"])
+    assert real.read_text() == header % "s1" + '{"type":"mess'  # the link's target is untouched
+    assert (sessions / "s1.jsonl").is_symlink()
+    assert not [p for p in sessions.iterdir() if p.name.startswith("s1.jsonl.")]  # no backup either

@@ -58,7 +58,7 @@ from sessionkeeper.cli._doctor_config import read_config_file, run_config_checks
 from sessionkeeper.cli._hints import store_file_hint
 from sessionkeeper.cli._main import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_OK, fail
 from sessionkeeper.cli._output import console_for_stdout, print_table
-from sessionkeeper.exceptions import SessionBusyError, TranscriptFormatError
+from sessionkeeper.exceptions import SessionBusyError, SymlinkRefusedError, TranscriptFormatError
 from sessionkeeper.transcript import SessionWriteLock, TranscriptDiagnostics
 from sessionkeeper.transcript._lock_inspect import LockInspection
 
@@ -185,6 +185,8 @@ def _fix_file_locked(path: Path, registry: DoctorRegistry, lock_before: LockInsp
 
 
 async def _fix_file(path: Path, registry: DoctorRegistry, lock_timeout_ms: float) -> FileReport:
+    if await anyio.to_thread.run_sync(path.is_symlink):  # never written through (F4): checked, not fixed
+        return await _not_fixed_link(path, registry, SymlinkRefusedError(path, what="transcript"))
     lock_before = await anyio.to_thread.run_sync(inspect_lock, path)
     try:
         async with SessionWriteLock.acquire(path, timeout_ms=lock_timeout_ms):
@@ -193,8 +195,18 @@ async def _fix_file(path: Path, registry: DoctorRegistry, lock_timeout_ms: float
         report = await anyio.to_thread.run_sync(_check_file, path, registry)
         busy = Finding(check="busy", severity="error", message=f"not fixed: {err}")
         return attrs.evolve(report, findings=(*report.findings, busy), busy=True)
+    except SymlinkRefusedError as err:  # became a link meanwhile
+        return await _not_fixed_link(path, registry, err)
     except OSError as err:  # after SessionBusyError (an OSError too): reported, nothing written, go on
         return _unreadable(path, err, doing="read or lock")
+
+
+async def _not_fixed_link(path: Path, registry: DoctorRegistry, err: SymlinkRefusedError) -> FileReport:
+    report = await anyio.to_thread.run_sync(_check_file, path, registry)
+    if report.healthy:
+        return report
+    refused = Finding(check="symlink", severity="error", message=f"not fixed: {err}")
+    return attrs.evolve(report, findings=(*report.findings, refused))
 
 
 def _run_directory_check(check: DirectoryCheck, directory: Path) -> list[Finding]:

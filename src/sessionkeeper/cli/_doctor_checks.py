@@ -21,7 +21,13 @@ import msgspec
 
 from sessionkeeper._clock import SYSTEM_CLOCK
 from sessionkeeper.exceptions import SessionKeeperError, TranscriptFormatError
-from sessionkeeper.store import SQLITE_FILE_NAME, STORE_FILE_NAME, SessionStore, refused_session_files
+from sessionkeeper.store import (
+    SQLITE_FILE_NAME,
+    STORE_FILE_NAME,
+    SessionStore,
+    is_store_file_name,
+    refused_session_files,
+)
 from sessionkeeper.transcript import (
     TranscriptDiagnostics,
     TranscriptIndex,
@@ -250,6 +256,36 @@ class _LockCheck:
 
 
 @attrs.frozen
+class _SymlinkCheck:
+    """Symbolic links at names sessionkeeper writes (issue 15 item 7, deviation F4): reported, not touched."""
+
+    id: str = "symlink"
+    description: str = "symbolic links where sessionkeeper writes (read through, refused on write)"
+
+    def check_directory(self, directory: Path) -> Iterable[Finding]:
+        try:
+            paths = sorted(directory.iterdir())
+        except OSError:
+            return ()
+        found: list[Finding] = []
+        for path in paths:
+            name = path.name
+            if not (is_store_file_name(name) or name.endswith((".jsonl", ".lock"))) or not path.is_symlink():
+                continue
+            try:
+                target = str(path.readlink())
+            except OSError:
+                target = "?"
+            dangling = "" if path.exists() else " (dangling)"
+            message = (
+                f"{name} is a symbolic link to {target}{dangling}: read through it, but every write to it "
+                "is refused (SymlinkRefusedError); replace it by the file itself"
+            )
+            found.append(Finding(check=self.id, severity="warning", message=message, ids=(name,)))
+        return tuple(found)
+
+
+@attrs.frozen
 class _SessionFileCheck:
     """Entries of ``sessions.json`` whose ``sessionFile`` the store refuses (issue 15 items 1, 4; F1)."""
 
@@ -448,7 +484,7 @@ def default_registry() -> DoctorRegistry:
 
     return DoctorRegistry(
         transcript_checks=[*_builtin_checks(), _LockCheck()],
-        directory_checks=[_StoreCheck(), _SessionFileCheck()],
+        directory_checks=[_StoreCheck(), _SessionFileCheck(), _SymlinkCheck()],
         config_checks=builtin_config_checks(),
     )
 
