@@ -9,6 +9,12 @@ cache-TTL pruning and a silent-reply stream. The bundled files themselves are ne
 
 Steps are a list (:data:`DEMO_STEPS`); a later feature adds its step there. A step that raises is
 reported as failed, the others still run, and the command exits 1.
+
+The report is deterministic (issue 11): two runs print the same text and the same JSON. Paths are shown
+under ``<workdir>``, the entries of the v1 sample (which has no ids on disk: ids are drawn at random when
+it is migrated in memory, as pi does) by position (``#N``), the appended entry and the repair backup
+without their random id and time stamp, and the runtime replay numbers its session ids. Each step explains
+every number a newcomer cannot read in its ``notes`` (one line per column).
 """
 
 from __future__ import annotations
@@ -17,7 +23,6 @@ import importlib.resources
 import json
 import shutil
 import tempfile
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -59,11 +64,13 @@ class StepResult:
         summary: One line for humans.
         rows: Table rows (same keys in every row), shown as a table and included in the JSON.
         data: Extra JSON-ready facts.
+        notes: One line per column (or number) that needs explaining, ``"<column>: <meaning>"``.
     """
 
     summary: str
     rows: tuple[dict[str, Any], ...] = ()
     data: dict[str, Any] = attrs.field(factory=dict)
+    notes: tuple[str, ...] = ()
 
 
 @attrs.define
@@ -88,6 +95,27 @@ class DemoContext:
     async def open_all(self) -> list[tuple[str, TranscriptManager]]:
         """Open every copied transcript, in name order."""
         return [(name, await self.open(name)) for name in sorted(self.transcripts)]
+
+    def show(self, path: Path) -> str:
+        """``path`` as the report shows it: under ``<workdir>`` (the same text in every run)."""
+        try:
+            return str(Path("<workdir>") / path.relative_to(self.workdir))
+        except ValueError:
+            return str(path)
+
+
+_LEGACY_NOTE = (
+    "#N: the N-th entry of a v1 transcript, which has no entry ids on disk (pi draws random ids when it "
+    "migrates the file on load, so an id would change from run to run)"
+)
+
+
+def entry_ref(manager: TranscriptManager, entry_id: str | None) -> str | None:
+    """An entry as the report shows it: its id, or ``#N`` (position) in a migrated v1/v2 transcript."""
+    if entry_id is None or not manager.diagnostics.legacy_version:
+        return entry_id
+    ids = [entry.id for entry in manager.entries()]
+    return f"#{ids.index(entry_id) + 1}" if entry_id in ids else entry_id
 
 
 @attrs.frozen(kw_only=True)
@@ -127,9 +155,13 @@ async def _step_samples(ctx: DemoContext) -> StepResult:
         data = await anyio.Path(path).read_bytes()
         rows.append({"transcript": name, "bytes": len(data), "lines": data.count(b"\n")})
     return StepResult(
-        summary=f"copied {len(rows)} bundled sample transcripts to {ctx.sessions}",
+        summary=f"copied {len(rows)} bundled sample transcripts to {ctx.show(ctx.sessions)}",
         rows=tuple(rows),
-        data={"sessions": str(ctx.sessions)},
+        data={"sessions": ctx.show(ctx.sessions)},
+        notes=(
+            "bytes: the file's size",
+            "lines: JSONL lines, one per entry plus the session header line",
+        ),
     )
 
 
@@ -142,14 +174,22 @@ async def _step_open(ctx: DemoContext) -> StepResult:
                 "transcript": name,
                 "version": diag.version,
                 "entries": len(manager.entries()),
-                "leaf": manager.leaf_id,
+                "leaf": entry_ref(manager, manager.leaf_id),
                 "name": manager.session_name,
                 "labels": len(manager.labels),
             }
         )
     legacy = [name for name, manager in await ctx.open_all() if manager.diagnostics.legacy_version]
     note = f"; {', '.join(legacy)} migrated from an old version in memory (nothing written)" if legacy else ""
-    return StepResult(summary=f"opened {len(rows)} transcripts{note}", rows=tuple(rows))
+    notes: tuple[str, ...] = (
+        "version: pi's transcript format version (3 is current; 1 and 2 are migrated to 3 when opened)",
+        "entries: every entry of the tree (messages, model and thinking changes, compactions, labels, ...)",
+        "leaf: the entry the session continues from (new entries are appended after it)",
+        "labels: entries a user bookmarked with a label",
+    )
+    if legacy:
+        notes = (*notes, _LEGACY_NOTE)
+    return StepResult(summary=f"opened {len(rows)} transcripts{note}", rows=tuple(rows), notes=notes)
 
 
 async def _step_context(ctx: DemoContext) -> StepResult:
@@ -171,6 +211,15 @@ async def _step_context(ctx: DemoContext) -> StepResult:
     return StepResult(
         summary="rebuilt each leaf's model context (pi's buildSessionContext) and estimated its tokens",
         rows=tuple(rows),
+        notes=(
+            "messages: what the model receives: the leaf's branch from its root, a compaction summary in "
+            "place of what it replaced",
+            "contextTokens: pi's estimate, compared with the window: the input and output tokens the "
+            "provider reported for the last assistant reply (its system prompt and tool definitions "
+            "included, which the transcript does not hold), plus chars/4 of every message after it",
+            "charsOver4: every message's characters / 4, ignoring reported usage: the transcript's messages "
+            "only, so well below contextTokens when the provider counted a large system prompt",
+        ),
     )
 
 
@@ -202,7 +251,18 @@ async def _step_tree(ctx: DemoContext) -> StepResult:
                 "pathToLeaf": len(manager.get_branch()),
             }
         )
-    return StepResult(summary="walked each session tree (branches, depth, current path)", rows=tuple(rows))
+    return StepResult(
+        summary="walked each session tree (branches, depth, current path)",
+        rows=tuple(rows),
+        notes=(
+            "entries: the tree's entries (as in step 2)",
+            "roots: entries without a parent (normally 1)",
+            "branchTips: entries without children: each is the end of a branch the session could go on from",
+            "depth: entries on the longest root-to-tip path",
+            "pathToLeaf: entries on the path from the root to the current leaf (what the context is built "
+            "from)",
+        ),
+    )
 
 
 async def _step_doctor(ctx: DemoContext) -> StepResult:
@@ -222,31 +282,45 @@ async def _step_doctor(ctx: DemoContext) -> StepResult:
     await anyio.Path(torn).write_bytes(source + b'{"type":"message","id":"deadbeef","parentId":')
     fixed = await run_doctor(torn, fix=True)
     report = fixed.files[0]
-    backup = report.backup_path.name if report.backup_path else None
+    # the backup's name ends with the time of the repair: shown as a pattern, the same in every run
+    backup = "torn.jsonl.bak.<UTC time>" if report.backup_path else None
     rows.append({"transcript": "torn copy", "status": report.status, "findings": f"backup {backup}"})
     return StepResult(
         summary="checked every transcript, then repaired a copy with a torn last line (backup first)",
         rows=tuple(rows),
-        data={"repair": report.to_json()},
+        data={
+            "repair": {
+                "path": ctx.show(torn),
+                "status": report.status,
+                "fixed": [f.check for f in report.fixed],
+                "backup": backup,
+            }
+        },
+        notes=(
+            "status: healthy (nothing found), fixed (repaired by --fix after a 0600 backup), problems",
+            "findings: the checks that found something (see `sessionkeeper doctor --help`)",
+        ),
     )
 
 
 async def _step_append(ctx: DemoContext) -> StepResult:
     manager = await ctx.open("basic")
     before = len(manager.build_session_context().messages)
-    started = time.perf_counter()
     entry = await manager.append_message(
         UserMessage(content="Demo: what changed since yesterday?", timestamp=0)
     )
-    elapsed_ms = (time.perf_counter() - started) * 1000
     reopened = await ctx.open("basic")
     after = len(reopened.build_session_context().messages)
     return StepResult(
         summary=(
-            f"appended entry {entry.id} durably (fsync) in {elapsed_ms:.2f} ms; "
+            f"appended a user message after entry {entry.parent_id} durably (one complete line, fsync); "
             f"context {before} -> {after} messages after reopening"
         ),
-        data={"entryId": entry.id, "parentId": entry.parent_id, "before": before, "after": after},
+        data={"parentId": entry.parent_id, "before": before, "after": after},
+        notes=(
+            "the new entry's id is 8 random hex digits, drawn as pi draws them (not shown: it differs "
+            "in every run)",
+        ),
     )
 
 
@@ -277,7 +351,7 @@ async def _step_compaction(ctx: DemoContext) -> StepResult:
                 "tokensBefore": plan.tokens_before,
                 "summarized": len(plan.messages_to_summarize),
                 "kept": plan.kept_messages,
-                "firstKeptEntryId": plan.first_kept_entry_id,
+                "firstKeptEntryId": entry_ref(manager, plan.first_kept_entry_id),
                 "splitTurn": plan.is_split_turn,
                 "summaryChars": len(summary),
             }
@@ -286,6 +360,18 @@ async def _step_compaction(ctx: DemoContext) -> StepResult:
         summary="planned a compaction keeping ~1/4 of each context and summarised the rest (no model needed)",
         rows=tuple(rows),
         data={"summaries": summaries},
+        notes=(
+            "keepRecentTokens: the recent tokens to keep verbatim (here a quarter of the context's chars/4)",
+            "tokensBefore: the context's tokens before compacting (pi's estimate, as contextTokens above)",
+            "summarized: whole messages before the cut that the summary replaces",
+            "kept: messages from the cut on, kept verbatim after the summary",
+            "firstKeptEntryId: the entry the kept part starts at (the cut point)",
+            "splitTurn: the cut falls inside a turn; the turn's start (its prefix) is summarised too",
+            "summaryChars: length of the extractive summary (no model): the summarised messages and a split "
+            "turn's prefix, so it is above 0 with summarized 0 when only a turn prefix is summarised; 0 "
+            "when there is nothing before the cut",
+            _LEGACY_NOTE,
+        ),
     )
 
 
@@ -320,6 +406,14 @@ async def _step_pruning(ctx: DemoContext) -> StepResult:
             "to the samples (transcripts untouched)"
         ),
         rows=tuple(rows),
+        notes=(
+            "contextWindow: a window (tokens) chosen so that the context fills it",
+            "changed: whether any tool result was trimmed for this request (never in the transcript)",
+            "softTrimmed: long tool results cut to their head and tail",
+            "hardCleared: tool results replaced by a placeholder (once the context is over hardClearRatio)",
+            "charsBefore, charsAfter: OpenClaw's weighted character estimate of the context (tokens x 4 "
+            "is the window in chars)",
+        ),
     )
 
 
@@ -342,7 +436,14 @@ async def _step_silent(ctx: DemoContext) -> StepResult:
                 "silent": stream.silent,
             }
         )
-    return StepResult(summary="streamed replies through the NO_REPLY filter", rows=tuple(rows))
+    return StepResult(
+        summary="streamed replies through the NO_REPLY filter",
+        rows=tuple(rows),
+        notes=(
+            "streamed: the chunks as the model sent them; shown: what reached the user",
+            "silent: the whole reply was NO_REPLY, so nothing is delivered",
+        ),
+    )
 
 
 async def _step_runtime(ctx: DemoContext) -> StepResult:
@@ -352,7 +453,7 @@ async def _step_runtime(ctx: DemoContext) -> StepResult:
         summary=(
             f"replayed every sample turn by turn through SessionRuntime in a {limits['contextWindow']}-token "
             f"window (flush at {limits['memoryFlushThreshold']}, compaction over "
-            f"{limits['compactionThreshold']}); store and transcripts in {report.store}; "
+            f"{limits['compactionThreshold']}); store and transcripts in {ctx.show(report.store)}; "
             + "; ".join(
                 f"{row['session']}: {row['turns']} turns, {row['pruned']} pruned calls, {row['flushes']} "
                 f"flushes, {row['compactions']} compactions, {row['overflowRecoveries']} overflow recoveries"
@@ -363,9 +464,15 @@ async def _step_runtime(ctx: DemoContext) -> StepResult:
         data={
             "sessions": list(report.sessions),
             "thresholds": limits,
-            "store": str(report.store),
-            "transcripts": {name: str(path) for name, path in report.transcripts.items()},
+            "store": ctx.show(report.store),
+            "transcripts": {name: ctx.show(path) for name, path in report.transcripts.items()},
         },
+        notes=(
+            "turn: the replayed session's turn (a user prompt and the replies and tool results after it)",
+            "pruned calls: model calls whose context had old tool results trimmed (cache-TTL pruning)",
+            "flushes: memory-flush turns (the model is asked to save notes before history is compacted)",
+            "compactions, overflow recoveries: summaries written; provider 'too long' errors recovered from",
+        ),
     )
 
 
@@ -400,7 +507,7 @@ async def run_demo(
 
     Returns:
         ``{"workdir", "steps": [{"name", "title", "status": "ok"|"failed", "summary", "rows", "data",
-        "error"}], "ok"}``.
+        "notes", "error"}], "ok"}``.
     """
     ensure_dir(workdir)
     ctx = DemoContext(workdir=workdir, sessions=workdir / "sessions")
@@ -415,6 +522,7 @@ async def run_demo(
                 "summary": "",
                 "rows": [],
                 "data": {},
+                "notes": [],
                 "error": f"{type(err).__name__}: {err}",
             }
         else:
@@ -423,6 +531,7 @@ async def run_demo(
                 "summary": result.summary,
                 "rows": list(result.rows),
                 "data": result.data,
+                "notes": list(result.notes),
             }
             record["error"] = None
         records.append(record)
@@ -445,6 +554,8 @@ def _print_step(console: Console, index: int, record: dict[str, Any]) -> None:
         for row in rows:
             table.add_row(*(escape("-" if v is None else str(v)) for v in row.values()))
         print_table(console, table)
+    for note in record.get("notes", ()):
+        console.print(f"[dim]  {escape(note)}[/dim]")
     console.print(escape(record["summary"]))
 
 
@@ -470,16 +581,26 @@ def demo_command(as_json: bool, workdir: Path | None) -> None:
             fail(f"--workdir {workdir} is not empty; give a new or empty directory", code=EXIT_BAD_INPUT)
     console = console_for_stdout(highlight=False)
     counter = iter(range(1, 1000))
+    kept = workdir is not None
+    where = (
+        f"workdir (<workdir> below): {workdir}, kept after the demo"
+        if kept
+        else "workdir (<workdir> below): a temporary directory, removed when the demo ends "
+        "(--workdir DIR keeps the files)"
+    )
 
     def show(record: dict[str, Any]) -> None:
         _print_step(console, next(counter), record)
 
+    if not as_json:
+        console.print(escape(where))
     with tempfile.TemporaryDirectory(prefix="sessionkeeper-demo-") as scratch:
         target = workdir if workdir is not None else Path(scratch)
         report = anyio.run(lambda: run_demo(target, on_step=None if as_json else show))
         if workdir is None:
             report["workdir"] = None
             shutil.rmtree(Path(scratch) / "sessions", ignore_errors=True)
+    report["workdirKept"] = kept
     if as_json:
         click.echo(json.dumps(report, ensure_ascii=False, indent=2, default=str))
     else:
@@ -491,6 +612,8 @@ def demo_command(as_json: bool, workdir: Path | None) -> None:
         )
         if workdir is not None:
             console.print(f"work files kept in {escape(str(workdir))}")
+        else:
+            console.print("work files removed (they were in a temporary directory); --workdir DIR keeps them")
     click.get_current_context().exit(EXIT_OK if report["ok"] else EXIT_ERROR)
 
 

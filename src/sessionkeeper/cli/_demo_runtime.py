@@ -184,7 +184,13 @@ async def replay_sessions(samples: dict[str, Path], workdir: Path) -> ReplayRepo
     events: list[dict[str, Any]] = []
     rows: list[dict[str, Any]] = []
     transcripts: dict[str, Path] = {}
-    async with SessionStore.open(sessions_dir, clock=clock) as store:
+    numbers = iter(range(1, 1_000_000))
+
+    def session_id() -> str:
+        """Numbered session ids (valid UUIDs): two demo runs write the same files (issue 11)."""
+        return f"00000000-0000-4000-8000-{next(numbers):012d}"
+
+    async with SessionStore.open(sessions_dir, clock=clock, new_session_id=session_id) as store:
         runtime = SessionRuntime(
             store,
             model=DEMO_MODEL,

@@ -547,6 +547,7 @@ class SessionRuntime:
             event=event,
             body=body,
             context=context,
+            new_session_id=self.store.new_session_id,  # the store's factory, as its reset uses
         )
         if resolution.is_new and current is not None:
             entry = await self.store.reset(session_key, cwd=self.cwd)

@@ -152,6 +152,10 @@ class SessionStore:
         self.clock = clock
         self._new_session_id = new_session_id or (lambda: str(uuid.uuid4()))
 
+    def new_session_id(self) -> str:
+        """A new session id from this store's factory (``new_session_id``; default uuid4)."""
+        return self._new_session_id()
+
     @classmethod
     def open(
         cls,
