@@ -69,7 +69,7 @@ def test_every_number_in_a_table_is_explained() -> None:
 
 def test_the_report_says_the_temporary_workdir_is_removed() -> None:
     out = _demo()
-    assert out.splitlines()[0].startswith("workdir (<workdir> below): a temporary directory, removed")
+    assert out.splitlines()[0].startswith("workdir: a temporary directory (shown as <workdir>), removed")
     assert out.rstrip().endswith(
         "work files removed (they were in a temporary directory); --workdir DIR keeps them"
     )
@@ -78,7 +78,8 @@ def test_the_report_says_the_temporary_workdir_is_removed() -> None:
 def test_the_report_says_a_given_workdir_is_kept(tmp_path: Path) -> None:
     workdir = tmp_path / "work"
     out = _demo("--workdir", str(workdir))
-    assert out.splitlines()[0] == f"workdir (<workdir> below): {workdir}, kept after the demo"
+    assert out.splitlines()[0] == f"workdir: {workdir}, kept after the demo"
+    assert f"copied 4 bundled sample transcripts to {workdir / 'sessions'}" in out  # real paths when kept
     assert out.rstrip().endswith(f"work files kept in {workdir}")
     assert (workdir / "sessions" / "basic.jsonl").is_file()
     report = json.loads(_demo("--json", "--workdir", str(tmp_path / "other")))

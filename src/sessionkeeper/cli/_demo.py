@@ -10,11 +10,11 @@ cache-TTL pruning and a silent-reply stream. The bundled files themselves are ne
 Steps are a list (:data:`DEMO_STEPS`); a later feature adds its step there. A step that raises is
 reported as failed, the others still run, and the command exits 1.
 
-The report is deterministic (issue 11): two runs print the same text and the same JSON. Paths are shown
-under ``<workdir>``, the entries of the v1 sample (which has no ids on disk: ids are drawn at random when
-it is migrated in memory, as pi does) by position (``#N``), the appended entry and the repair backup
-without their random id and time stamp, and the runtime replay numbers its session ids. Each step explains
-every number a newcomer cannot read in its ``notes`` (one line per column).
+The report is deterministic (issue 11): two runs print the same text and the same JSON. Paths in a temporary
+work directory are shown under ``<workdir>``, the entries of the v1 sample (which has no ids on disk: ids
+are drawn at random when it is migrated in memory, as pi does) by position (``#N``), the appended entry and
+the repair backup without their random id and time stamp, and the runtime replay numbers its session ids.
+Each step explains every number a newcomer cannot read in its ``notes`` (one line per column).
 """
 
 from __future__ import annotations
@@ -82,11 +82,14 @@ class DemoContext:
         workdir: The work directory.
         sessions: The directory holding the copied transcripts.
         transcripts: The copied transcripts, by name.
+        hide_workdir: Show paths under ``<workdir>`` (a temporary directory, removed afterwards: its
+            random name would make every report differ).
     """
 
     workdir: Path
     sessions: Path
     transcripts: dict[str, Path] = attrs.field(factory=dict)
+    hide_workdir: bool = False
 
     async def open(self, name: str) -> TranscriptManager:
         """Open one copied transcript."""
@@ -97,7 +100,9 @@ class DemoContext:
         return [(name, await self.open(name)) for name in sorted(self.transcripts)]
 
     def show(self, path: Path) -> str:
-        """``path`` as the report shows it: under ``<workdir>`` (the same text in every run)."""
+        """``path`` as the report shows it: under ``<workdir>`` with ``hide_workdir``, else as it is."""
+        if not self.hide_workdir:
+            return str(path)
         try:
             return str(Path("<workdir>") / path.relative_to(self.workdir))
         except ValueError:
@@ -496,6 +501,7 @@ async def run_demo(
     *,
     steps: list[DemoStep] | None = None,
     on_step: Callable[[dict[str, Any]], None] | None = None,
+    hide_workdir: bool = False,
 ) -> dict[str, Any]:
     """
     Run the demo steps in ``workdir`` (the transcripts go to ``workdir/sessions``).
@@ -504,13 +510,14 @@ async def run_demo(
         workdir: The work directory (created 0700 if missing).
         steps: The steps (default :data:`DEMO_STEPS`); the first must copy the samples.
         on_step: Called with each step's JSON record as soon as it is done.
+        hide_workdir: Show paths under ``<workdir>`` (for a temporary directory; see :class:`DemoContext`).
 
     Returns:
         ``{"workdir", "steps": [{"name", "title", "status": "ok"|"failed", "summary", "rows", "data",
         "notes", "error"}], "ok"}``.
     """
     ensure_dir(workdir)
-    ctx = DemoContext(workdir=workdir, sessions=workdir / "sessions")
+    ctx = DemoContext(workdir=workdir, sessions=workdir / "sessions", hide_workdir=hide_workdir)
     records: list[dict[str, Any]] = []
     for step in steps if steps is not None else DEMO_STEPS:
         record: dict[str, Any] = {"name": step.name, "title": step.title}
@@ -583,9 +590,9 @@ def demo_command(as_json: bool, workdir: Path | None) -> None:
     counter = iter(range(1, 1000))
     kept = workdir is not None
     where = (
-        f"workdir (<workdir> below): {workdir}, kept after the demo"
+        f"workdir: {workdir}, kept after the demo"
         if kept
-        else "workdir (<workdir> below): a temporary directory, removed when the demo ends "
+        else "workdir: a temporary directory (shown as <workdir>), removed when the demo ends "
         "(--workdir DIR keeps the files)"
     )
 
@@ -596,7 +603,9 @@ def demo_command(as_json: bool, workdir: Path | None) -> None:
         console.print(escape(where))
     with tempfile.TemporaryDirectory(prefix="sessionkeeper-demo-") as scratch:
         target = workdir if workdir is not None else Path(scratch)
-        report = anyio.run(lambda: run_demo(target, on_step=None if as_json else show))
+        report = anyio.run(
+            lambda: run_demo(target, on_step=None if as_json else show, hide_workdir=workdir is None)
+        )
         if workdir is None:
             report["workdir"] = None
             shutil.rmtree(Path(scratch) / "sessions", ignore_errors=True)
