@@ -19,6 +19,14 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHONS)
+def adapters_oldest(session: nox.Session) -> None:
+    """The adapter tests against the oldest SDKs the ``openai`` / ``anthropic`` extras allow."""
+    session.install("-e", ".[test]")
+    session.install("openai==1.66.0", "anthropic==0.47.0")
+    session.run("pytest", "-q", "tests/adapters", *session.posargs)
+
+
+@nox.session(python=PYTHONS)
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on the package (settings in pyproject.toml)."""
     session.install("-e", ".[dev]")

@@ -33,6 +33,7 @@ derives from it (a :class:`ConfigError` is a :class:`ValueError`, a :class:`Sess
     │   ├── DuplicateProviderError (ValueError)    a compaction provider id registered twice
     │   └── UnknownProviderError (LookupError)     settings name a provider that is not registered
     ├── ModelClientError                           the host's ModelClient failed (wraps the cause)
+    │   └── ModelProviderError                     a provider API refused a request (status, body kept)
     └── ContextOverflowError                       the context still does not fit after every recovery
 
 Exceptions from dependencies (msgspec, cattrs, OSError from the file system) are translated at the
@@ -58,6 +59,7 @@ __all__ = (
     "LockError",
     "LockNotHeldError",
     "ModelClientError",
+    "ModelProviderError",
     "ParentTooLargeError",
     "ProviderError",
     "SessionArchivedError",
@@ -403,6 +405,43 @@ class UnknownProviderError(ProviderError, LookupError):
 
 class ModelClientError(SessionKeeperError):
     """The host's :class:`~sessionkeeper.ModelClient` raised or returned something unusable."""
+
+
+class ModelProviderError(ModelClientError):
+    """
+    A provider API refused or failed a request made by one of the bundled clients
+    (:mod:`sessionkeeper.adapters.openai`, :mod:`sessionkeeper.adapters.anthropic`).
+
+    It carries what :func:`~sessionkeeper.is_context_overflow` reads, so an overflow reply (OpenAI's
+    ``context_length_exceeded`` 400, Anthropic's ``prompt is too long`` 400) is recognised from it.
+
+    Attributes:
+        provider: ``"openai"``, ``"anthropic"`` or the configured provider id.
+        message: The provider's error message (``error.message`` of the body when present).
+        status_code: The HTTP status, or ``None`` (connection failure, stream error event).
+        code: The provider's error ``code`` (OpenAI), when present.
+        type: The provider's error ``type`` (``invalid_request_error``, ...), when present.
+        body: The decoded error body, when present.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        provider: str,
+        status_code: int | None = None,
+        code: str | None = None,
+        type: str | None = None,
+        body: object = None,
+    ) -> None:
+        self.provider = provider
+        self.message = message
+        self.status_code = status_code
+        self.code = code
+        self.type = type
+        self.body = body
+        status = f" (HTTP {status_code})" if status_code is not None else ""
+        super().__init__(f"{provider}{status}: {message}")
 
 
 class ContextOverflowError(SessionKeeperError):

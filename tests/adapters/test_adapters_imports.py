@@ -23,3 +23,18 @@ def test_import_sessionkeeper_and_converters_imports_no_vendor_sdk() -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == []
+
+
+def test_each_client_module_imports_only_its_own_sdk() -> None:
+    for module, sdk, other in (
+        ("sessionkeeper.adapters.openai", "openai", "anthropic"),
+        ("sessionkeeper.adapters.anthropic", "anthropic", "openai"),
+    ):
+        probe = f"import importlib, json, sys; importlib.import_module({module!r}); " + (
+            f"print(json.dumps([{sdk!r} in sys.modules, {other!r} in sys.modules]))"
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, check=False, timeout=120
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout) == [True, False], module

@@ -161,7 +161,9 @@ def as_dict(value: object) -> JsonDict:
         return dict(value)
     dump = getattr(value, "model_dump", None)
     if callable(dump):
-        dumped = dump(mode="json", exclude_unset=True, by_alias=True)
+        # warnings off: an SDK older than an item type constructs the wrong model class around the right
+        # values, and pydantic would warn while dumping them unchanged
+        dumped = dump(mode="json", exclude_unset=True, by_alias=True, warnings=False)
         if isinstance(dumped, dict):
             return dumped
     raise TypeError(f"expected a mapping or an SDK model, got {type(value).__name__}")

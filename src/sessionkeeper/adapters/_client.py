@@ -1,0 +1,229 @@
+"""
+What the SDK-backed model clients share: abort handling, streaming through the silent-reply filter, the
+reply as an ``AssistantMessage`` and a ``ModelResponse``. No SDK is imported here.
+"""
+
+from __future__ import annotations
+
+import abc
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import anyio
+
+from sessionkeeper._model_client import ModelRequest, ModelResponse
+from sessionkeeper._silent import SilentReplyStreamFilter
+from sessionkeeper.adapters._common import text_of
+from sessionkeeper.transcript._messages import AssistantMessage
+
+
+__all__ = ("SdkModelClient", "TextCallback", "run_abortable")
+
+_log = logging.getLogger("sessionkeeper.adapters")
+
+TextCallback = Callable[[str], Awaitable[None] | None]
+"""Receives each delivered piece of a streamed reply (after :class:`SilentReplyStreamFilter`)."""
+
+
+class _Accumulator(Protocol):
+    def feed(self, event: object) -> str: ...
+
+    def message(
+        self, *, provider: str, model: str | None, timestamp: float | None, aborted: bool
+    ) -> AssistantMessage: ...
+
+
+async def run_abortable(abort: anyio.Event | None, body: Callable[[], Awaitable[None]]) -> bool:
+    """
+    Run ``body`` until it returns or ``abort`` is set; return whether the abort stopped it.
+
+    The caller's own cancellation propagates unchanged; an exception of ``body`` is re-raised as it is
+    (not wrapped in an exception group).
+    """
+    if abort is None:
+        await body()
+        return False
+    aborted = False
+    error: Exception | None = None
+    async with anyio.create_task_group() as group:
+
+        async def watch() -> None:
+            nonlocal aborted
+            await abort.wait()
+            aborted = True
+            group.cancel_scope.cancel()
+
+        group.start_soon(watch)
+        try:
+            await body()
+        except Exception as err:  # re-raised below, outside the task group
+            error = err
+        group.cancel_scope.cancel()
+    if error is not None:
+        raise error
+    return aborted
+
+
+def resolve_model(requested: str | None, default: str, provider: str) -> str:
+    """``request.model`` (without a leading ``"<provider>/"`` of this client's provider), else ``default``."""
+    if not requested:
+        return default
+    prefix = f"{provider}/"
+    return requested[len(prefix) :] if requested.startswith(prefix) else requested
+
+
+class SdkModelClient(abc.ABC):
+    """
+    Base of the bundled :class:`~sessionkeeper.ModelClient` implementations.
+
+    Subclasses give the request body, the SDK call, the stream accumulator, the final-reply converter and
+    the error translation. Behaviour (``_model_client.py``):
+
+    * ``request.abort`` set before the call: no request is sent; set during it: the request or stream is
+      stopped at once and the reply so far is returned with ``stop_reason="aborted"``;
+    * cancelling the calling task cancels the request and propagates;
+    * SDK errors become :class:`~sessionkeeper.exceptions.ModelProviderError` (status, message, body),
+      which :func:`~sessionkeeper.is_context_overflow` understands;
+    * a streamed reply's text goes through a :class:`~sessionkeeper.SilentReplyStreamFilter` to
+      ``on_text``, so a ``NO_REPLY`` reply never reaches the user while it streams.
+    """
+
+    api: str = ""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        provider: str,
+        stream: bool = True,
+        on_text: TextCallback | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.model = model
+        self.provider = provider
+        self.stream = stream
+        self.on_text = on_text
+        self.extra_body = dict(extra_body or {})
+
+    # ------------------------------------------------------------------ provided by subclasses
+
+    @abc.abstractmethod
+    def build_body(
+        self, request: ModelRequest, *, model: str, tools: Sequence[Mapping[str, Any]], stream: bool
+    ) -> dict[str, Any]:
+        """The request body for ``request`` (a subclass calls its converter)."""
+
+    @abc.abstractmethod
+    async def _send(self, body: dict[str, Any]) -> Any:
+        """Send ``body`` with the SDK: the reply object, or the async stream of events."""
+
+    @abc.abstractmethod
+    def _accumulator(self) -> _Accumulator:
+        """A fresh stream accumulator of this wire."""
+
+    @abc.abstractmethod
+    def _from_final(self, response: object, *, model: str, timestamp: float) -> AssistantMessage:
+        """Convert a non-streamed reply."""
+
+    @abc.abstractmethod
+    def _translate(self, err: Exception) -> Exception | None:
+        """The ``ModelProviderError`` for an SDK error, ``None`` for anything else."""
+
+    # ------------------------------------------------------------------ shared
+
+    async def _emit(self, text: str) -> None:
+        if text and self.on_text is not None:
+            result = self.on_text(text)
+            if inspect.isawaitable(result):
+                await result
+
+    async def create_message(
+        self, request: ModelRequest, *, tools: Sequence[Mapping[str, Any]] = ()
+    ) -> AssistantMessage:
+        """
+        Run one request and return the reply as an ``AssistantMessage`` (for ``SessionRuntime.after_turn``).
+
+        Args:
+            request: The request (system prompt, messages, ``max_tokens``, model, thinking level, abort).
+            tools: Tool definitions in the provider's shape, sent with the request.
+
+        Raises:
+            ModelProviderError: The provider refused or failed the request.
+        """
+        model = resolve_model(request.model, self.model, self.provider)
+        timestamp = int(time.time() * 1000)
+        accumulator = self._accumulator() if self.stream else None
+        if request.aborted:
+            empty = self._accumulator()
+            return empty.message(provider=self.provider, model=model, timestamp=timestamp, aborted=True)
+        body = self.build_body(request, model=model, tools=tools, stream=self.stream)
+        final: list[object] = []
+        silent_filter = SilentReplyStreamFilter() if self.on_text is not None else None
+
+        async def run() -> None:
+            try:
+                result = await self._send(body)
+                if accumulator is None:
+                    final.append(result)
+                    return
+                try:
+                    async for event in result:
+                        delta = accumulator.feed(event)
+                        if delta and silent_filter is not None:
+                            await self._emit(silent_filter.feed(delta))
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await result.close()
+            except Exception as err:
+                translated = self._translate(err)
+                if translated is None:
+                    raise
+                raise translated from err
+
+        aborted = await run_abortable(request.abort, run)
+        if silent_filter is not None and not aborted:
+            await self._emit(silent_filter.finish())
+        if accumulator is not None:
+            message = accumulator.message(
+                provider=self.provider, model=model, timestamp=timestamp, aborted=aborted
+            )
+        elif final:
+            message = self._from_final(final[0], model=model, timestamp=timestamp)
+        else:
+            message = self._accumulator().message(
+                provider=self.provider, model=model, timestamp=timestamp, aborted=True
+            )
+        _log.debug(
+            "model reply",
+            extra={
+                "provider": self.provider,
+                "api": self.api,
+                "model": model,
+                "stop_reason": message.stop_reason,
+                "input_tokens": message.usage.input,
+                "output_tokens": message.usage.output,
+            },
+        )
+        return message
+
+    async def complete(self, request: ModelRequest) -> ModelResponse:
+        """
+        :class:`~sessionkeeper.ModelClient` entry point: :meth:`create_message`, reduced to text and usage.
+
+        Returns:
+            ``ModelResponse`` with the reply's text blocks joined, its usage, pi's stop reason and the
+            model that answered.
+
+        Raises:
+            ModelProviderError: The provider refused or failed the request.
+        """
+        message = await self.create_message(request)
+        return ModelResponse(
+            text=text_of(message.content),
+            usage=message.usage,
+            stop_reason=message.stop_reason,
+            model=message.response_model if isinstance(message.response_model, str) else message.model,
+        )

@@ -1,0 +1,123 @@
+"""
+A :class:`~sessionkeeper.ModelClient` over the official ``anthropic`` async SDK (extra ``anthropic``).
+
+Importing this module imports ``anthropic``; ``import sessionkeeper`` never does.
+:class:`AnthropicModelClient` streams by default, honours ``request.abort`` and task cancellation, maps
+thinking levels to ``budget_tokens``, and raises :class:`~sessionkeeper.exceptions.ModelProviderError` for
+API errors (``is_context_overflow`` recognises Anthropic's ``prompt is too long``). Besides
+:meth:`complete` (the ``ModelClient`` protocol), :meth:`create_message` returns the whole reply as an
+``AssistantMessage`` (thinking signatures and redacted thinking kept) for ``after_turn``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+import anthropic
+
+from sessionkeeper._model_client import ModelRequest
+from sessionkeeper.adapters._anthropic import (
+    ANTHROPIC_API,
+    AnthropicStream,
+    from_anthropic_message,
+    to_anthropic_request,
+)
+from sessionkeeper.adapters._client import SdkModelClient, TextCallback
+from sessionkeeper.exceptions import ModelProviderError
+from sessionkeeper.transcript._messages import AssistantMessage
+
+
+__all__ = ("AnthropicModelClient", "translate_anthropic_error")
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def translate_anthropic_error(
+    err: BaseException, *, provider: str = "anthropic"
+) -> ModelProviderError | None:
+    """
+    The :class:`ModelProviderError` for an ``anthropic`` SDK error, ``None`` for any other exception.
+
+    HTTP errors keep their status, the body's ``error.message`` and ``error.type``
+    (``invalid_request_error``, ``overloaded_error``, ...) and the body; a connection failure or a stream
+    ``error`` event has no status.
+    """
+    if not isinstance(err, anthropic.APIError):
+        return None
+    body = err.body
+    inner = body.get("error") if isinstance(body, Mapping) else None
+    message = _str_or_none(inner.get("message")) if isinstance(inner, Mapping) else None
+    kind = _str_or_none(inner.get("type")) if isinstance(inner, Mapping) else None
+    status = err.status_code if isinstance(err, anthropic.APIStatusError) else None
+    return ModelProviderError(
+        message or err.message, provider=provider, status_code=status, type=kind, body=body
+    )
+
+
+class AnthropicModelClient(SdkModelClient):
+    """
+    A ``ModelClient`` over ``client.messages.create`` (streamed by default).
+
+    Args:
+        model: Default model id (``request.model`` wins; a leading ``"<provider>/"`` is removed).
+        client: An ``anthropic.AsyncAnthropic`` to use; default: one built from ``base_url`` and
+            ``api_key`` (``ANTHROPIC_API_KEY`` / ``ANTHROPIC_BASE_URL`` when ``None``).
+        base_url: Server URL (``http://host:port``, without ``/v1``).
+        api_key: API key.
+        provider: ``provider`` recorded on replies (default ``"anthropic"``).
+        stream: Stream the reply; ``False`` sends one request.
+        on_text: Called with each delivered text piece of a streamed reply, after
+            :class:`~sessionkeeper.SilentReplyStreamFilter`.
+        extra_body: Extra top-level request fields (``temperature``, ``metadata``, ...).
+    """
+
+    api = ANTHROPIC_API
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        client: anthropic.AsyncAnthropic | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        provider: str = "anthropic",
+        stream: bool = True,
+        on_text: TextCallback | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(
+            model=model, provider=provider, stream=stream, on_text=on_text, extra_body=extra_body
+        )
+        self.client = (
+            client if client is not None else anthropic.AsyncAnthropic(base_url=base_url, api_key=api_key)
+        )
+
+    def build_body(
+        self, request: ModelRequest, *, model: str, tools: Sequence[Mapping[str, Any]], stream: bool
+    ) -> dict[str, Any]:
+        """The Messages body for ``request`` (:func:`~sessionkeeper.adapters.to_anthropic_request`)."""
+        return to_anthropic_request(
+            request.messages,
+            model=model,
+            max_tokens=request.max_tokens,
+            system_prompt=request.system_prompt,
+            thinking_level=request.thinking_level,
+            tools=tools,
+            stream=stream,
+            extra=self.extra_body,
+        )
+
+    async def _send(self, body: dict[str, Any]) -> Any:
+        return await cast(Any, self.client.messages).create(**body)
+
+    def _accumulator(self) -> AnthropicStream:
+        return AnthropicStream()
+
+    def _from_final(self, response: object, *, model: str, timestamp: float) -> AssistantMessage:
+        return from_anthropic_message(response, provider=self.provider, model=model, timestamp=timestamp)
+
+    def _translate(self, err: Exception) -> Exception | None:
+        return translate_anthropic_error(err, provider=self.provider)

@@ -1,0 +1,224 @@
+"""
+:class:`~sessionkeeper.ModelClient` implementations over the official ``openai`` async SDK (extra ``openai``).
+
+Importing this module imports ``openai``; ``import sessionkeeper`` never does.
+
+* :class:`OpenAIChatModelClient`: Chat Completions, for OpenAI and any OpenAI-compatible server (vLLM,
+  llama.cpp, Ollama, LiteLLM, OpenRouter, DeepSeek: pass ``base_url``).
+* :class:`OpenAIResponsesModelClient`: the Responses API (reasoning items replayed from the transcript).
+
+Both stream by default, honour ``request.abort`` and task cancellation, and raise
+:class:`~sessionkeeper.exceptions.ModelProviderError` for API errors (``is_context_overflow`` recognises
+OpenAI's ``context_length_exceeded``). Besides :meth:`complete` (the ``ModelClient`` protocol, used for
+summaries and the memory flush), :meth:`create_message` returns the whole reply as an ``AssistantMessage``
+for an agent loop's ``after_turn``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+import openai
+
+from sessionkeeper._model_client import ModelRequest
+from sessionkeeper.adapters._chat import (
+    CHAT_COMPLETIONS_API,
+    ChatCompletionsStream,
+    from_chat_completion,
+    to_chat_completions_request,
+)
+from sessionkeeper.adapters._client import SdkModelClient, TextCallback
+from sessionkeeper.adapters._responses import (
+    RESPONSES_API,
+    ResponsesStream,
+    from_openai_response,
+    to_responses_request,
+)
+from sessionkeeper.exceptions import ModelProviderError
+from sessionkeeper.transcript._messages import AssistantMessage
+
+
+__all__ = ("OpenAIChatModelClient", "OpenAIResponsesModelClient", "translate_openai_error")
+
+
+def _str_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def translate_openai_error(err: BaseException, *, provider: str = "openai") -> ModelProviderError | None:
+    """
+    The :class:`ModelProviderError` for an ``openai`` SDK error, ``None`` for any other exception.
+
+    HTTP errors keep their status, the error object's ``message``, ``code``, ``type`` and the body; a
+    connection failure or a stream ``error`` event has no status.
+    """
+    if isinstance(err, openai.APIStatusError):
+        body = err.body
+        inner = body.get("error", body) if isinstance(body, Mapping) else None
+        message = _str_or_none(inner.get("message")) if isinstance(inner, Mapping) else None
+        return ModelProviderError(
+            message or err.message,
+            provider=provider,
+            status_code=err.status_code,
+            code=_str_or_none(err.code),
+            type=_str_or_none(err.type),
+            body=body,
+        )
+    if isinstance(err, openai.APIError):
+        return ModelProviderError(
+            err.message,
+            provider=provider,
+            code=_str_or_none(getattr(err, "code", None)),
+            type=_str_or_none(getattr(err, "type", None)),
+            body=err.body,
+        )
+    return None
+
+
+def _client(
+    client: openai.AsyncOpenAI | None, base_url: str | None, api_key: str | None
+) -> openai.AsyncOpenAI:
+    if client is not None:
+        return client
+    return openai.AsyncOpenAI(base_url=base_url, api_key=api_key)
+
+
+class OpenAIChatModelClient(SdkModelClient):
+    """
+    A ``ModelClient`` over ``client.chat.completions.create`` (streamed by default).
+
+    Args:
+        model: Default model id (``request.model`` wins; a leading ``"<provider>/"`` is removed).
+        client: An ``openai.AsyncOpenAI`` to use; default: one built from ``base_url`` and ``api_key``
+            (``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` when ``None``).
+        base_url: Server URL for OpenAI-compatible servers (``http://host:port/v1``).
+        api_key: API key.
+        provider: ``provider`` recorded on replies (default ``"openai"``).
+        stream: Stream the reply (``stream_options.include_usage``); ``False`` sends one request.
+        on_text: Called with each delivered text piece of a streamed reply, after
+            :class:`~sessionkeeper.SilentReplyStreamFilter` (a silent reply delivers nothing).
+        max_tokens_field: ``"max_completion_tokens"`` (default) or ``"max_tokens"`` for older servers.
+        system_role: ``"system"`` (default) or ``"developer"``.
+        reasoning_field: Field that replays thinking to compatible servers (``"reasoning_content"``);
+            ``None`` (default) leaves thinking out, as OpenAI's own API has no such field.
+        extra_body: Extra top-level request fields (``temperature``, ``store``, ...).
+    """
+
+    api = CHAT_COMPLETIONS_API
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        client: openai.AsyncOpenAI | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        provider: str = "openai",
+        stream: bool = True,
+        on_text: TextCallback | None = None,
+        max_tokens_field: str = "max_completion_tokens",
+        system_role: str = "system",
+        reasoning_field: str | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(
+            model=model, provider=provider, stream=stream, on_text=on_text, extra_body=extra_body
+        )
+        self.client = _client(client, base_url, api_key)
+        self.max_tokens_field = max_tokens_field
+        self.system_role = system_role
+        self.reasoning_field = reasoning_field
+
+    def build_body(
+        self, request: ModelRequest, *, model: str, tools: Sequence[Mapping[str, Any]], stream: bool
+    ) -> dict[str, Any]:
+        """The body for ``request`` (:func:`~sessionkeeper.adapters.to_chat_completions_request`)."""
+        return to_chat_completions_request(
+            request.messages,
+            model=model,
+            system_prompt=request.system_prompt,
+            max_tokens=request.max_tokens,
+            max_tokens_field=self.max_tokens_field,
+            system_role=self.system_role,
+            thinking_level=request.thinking_level,
+            reasoning_field=self.reasoning_field,
+            tools=tools,
+            stream=stream,
+            extra=self.extra_body,
+        )
+
+    async def _send(self, body: dict[str, Any]) -> Any:
+        return await cast(Any, self.client.chat.completions).create(**body)
+
+    def _accumulator(self) -> ChatCompletionsStream:
+        return ChatCompletionsStream()
+
+    def _from_final(self, response: object, *, model: str, timestamp: float) -> AssistantMessage:
+        return from_chat_completion(response, provider=self.provider, model=model, timestamp=timestamp)
+
+    def _translate(self, err: Exception) -> Exception | None:
+        return translate_openai_error(err, provider=self.provider)
+
+
+class OpenAIResponsesModelClient(SdkModelClient):
+    """
+    A ``ModelClient`` over ``client.responses.create`` (streamed by default).
+
+    Args:
+        model: Default model id (``request.model`` wins; a leading ``"<provider>/"`` is removed).
+        client: An ``openai.AsyncOpenAI`` to use; default: one built from ``base_url`` and ``api_key``.
+        base_url: Server URL.
+        api_key: API key.
+        provider: ``provider`` recorded on replies (default ``"openai"``).
+        stream: Stream the reply; ``False`` sends one request.
+        on_text: Called with each delivered text piece of a streamed reply, after
+            :class:`~sessionkeeper.SilentReplyStreamFilter`.
+        extra_body: Extra top-level request fields (e.g. ``{"store": False}``).
+    """
+
+    api = RESPONSES_API
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        client: openai.AsyncOpenAI | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        provider: str = "openai",
+        stream: bool = True,
+        on_text: TextCallback | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(
+            model=model, provider=provider, stream=stream, on_text=on_text, extra_body=extra_body
+        )
+        self.client = _client(client, base_url, api_key)
+
+    def build_body(
+        self, request: ModelRequest, *, model: str, tools: Sequence[Mapping[str, Any]], stream: bool
+    ) -> dict[str, Any]:
+        """The Responses body for ``request`` (:func:`~sessionkeeper.adapters.to_responses_request`)."""
+        return to_responses_request(
+            request.messages,
+            model=model,
+            system_prompt=request.system_prompt,
+            max_tokens=request.max_tokens,
+            thinking_level=request.thinking_level,
+            tools=tools,
+            stream=stream,
+            extra=self.extra_body,
+        )
+
+    async def _send(self, body: dict[str, Any]) -> Any:
+        return await cast(Any, self.client.responses).create(**body)
+
+    def _accumulator(self) -> ResponsesStream:
+        return ResponsesStream()
+
+    def _from_final(self, response: object, *, model: str, timestamp: float) -> AssistantMessage:
+        return from_openai_response(response, provider=self.provider, model=model, timestamp=timestamp)
+
+    def _translate(self, err: Exception) -> Exception | None:
+        return translate_openai_error(err, provider=self.provider)
