@@ -284,3 +284,30 @@ def test_doctor_reports_refused_session_files_and_changes_nothing(tmp_path: Path
     assert "not a transcript name of session 'bob-id'" in findings[0]["message"]
     assert "not valid Unicode" in findings[1]["message"]
     assert _snapshot(directory) == before
+
+
+# --------------------------------------------------------------------------- the runtime refuses too
+
+
+@pytest.mark.parametrize("bad", ["\ud800.jsonl", "sessions.json", "main-id.jsonl"])
+async def test_runtime_open_refuses_an_unsafe_session_file_and_writes_nothing_through_it(
+    tmp_path: Path, bad: str
+) -> None:
+    from sessionkeeper.runtime import SessionRuntime
+    from sessionkeeper.testing import FakeClock as Clock
+
+    directory = _directory(
+        tmp_path,
+        {
+            MAIN: {"sessionId": "main-id", "updatedAt": NOW},
+            OTHER: {"sessionId": "bob-id", "updatedAt": NOW, "sessionFile": bad},
+        },
+    )
+    main_before = (directory / "main-id.jsonl").read_bytes()
+    clock = Clock(now_ms=NOW + 1000)
+    async with SessionStore.open(directory, clock=clock) as store:
+        runtime = SessionRuntime(store, clock=clock, host_supports_flush=False)
+        with pytest.raises(UnsafePathError):
+            await runtime.open(OTHER, body="hi")
+    assert (directory / "main-id.jsonl").read_bytes() == main_before
+    assert json.loads((directory / "sessions.json").read_text()).keys() == {MAIN, OTHER}
