@@ -1,6 +1,7 @@
 """
-``sessionkeeper sessions cleanup``: store maintenance on a sessions directory (OpenClaw spec §2; DESIGN D6,
-"CLI JSON" item 6).
+``sessionkeeper sessions cleanup``: store maintenance on a sessions directory, or on a store URL
+(``postgresql://``, ``redis://``; its transcripts in ``--transcripts-dir``, else only the entries are
+maintained) (OpenClaw spec §2; DESIGN D6, "CLI JSON" item 6).
 
 Flags combine as in ``openclaw sessions cleanup``: ``--dry-run`` previews without changing anything,
 ``--enforce`` forces ``mode: enforce`` (otherwise the configured ``session.maintenance.mode`` applies, default
@@ -16,6 +17,7 @@ terminal and never with ``--json``, whose output stays pure JSON.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import json
 import os
 from pathlib import Path
@@ -48,6 +50,8 @@ from sessionkeeper.store import (
     resolve_store_location,
     run_maintenance,
 )
+from sessionkeeper.store._remote import redact_url
+from sessionkeeper.store._urls import is_store_url
 
 
 __all__ = ("COMMANDS", "LARGE_STORE_FILES", "cleanup_command", "parse_now", "progress_wanted")
@@ -139,7 +143,7 @@ def _agent_id(sessions_dir: Path) -> str:
     return "main"
 
 
-def _print_human(console: Console, report: MaintenanceReport, store_path: Path) -> None:
+def _print_human(console: Console, report: MaintenanceReport, store_path: str) -> None:
     state = (
         "dry run" if report.dry_run else ("applied" if report.applied else f"{report.mode} mode: not applied")
     )
@@ -173,7 +177,13 @@ def _print_human(console: Console, report: MaintenanceReport, store_path: Path) 
 
 
 @sessions_group.command("cleanup")
-@store_options
+@functools.partial(store_options, urls=True)
+@click.option(
+    "--transcripts-dir",
+    type=click.Path(path_type=Path, exists=True, file_okay=False),
+    default=None,
+    help="With a store URL: the directory of its transcripts (without it only entries are maintained).",
+)
 @click.option("--dry-run", is_flag=True, help="Preview: report what would be removed, change nothing.")
 @click.option("--enforce", is_flag=True, help="Apply in enforce mode even when the configured mode is warn.")
 @click.option(
@@ -195,8 +205,9 @@ def _print_human(console: Console, report: MaintenanceReport, store_path: Path) 
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report (docs/maintenance.md).")
 def cleanup_command(
     *,
-    store_path: Path,
+    store_path: Path | str,
     backend: str | None,
+    transcripts_dir: Path | None,
     dry_run: bool,
     enforce: bool,
     config_path: Path | None,
@@ -211,19 +222,36 @@ def cleanup_command(
     mode: MaintenanceMode | None = "enforce" if enforce else None
 
     console = console_for_stdout()
-    store_file, _ = resolve_store_location(store_path, cast("BackendName | None", backend))
+    url = is_store_url(store_path)
+    if url and backend is not None:
+        raise click.UsageError("--backend is for sessions directories; a store URL names its backend")
+    if not url and transcripts_dir is not None:
+        raise click.UsageError(
+            "--transcripts-dir is for store URLs; a sessions directory holds its transcripts"
+        )
+    if url and fix_missing and transcripts_dir is None:
+        raise click.UsageError("--fix-missing on a store URL needs --transcripts-dir")
+    if url:
+        files_dir = transcripts_dir
+    else:
+        store_file, _ = resolve_store_location(Path(store_path), cast("BackendName | None", backend))
+        files_dir = store_file.parent
     show_progress = progress_wanted(
         as_json=as_json,
         is_terminal=_stdout_is_terminal(console),
-        store_files=_count_files(store_file.parent, limit=LARGE_STORE_FILES),
+        store_files=_count_files(files_dir, limit=LARGE_STORE_FILES) if files_dir is not None else 0,
     )
     bar = _CleanupProgress(console) if show_progress else None
 
-    async def run() -> tuple[MaintenanceReport, Path]:
+    async def run() -> tuple[MaintenanceReport, Path | None]:
         # a preview (dry run, warn mode) opens the store read-only: it creates and writes nothing
         read_only = dry_run or (mode or settings.mode) == "warn"
-        async with SessionStore.open(store_path, backend=backend, read_only=read_only) as store:  # type: ignore[arg-type]
-            assert store.sessions_dir is not None
+        opened = (
+            SessionStore.open(store_path, read_only=read_only, transcripts_dir=transcripts_dir)
+            if url
+            else SessionStore.open(store_path, backend=backend, read_only=read_only)  # type: ignore[arg-type]
+        )
+        async with opened as store:
             report = await run_maintenance(
                 store,
                 settings=settings,
@@ -241,12 +269,16 @@ def cleanup_command(
             report, sessions_dir = anyio.run(run)
     else:
         report, sessions_dir = anyio.run(run)
+    shown = redact_url(str(store_path)) if url else str(store_path)
     if as_json:
-        payload: dict[str, Any] = {"agentId": _agent_id(sessions_dir), "storePath": str(store_path)}
+        payload: dict[str, Any] = {
+            "agentId": _agent_id(sessions_dir) if sessions_dir is not None else None,
+            "storePath": shown,
+        }
         payload.update(report.to_json())
         click.echo(json.dumps(payload, indent=2))
         return
-    _print_human(console, report, store_path)
+    _print_human(console, report, shown)
 
 
 COMMANDS: tuple[click.Command, ...] = ()

@@ -23,7 +23,7 @@ import attrs
 
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
 from sessionkeeper._fs import backup_file
-from sessionkeeper.exceptions import StoreCorruptError
+from sessionkeeper.exceptions import ConfigError, StoreCorruptError
 from sessionkeeper.store._artifacts import PROMPT_BLOB_DIR, is_prompt_blob_temp_name, prompt_blob_hash
 from sessionkeeper.store._backend import LoadReport, StoreBackend
 from sessionkeeper.store._entry import SessionEntry, session_entry_to_dict
@@ -115,7 +115,7 @@ def held_transcript_locks(sessions_dir: Path, files: Iterable[StoreFile]) -> fro
 @attrs.frozen
 class _Target:
     backend: StoreBackend
-    sessions_dir: Path
+    sessions_dir: Path | None  # None: a store without transcript files (a database store, no directory)
     store_file: Path | None  # the JSON store file, whose size the disk budget replaces by the projection
     owned: bool
 
@@ -184,14 +184,18 @@ def _resolve_target(store: Any, *, read_only: bool = False) -> _Target:
         return _Target(backend=json_backend, sessions_dir=path.parent, store_file=path, owned=True)
     if isinstance(store, JsonFileStoreBackend):
         return _Target(backend=store, sessions_dir=store.path.parent, store_file=store.path, owned=False)
+    if isinstance(store, StoreBackend):  # any backend through the protocol: entries only, no files
+        return _Target(backend=store, sessions_dir=None, store_file=None, owned=False)
     backend: object = getattr(store, "backend", None)
     sessions_dir: object = getattr(store, "sessions_dir", None)
-    if isinstance(sessions_dir, Path) and isinstance(backend, StoreBackend):
+    if (sessions_dir is None or isinstance(sessions_dir, Path)) and isinstance(backend, StoreBackend):
+        if sessions_dir is None and isinstance(backend, JsonFileStoreBackend):
+            sessions_dir = backend.path.parent
         store_file = backend.path if isinstance(backend, JsonFileStoreBackend) else None
         return _Target(backend=backend, sessions_dir=sessions_dir, store_file=store_file, owned=False)
     raise TypeError(
-        "run_maintenance needs a sessions directory, a sessions.json path, a JsonFileStoreBackend or a "
-        f"SessionStore with a sessions directory (got {type(store).__name__})"
+        "run_maintenance needs a sessions directory, a sessions.json path, a store backend or a "
+        f"SessionStore (got {type(store).__name__})"
     )
 
 
@@ -230,11 +234,15 @@ def _plan(
     on_save: bool,
     fix_missing: bool = False,
 ) -> MaintenancePlan:
-    own_lock = f"{target.store_name}.lock"  # the backend's cross-process lock file, not a session artifact
-    files = [f for f in list_store_files(target.sessions_dir) if f.name != own_lock]
-    files.extend(list_prompt_blobs(target.sessions_dir))
-    locked = held_transcript_locks(target.sessions_dir, files)
-    with_messages = transcripts_with_messages(target.sessions_dir, files) if fix_missing else None
+    files: list[StoreFile] = []
+    locked: frozenset[str] = frozenset()
+    with_messages: frozenset[str] | None = None
+    if target.sessions_dir is not None:
+        own_lock = f"{target.store_name}.lock"  # the backend's cross-process lock file, not an artifact
+        files = [f for f in list_store_files(target.sessions_dir) if f.name != own_lock]
+        files.extend(list_prompt_blobs(target.sessions_dir))
+        locked = held_transcript_locks(target.sessions_dir, files)
+        with_messages = transcripts_with_messages(target.sessions_dir, files) if fix_missing else None
     raw: dict[str, Any] = dict.fromkeys(target.dropped_keys)
     raw.update(_entries_as_dicts(entries))
     return plan_maintenance(
@@ -242,7 +250,7 @@ def _plan(
         files=files,
         settings=settings,
         now_ms=now_ms,
-        sessions_dir=target.sessions_dir,
+        sessions_dir=target.sessions_dir if target.sessions_dir is not None else ".",
         active_keys=active_keys,
         locked_files=locked,
         on_save=on_save,
@@ -312,8 +320,11 @@ async def run_maintenance(
     archived or deleted, so a crash leaves at worst unreferenced files for the next run.
 
     Args:
-        store: A sessions directory, its ``sessions.json``, a :class:`JsonFileStoreBackend`, or a
-            :class:`SessionStore` with a sessions directory (any backend: JSON, SQLite, memory).
+        store: A sessions directory, its ``sessions.json``, a :class:`SessionStore` (any backend: JSON,
+            SQLite, memory, PostgreSQL, Redis; its ``sessions_dir`` holds the transcripts), or a
+            :class:`~sessionkeeper.store.StoreBackend`. Without a directory (a store URL opened without
+            ``transcripts_dir``, a bare backend) only the entry passes run, through the backend's
+            ``load_all`` / ``transaction``: no file is listed, archived or deleted.
         settings: Maintenance settings; default :class:`MaintenanceSettings` (OpenClaw's defaults).
         mode: Overrides ``settings.mode``: ``"enforce"`` applies, ``"warn"`` only reports.
         dry_run: Plan and report; change nothing.
@@ -339,6 +350,7 @@ async def run_maintenance(
             except by a dry run or a warn-mode run on a path, which write nothing; nothing is changed).
         SessionBusyError: The store lock was not acquired in time.
         TypeError: ``store`` is not a supported store.
+        ConfigError: ``fix_missing`` on a store without a transcripts directory.
     """
     settings = settings or MaintenanceSettings()
     effective_mode: MaintenanceMode = mode or settings.mode
@@ -346,6 +358,10 @@ async def run_maintenance(
     keys = tuple(active_keys)
     read_only = dry_run or effective_mode == "warn"
     target = _resolve_target(store, read_only=read_only)
+    if fix_missing and target.sessions_dir is None:
+        raise ConfigError(
+            "needs the transcripts directory (every entry's transcript would look missing)", key="fix_missing"
+        )
     backend = target.backend
     try:
         if target.store_file is not None:
@@ -395,10 +411,15 @@ async def run_maintenance(
             plan = await backend.transaction(transact, purge_dropped=True)
         else:
             plan = await backend.transaction(transact)
-        execute = _execute_files if progress is None else functools.partial(_execute_files, progress=progress)
-        done, warnings = await anyio.to_thread.run_sync(
-            execute, target.sessions_dir, plan.report.file_actions
-        )
+        done: list[FileAction] = []
+        warnings: list[str] = []
+        if target.sessions_dir is not None:  # no directory: no files were listed, so none are planned
+            execute = (
+                _execute_files if progress is None else functools.partial(_execute_files, progress=progress)
+            )
+            done, warnings = await anyio.to_thread.run_sync(
+                execute, target.sessions_dir, plan.report.file_actions
+            )
         report = plan.report
         if len(done) != len(report.file_actions):
             skipped = {a.name for a in report.file_actions} - {a.name for a in done}
