@@ -128,7 +128,7 @@ class SymlinkRefusedError(UnsafePathError):
     """
 
     def __init__(self, path: Path | str, *, what: str = "file") -> None:
-        self.path = Path(path)
+        self.path: Path = Path(path)
         super().__init__(
             f"{what} {self.path} is a symbolic link; sessionkeeper does not write through or replace links "
             "(write to the link's target path instead)",
@@ -150,7 +150,7 @@ class TranscriptFormatError(TranscriptError, ValueError):
     """
 
     def __init__(self, message: str, *, path: Path | str | None = None, line: int | None = None) -> None:
-        self.path = Path(path) if path is not None else None
+        self.path: Path | None = Path(path) if path is not None else None
         self.line = line
         where = ""
         if self.path is not None:
@@ -176,7 +176,7 @@ class TranscriptChangedError(TranscriptError):
     """
 
     def __init__(self, message: str, *, path: Path | str) -> None:
-        self.path = Path(path)
+        self.path: Path = Path(path)
         super().__init__(f"{self.path}: {message}")
 
 
@@ -210,7 +210,7 @@ class StoreCorruptError(StoreError, ValueError):
     """
 
     def __init__(self, message: str, *, path: Path | str, backup_path: Path | None = None) -> None:
-        self.path = Path(path)
+        self.path: Path = Path(path)
         self.backup_path = backup_path
         super().__init__(f"{self.path}: {message}")
 
@@ -325,7 +325,7 @@ class SessionBusyError(LockError, TimeoutError):
         owner_pid: int | None = None,
         owner_created_at: int | None = None,
     ) -> None:
-        self.path = Path(path)
+        self.path: Path = Path(path)
         self.waited_ms = waited_ms
         self.owner_pid = owner_pid
         self.owner_created_at = owner_created_at
@@ -367,7 +367,7 @@ class LockNotHeldError(LockError):
     """
 
     def __init__(self, message: str, *, path: Path | str, reason: str) -> None:
-        self.path = Path(path)
+        self.path: Path = Path(path)
         self.reason = reason
         super().__init__(message)
 

@@ -334,13 +334,15 @@ class Compactor:
         workspace_dir: Path | str | None = None,
         max_output_tokens: int | None = None,
     ) -> None:
-        self.settings = settings if settings is not None else CompactionSettings()
+        self.settings: CompactionSettings = settings if settings is not None else CompactionSettings()
         check_provider_configured(self.settings, providers)
-        self.workspace_dir = Path(workspace_dir) if workspace_dir is not None else None
+        self.workspace_dir: Path | None = Path(workspace_dir) if workspace_dir is not None else None
         self.model_client = model_client
-        self.providers = providers if providers is not None else CompactionProviderRegistry()
+        self.providers: CompactionProviderRegistry = (
+            providers if providers is not None else CompactionProviderRegistry()
+        )
         self.hooks = hooks
-        self.context_window = context_window or DEFAULT_CONTEXT_WINDOW
+        self.context_window: int = context_window or DEFAULT_CONTEXT_WINDOW
         self.max_output_tokens = max_output_tokens
         self._clock = clock
 

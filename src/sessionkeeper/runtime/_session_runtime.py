@@ -160,7 +160,7 @@ class RuntimeSession:
         self.transcript = transcript
         self.resolution = resolution
         self._entry = entry
-        self.recovery = OverflowRecoveryState()
+        self.recovery: OverflowRecoveryState = OverflowRecoveryState()
         self.ineffective_compactions = 0
         self.compacted_this_turn = False
         self.in_flush_turn = False
@@ -289,18 +289,18 @@ class SessionRuntime:
         host_supports_flush: bool = True,
     ) -> None:
         self.store = store
-        self.model = model if model is not None else ModelInfo()
-        self.settings = settings if settings is not None else RuntimeSettings()
+        self.model: ModelInfo = model if model is not None else ModelInfo()
+        self.settings: RuntimeSettings = settings if settings is not None else RuntimeSettings()
         self.model_client = model_client
-        self.hooks = hooks if hooks is not None else HookRegistry()
+        self.hooks: HookRegistry = hooks if hooks is not None else HookRegistry()
         self.providers = providers
         self.clock = clock
-        self.cwd = cwd if cwd is not None else str(Path.cwd())
-        self.workspace_dir = Path(workspace_dir) if workspace_dir is not None else None
-        self.flush_policy = MemoryFlushPolicy(
+        self.cwd: str = cwd if cwd is not None else str(Path.cwd())
+        self.workspace_dir: Path | None = Path(workspace_dir) if workspace_dir is not None else None
+        self.flush_policy: MemoryFlushPolicy = MemoryFlushPolicy(
             settings=self.settings.memory_flush, compaction=self.settings.compaction
         )
-        self.pruner = Pruner(settings=self.settings.pruning, clock=clock)
+        self.pruner: Pruner = Pruner(settings=self.settings.pruning, clock=clock)
         check_provider_configured(self.settings.compaction, providers)
         runner = memory_flush_runner
         if runner is None and model_client is not None:

@@ -49,7 +49,7 @@ class RawJsonValue:
     __slots__ = ("text",)
 
     def __init__(self, text: str) -> None:
-        self.text = text
+        self.text: str = text
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, RawJsonValue) and other.text == self.text

@@ -212,8 +212,8 @@ class PostgresStoreBackend:
         self._init_lock: asyncio.Lock | None = None
         self._sql: dict[str, Any] = {}
         self._sql_module: Any = None
-        self.where = f"postgresql:{schema}.sk_sessions[{store_id}]"
-        self.application_name = f"sessionkeeper:{schema}:{store_id}"[:63]
+        self.where: str = f"postgresql:{schema}.sk_sessions[{store_id}]"
+        self.application_name: str = f"sessionkeeper:{schema}:{store_id}"[:63]
 
     def __repr__(self) -> str:
         target = redact_url(self.dsn) if self.dsn is not None else "pool"

@@ -223,8 +223,8 @@ class RedisStoreBackend:
         self._applied = base + "applied"
         self._ttl_ms = 0 if ttl_s is None else max(1, round(ttl_s * 1000))
         self._scripts: dict[str, Any] = {}
-        self.where = f"redis:{base}"
-        self.client_name = "sessionkeeper:" + "".join(
+        self.where: str = f"redis:{base}"
+        self.client_name: str = "sessionkeeper:" + "".join(
             c if c.isalnum() or c in "-_.:" else "_" for c in store_id
         )
 

@@ -148,7 +148,7 @@ class SessionStore:
         new_session_id: Callable[[], str] | None = None,
     ) -> None:
         self.backend = backend
-        self.sessions_dir = Path(sessions_dir) if sessions_dir is not None else None
+        self.sessions_dir: Path | None = Path(sessions_dir) if sessions_dir is not None else None
         self.clock = clock
         self._new_session_id = new_session_id or (lambda: str(uuid.uuid4()))
 

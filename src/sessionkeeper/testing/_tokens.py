@@ -38,7 +38,7 @@ class FakeTokenCounter:
         self.chars_per_token = chars_per_token
         self.per_message = per_message
         self.image_tokens = image_tokens
-        self.calls = 0
+        self.calls: int = 0
         self.entry_ids: list[str] = []
 
     def count_text(self, text: str) -> int:

@@ -341,7 +341,7 @@ class UnknownEntry:
     __slots__ = ("raw",)
 
     def __init__(self, raw: dict[str, Any]) -> None:
-        self.raw = raw
+        self.raw: dict[str, Any] = raw
 
     @property
     def type(self) -> str:

@@ -147,7 +147,7 @@ class SessionWriteLock:
         self, *, path: Path, held: Held, settings: WriteLockSettings, clock: Clock, reentrant: bool
     ) -> None:
         self.path = path
-        self.lock_path = held.lock_path
+        self.lock_path: Path = held.lock_path
         self.settings = settings
         self._clock = clock
         self._reentrant = reentrant

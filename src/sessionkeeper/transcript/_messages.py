@@ -319,7 +319,7 @@ class UnknownMessage:
     __slots__ = ("raw",)
 
     def __init__(self, raw: dict[str, Any]) -> None:
-        self.raw = raw
+        self.raw: dict[str, Any] = raw
 
     @property
     def role(self) -> str | None:
