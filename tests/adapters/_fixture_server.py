@@ -14,6 +14,7 @@ recorded (path, headers, decoded JSON body) for the tests to assert against the 
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -125,3 +126,17 @@ def running_server() -> Iterator[FixtureServer]:
         yield server
     finally:
         server.stop()
+
+
+def check_request(server: FixtureServer, name: str, index: int = -1) -> dict[str, Any]:
+    """The request the SDK sent equals the fixture's (``SESSIONKEEPER_RECORD_FIXTURES=1`` records it)."""
+    fixture = load_fixture(name)
+    sent = server.requests[index]
+    if os.environ.get("SESSIONKEEPER_RECORD_FIXTURES") == "1":
+        fixture["request"]["body"] = sent["body"]
+        (DATA / f"{name}.json").write_text(
+            json.dumps(fixture, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
+    assert sent["path"] == fixture["request"]["path"]
+    assert sent["body"] == fixture["request"]["body"]
+    return sent

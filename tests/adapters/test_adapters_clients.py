@@ -9,7 +9,6 @@ requests they send are compared with the fixtures' ``request`` (path and JSON bo
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,7 +16,7 @@ import anthropic
 import anyio
 import openai
 import pytest
-from tests.adapters._fixture_server import DATA, FixtureServer, load_fixture, running_server
+from tests.adapters._fixture_server import FixtureServer, check_request, load_fixture, running_server
 
 from sessionkeeper import is_context_overflow
 from sessionkeeper._model_client import ModelRequest
@@ -51,20 +50,6 @@ def anyio_backend() -> str:
 def server() -> Iterator[FixtureServer]:
     with running_server() as srv:
         yield srv
-
-
-def _check_request(server: FixtureServer, name: str, index: int = -1) -> dict[str, Any]:
-    """The request the SDK sent equals the fixture's (``SESSIONKEEPER_RECORD_FIXTURES=1`` records it)."""
-    fixture = load_fixture(name)
-    sent = server.requests[index]
-    if os.environ.get("SESSIONKEEPER_RECORD_FIXTURES") == "1":
-        fixture["request"]["body"] = sent["body"]
-        (DATA / f"{name}.json").write_text(
-            json.dumps(fixture, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-        )
-    assert sent["path"] == fixture["request"]["path"]
-    assert sent["body"] == fixture["request"]["body"]
-    return sent
 
 
 def _tool_turn(api: str, call: ToolCall, blocks: list[Any]) -> list[Any]:
@@ -121,7 +106,7 @@ async def test_chat_stream_request_and_reply(server: FixtureServer) -> None:
     delivered: list[str] = []
     client = _chat(server, on_text=delivered.append)
     response = await client.complete(_request(_CHAT_HISTORY))
-    sent = _check_request(server, "openai_chat_stream")
+    sent = check_request(server, "openai_chat_stream")
     assert sent["headers"]["authorization"] == "Bearer sk-test"
     assert response.text == "notes.md has three lines."
     assert "".join(delivered) == response.text
@@ -134,7 +119,7 @@ async def test_chat_silent_reply_streams_nothing_to_the_user(server: FixtureServ
     server.script(load_fixture("openai_chat_silent"))
     delivered: list[str] = []
     response = await _chat(server, on_text=delivered.append).complete(_request(_CHAT_HISTORY))
-    _check_request(server, "openai_chat_silent")
+    check_request(server, "openai_chat_silent")
     assert response.text == "NO_REPLY"
     assert delivered == []
 
@@ -146,7 +131,7 @@ async def test_chat_tool_call_reply_without_streaming(server: FixtureServer) -> 
         _request([UserMessage(content="What is in notes.md?", timestamp=1)], model="openai/gpt-4o"),
         tools=[{"type": "function", "function": {"name": "read", "parameters": {"type": "object"}}}],
     )
-    _check_request(server, "openai_chat_tool_call")
+    check_request(server, "openai_chat_tool_call")
     assert message.content == [
         ToolCall(id="call_Q1w2E3r4T5y6U7i8", name="read", arguments={"path": "notes.md"})
     ]
@@ -198,7 +183,7 @@ async def test_responses_stream_request_and_reply(server: FixtureServer) -> None
         _request(_RESPONSES_HISTORY, thinking_level="medium"),
         tools=[{"type": "function", "name": "read", "parameters": {"type": "object"}}],
     )
-    _check_request(server, "openai_responses_stream")
+    check_request(server, "openai_responses_stream")
     reasoning = json.loads(message.content[0].thinking_signature)  # type: ignore[union-attr,arg-type]
     assert reasoning["encrypted_content"] == "gAAAAABo5KGy-encrypted-reasoning-payload=="
     assert message.content[1:] == [
@@ -245,7 +230,7 @@ async def test_anthropic_stream_request_and_reply(server: FixtureServer) -> None
         _request(_ANTHROPIC_HISTORY, thinking_level="low"),
         tools=[{"name": "read", "input_schema": {"type": "object"}}],
     )
-    sent = _check_request(server, "anthropic_stream")
+    sent = check_request(server, "anthropic_stream")
     headers = sent["headers"]
     assert "sk-ant-test" in headers.get(
         "x-api-key", headers.get("authorization", "")
