@@ -16,15 +16,17 @@ At the two largest sizes at most 3 rounds are timed. pi is timed in-process by p
 N rounds of ``load_transcript`` + ``build_context`` in this process; memory as the peak RSS growth
 (VmHWM) of a fresh process doing one open + rebuild, and the tracemalloc peak.
 
-A run on the 2-core, 24 GiB CI box (``--repeat 3 --sizes 2000,20k,100k,256mb,1gib``; ms, medians;
-pi's times varied by up to 2x between rounds on this shared machine)::
+A run on the 2-core, 24 GiB box (``--repeat 3``, default sizes, 2026-12-02) while up to 9 other jobs
+shared it, so absolute times are inflated and only the ratios within the run compare. ``ours`` and
+``pi`` are open + context rebuild (ms, medians), ``RSS+`` our peak RSS growth, ``append`` / ``+fsync``
+one append without / with fsync (ms). The 12.8x at 2k entries of earlier versions of this table came
+from a run where pi was 2-3x slower than it measures now (issue 16)::
 
-    file             entries      MB | ours open+ctx |   pi open+ctx | speedup | ours RSS+ | pi RSS
-    large-2000          2001     1.8 |           5.7 |          72.7 |   12.8x |      2 MB |  148 MB
-    large-20k          20001    18.5 |          54.2 |         663.2 |   12.2x |     33 MB |  321 MB
-    generated-100k    100005    92.7 |         356.3 |        5195.5 |   14.6x |    133 MB | 1090 MB
-    generated-256mb   280014   259.8 |         913.3 |       15517.5 |   17.0x |    370 MB | 2535 MB
-    generated-1gib   1120056  1040.7 |        3141.3 |             - |       - |   1457 MB |       -
+    file            entries    MB |    ours       pi | speedup |  RSS+ pi RSS | append  +fsync
+    --------------------------------------------------------------------------------------
+    large-2000         2001   1.8 |    43.5     89.5 |    2.1x |    2M   148M |  4.371  10.692
+    large-20k         20001  18.5 |   310.9   1692.4 |    5.4x |   33M   319M |  0.379   7.838
+    generated-100k   100005  92.7 |   875.9  12949.2 |   14.8x |  133M  1088M |  0.294   3.233
 """
 
 from __future__ import annotations
