@@ -94,3 +94,14 @@ def test_compact_plan_piped_is_one_field_per_line(pi_samples: Path, tmp_path: Pa
     assert isinstance(plan["firstKeptEntryId"], str)
     assert fields["firstKeptEntryId"] == plan["firstKeptEntryId"]
     assert json.loads(fields["fileOps"]) == plan["fileOps"]
+
+
+def test_sessions_cleanup_piped_lists_each_key_and_its_action(small_store: Path) -> None:
+    args = ("sessions", "cleanup", "--store", str(small_store), "--dry-run")
+    report = json.loads(_invoke(PIPE, *args, "--json").stdout)
+    changed = {key: action for key, action in report["actions"].items() if action != "keep"}
+    lines = _invoke(PIPE, *args).stdout.splitlines()
+    start = lines.index("session key\taction") + 1
+    records = dict(line.split("\t") for line in lines[start : start + len(changed)])
+    assert records == changed
+    assert LONG_KEY in records or LONG_KEY not in changed
