@@ -76,7 +76,8 @@ async def test_delete_never_archives_a_file_the_entry_does_not_own(tmp_path: Pat
     assert not [p.name for p in directory.iterdir() if ".deleted." in p.name]
 
 
-async def test_reset_refuses_a_session_file_of_another_session(tmp_path: Path) -> None:
+async def test_reset_leaves_a_session_file_of_another_session_untouched(tmp_path: Path) -> None:
+    # a refused value is reported, never acted on: the reset starts fresh (test_store_reset_refused.py)
     directory = _directory(
         tmp_path,
         {
@@ -84,11 +85,12 @@ async def test_reset_refuses_a_session_file_of_another_session(tmp_path: Path) -
             OTHER: {"sessionId": "bob-id", "updatedAt": NOW, "sessionFile": str(Path("main-id.jsonl"))},
         },
     )
-    before = _snapshot(directory)
+    main_before = (directory / "main-id.jsonl").read_bytes()
     async with SessionStore.open(directory, clock=FakeClock(now_ms=NOW)) as store:
-        with pytest.raises(UnsafePathError, match=r"'main-id\.jsonl' is not a transcript name of session"):
-            await store.reset(OTHER)
-    assert _snapshot(directory) == before
+        fresh = await store.reset(OTHER)
+        assert store.transcript_file(fresh) == directory / f"{fresh.session_id}.jsonl"
+    assert (directory / "main-id.jsonl").read_bytes() == main_before
+    assert not [p.name for p in directory.iterdir() if ".reset." in p.name]
 
 
 async def test_reset_does_not_archive_a_file_a_live_entry_still_references(tmp_path: Path) -> None:

@@ -425,25 +425,35 @@ class SessionStore:
         The entry gets a new ``sessionId`` (``sessionStartedAt`` = now, ``sessionFile`` rewritten to the
         new id), ``compactionCount`` 0, ``totalTokens`` 0 with ``totalTokensFresh``, and loses the
         per-session fields of :data:`RESET_CLEARED_FIELDS`; toggles, overrides, labels and routing stay.
-        With a sessions directory, a new transcript header ``{type:"session",version:3,id,timestamp,cwd}``
-        is written (0600), then the old transcript is archived as ``<file>.reset.<stamp>``.
+        With a sessions directory, the new transcript header ``{type:"session",version:3,id,timestamp,cwd}``
+        is written (0600) *before* the store changes, then the old transcript is archived as
+        ``<file>.reset.<stamp>``: when the header cannot be created (a link at the new name, an unsafe
+        id), the error propagates and the store is unchanged (issue 15).
+
+        A refused ``sessionFile`` never blocks a reset (issue 15 item 1, deviation F1): when the entry's
+        value (or its rewrite for the new id) is one :meth:`transcript_file` refuses, the new entry drops
+        ``sessionFile`` (its transcript is ``<new sessionId>.jsonl``), the refused file is left untouched
+        (never archived or renamed) and a ``sessionkeeper.store`` WARNING reports it (``extra``:
+        ``session_key``, ``session_id``, ``session_file``, ``reason``). The returned entry then has no
+        ``sessionFile``.
 
         Args:
             cwd: The header's ``cwd`` (default: the process's working directory).
 
+        Returns:
+            The stored entry.
+
         Raises:
             SessionNotFoundError: No entry for ``session_key``.
-            UnsafePathError: The entry's ``sessionFile`` lies outside the sessions directory; nothing was
-                changed.
+            UnsafePathError: The new session id cannot name a transcript file; nothing was changed.
+            SymlinkRefusedError: A symbolic link sits at the new transcript's name; nothing was changed.
         """
         now = self.clock.now_ms()
         new_id = self._new_session_id()
         previous: dict[str, SessionEntry] = {}
+        refusals: dict[str, UnsafePathError] = {}
 
-        def apply(current: SessionEntry | None) -> SessionEntry:
-            if current is None:
-                raise SessionNotFoundError(session_key)
-            previous["entry"] = current
+        def reset_entry(current: SessionEntry) -> SessionEntry:
             patch: dict[str, Any] = dict.fromkeys(RESET_CLEARED_FIELDS, UNSET)
             patch.update(
                 sessionId=new_id,
@@ -455,17 +465,80 @@ class SessionStore:
                 totalTokensFresh=True,
             )
             merged = self._merge(current, patch, now_ms=now, preserve_activity=False)
-            # refuse before anything is written: a sessionFile outside the sessions directory would
-            # otherwise leave the store pointing at a new id whose transcript cannot be created
+            refused = self._refusal(current) or self._refusal(merged)
+            refusals.pop("sessionFile", None)
+            if refused is not None:
+                # F1: start fresh at <new id>.jsonl; the refused file is reported, never acted on
+                refusals["sessionFile"] = refused
+                patch["sessionFile"] = UNSET
+                merged = self._merge(current, patch, now_ms=now, preserve_activity=False)
+            # refuse before anything is written: an id that cannot name a transcript would otherwise
+            # leave the store pointing at a session whose transcript cannot be created
             self.transcript_file(merged)
             return merged
 
-        result = await self.backend.update(session_key, apply)
-        assert result is not None
+        def apply(current: SessionEntry | None) -> SessionEntry:
+            if current is None:
+                raise SessionNotFoundError(session_key)
+            previous["entry"] = current
+            return reset_entry(current)
+
+        created: Path | None = None
         if self.sessions_dir is not None:
-            await anyio.to_thread.run_sync(self._write_header, result, now, cwd)
+            # the new transcript first: when it cannot be created the store is left as it was
+            current = await self.backend.get(session_key)
+            if current is None:
+                raise SessionNotFoundError(session_key)
+            created = await anyio.to_thread.run_sync(self._write_header, reset_entry(current), now, cwd)
+        try:
+            result = await self.backend.update(session_key, apply)
+            assert result is not None
+            if self.sessions_dir is not None and self.transcript_file(result) != created:
+                # the entry changed between the read and the update (another writer): its header now
+                await anyio.to_thread.run_sync(self._write_header, result, now, cwd)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                if created is not None:
+                    await anyio.to_thread.run_sync(_unlink_quietly, created)
+                if "entry" in previous:
+                    await self._undo_reset(session_key, previous["entry"], new_id)
+            raise
+        refused = refusals.get("sessionFile")
+        if refused is not None:
+            _log.warning(
+                "reset of %r: sessionFile refused (%s); the new session starts at %s and the refused file "
+                "is left as it is",
+                session_key,
+                refused,
+                result.session_file or f"{new_id}.jsonl",
+                extra={
+                    "session_key": session_key,
+                    "session_id": previous["entry"].session_id,
+                    "session_file": refused.value,
+                    "reason": "reset",
+                },
+            )
+        elif self.sessions_dir is not None:
             await self._archive_transcript(previous["entry"], "reset")
         return result
+
+    def _refusal(self, entry: SessionEntry) -> UnsafePathError | None:
+        """The error :meth:`transcript_file` raises for ``entry``'s explicit ``sessionFile``, if any."""
+        if not (isinstance(entry.session_file, str) and entry.session_file.strip()):
+            return None
+        try:
+            self.transcript_file(entry)
+        except UnsafePathError as err:
+            return err
+        return None
+
+    async def _undo_reset(self, session_key: str, before: SessionEntry, new_id: str) -> None:
+        """Put back the entry a failed :meth:`reset` replaced, unless another writer changed it since."""
+
+        def undo(current: SessionEntry | None) -> SessionEntry | None:
+            return before if current is not None and current.session_id == new_id else None
+
+        await self.backend.update(session_key, undo)
 
     # ------------------------------------------------------------------ transcripts
 
@@ -497,11 +570,14 @@ class SessionStore:
             return transcript_path(self.sessions_dir, entry.session_id)
         return None
 
-    def _write_header(self, entry: SessionEntry, now_ms: int, cwd: str | None) -> None:
+    def _write_header(self, entry: SessionEntry, now_ms: int, cwd: str | None) -> Path | None:
+        """Create ``entry``'s transcript with its header; the path when created here, else ``None``."""
         path = self.transcript_file(entry)
-        if path is None or path.exists():
-            return
-        refuse_symlink(path, what="transcript")  # a dangling link: never create its target (issue 15)
+        if path is None:
+            return None
+        refuse_symlink(path, what="transcript")  # a link, dangling or not: never write through it (issue 15)
+        if path.exists():
+            return None
         stamp = _dt.datetime.fromtimestamp(now_ms / 1000, tz=_dt.UTC)
         header = {
             "type": "session",
@@ -518,6 +594,7 @@ class SessionStore:
         finally:
             os.close(fd)
         fsync_dir(path.parent)
+        return path
 
     async def _archive_transcript(self, entry: SessionEntry, reason: Literal["reset", "deleted"]) -> None:
         """
@@ -564,3 +641,11 @@ class SessionStore:
                 fsync_dir(path.parent)
 
         await anyio.to_thread.run_sync(move)
+
+
+def _unlink_quietly(path: Path) -> None:
+    """Remove a header file a failed :meth:`SessionStore.reset` created (best effort)."""
+    try:
+        path.unlink()
+    except OSError:
+        _log.warning("could not remove %s after a failed reset", path, extra={"path": str(path)})
