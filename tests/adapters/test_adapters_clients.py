@@ -42,11 +42,6 @@ _PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGA
 
 
 @pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture
 def server() -> Iterator[FixtureServer]:
     with running_server() as srv:
         yield srv
@@ -317,3 +312,13 @@ async def test_task_cancellation_propagates(server: FixtureServer) -> None:
     server.release()
     assert not finished
     assert group.cancel_scope.cancelled_caught
+
+
+async def test_anthropic_stream_error_event_raises_provider_error(server: FixtureServer) -> None:
+    server.script(load_fixture("anthropic_stream_error"))
+    with pytest.raises(ModelProviderError) as caught:
+        await _anthropic(server).complete(_request(_ANTHROPIC_HISTORY))
+    check_request(server, "anthropic_stream_error")
+    err = caught.value
+    assert (err.status_code, err.type, err.message) == (None, "overloaded_error", "Overloaded")
+    assert not is_context_overflow(err)

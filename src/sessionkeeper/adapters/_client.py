@@ -7,20 +7,23 @@ from __future__ import annotations
 
 import abc
 import inspect
+import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, aclosing
 from typing import Any, Protocol
 
 import anyio
 
 from sessionkeeper._model_client import ModelRequest, ModelResponse
 from sessionkeeper._silent import SilentReplyStreamFilter
-from sessionkeeper.adapters._common import text_of
+from sessionkeeper.adapters._common import JsonDict, text_of
+from sessionkeeper.exceptions import ModelProviderError
 from sessionkeeper.transcript._messages import AssistantMessage
 
 
-__all__ = ("SdkModelClient", "TextCallback", "run_abortable")
+__all__ = ("SdkModelClient", "SseDecoder", "TextCallback", "run_abortable")
 
 _log = logging.getLogger("sessionkeeper.adapters")
 
@@ -65,6 +68,44 @@ async def run_abortable(abort: anyio.Event | None, body: Callable[[], Awaitable[
     if error is not None:
         raise error
     return aborted
+
+
+class SseDecoder:
+    """
+    Server-sent events, line by line: :meth:`feed_line` returns the JSON object of an event when its
+    blank line arrives (``data:`` lines joined by newlines, ``event:`` kept as ``"_event"`` when the data
+    has no ``type``), ``None`` otherwise. OpenAI's ``[DONE]`` sentinel and comments yield nothing.
+
+    The clients read the raw stream (``with_streaming_response``) instead of the SDK's parsed stream, so
+    they see the provider's JSON as sent and close everything they opened, under asyncio and trio alike.
+    """
+
+    def __init__(self) -> None:
+        self._data: list[str] = []
+        self._event: str | None = None
+
+    def feed_line(self, line: str) -> JsonDict | None:
+        """Take one line (without its newline); return a completed event, if this line completed one."""
+        if line:
+            if line.startswith(":"):
+                return None
+            field, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if field == "data":
+                self._data.append(value)
+            elif field == "event":
+                self._event = value
+            return None
+        data, event = "\n".join(self._data), self._event
+        self._data, self._event = [], None
+        if not data or data == "[DONE]":
+            return None
+        decoded = json.loads(data)
+        if not isinstance(decoded, dict):
+            return None
+        if event is not None and "type" not in decoded:
+            decoded["_event"] = event
+        return decoded
 
 
 def resolve_model(requested: str | None, default: str, provider: str) -> str:
@@ -121,6 +162,10 @@ class SdkModelClient(abc.ABC):
         """Send ``body`` with the SDK: the reply object, or the async stream of events."""
 
     @abc.abstractmethod
+    def _open_stream(self, body: dict[str, Any]) -> AbstractAsyncContextManager[Any]:
+        """The SDK's raw streaming response for ``body`` (``with_streaming_response.create``)."""
+
+    @abc.abstractmethod
     def _accumulator(self) -> _Accumulator:
         """A fresh stream accumulator of this wire."""
 
@@ -134,11 +179,55 @@ class SdkModelClient(abc.ABC):
 
     # ------------------------------------------------------------------ shared
 
+    def _stream_error(self, event: JsonDict) -> ModelProviderError | None:
+        """The :class:`ModelProviderError` of a stream ``error`` event or ``None``."""
+        if event.get("type") != "error" and event.get("_event") != "error":
+            return None
+        error = event.get("error")
+        detail = error if isinstance(error, Mapping) else event
+        message = detail.get("message")
+        code = detail.get("code")
+        kind = detail.get("type")
+        return ModelProviderError(
+            message if isinstance(message, str) else json.dumps(event),
+            provider=self.provider,
+            code=code if isinstance(code, str) else None,
+            type=kind if isinstance(kind, str) and kind != "error" else None,
+            body=event,
+        )
+
     async def _emit(self, text: str) -> None:
         if text and self.on_text is not None:
             result = self.on_text(text)
             if inspect.isawaitable(result):
                 await result
+
+    async def _consume_stream(
+        self, body: dict[str, Any], accumulator: _Accumulator, silent_filter: SilentReplyStreamFilter | None
+    ) -> None:
+        """Send ``body`` as a stream and feed every event to ``accumulator`` (text through the filter)."""
+        async with self._open_stream(body) as response:
+            stream_error: ModelProviderError | None = None
+            try:
+                decoder = SseDecoder()
+                async with aclosing(response.iter_lines()) as lines:
+                    # read to the end even after an error event (the provider closes the stream
+                    # right after it): leaving the transport's generators half-read leaks them
+                    async for line in lines:
+                        event = decoder.feed_line(line)
+                        if event is None or stream_error is not None:
+                            continue
+                        stream_error = self._stream_error(event)
+                        if stream_error is not None:
+                            continue
+                        delta = accumulator.feed(event)
+                        if delta and silent_filter is not None:
+                            await self._emit(silent_filter.feed(delta))
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await response.close()
+            if stream_error is not None:
+                raise stream_error
 
     async def create_message(
         self, request: ModelRequest, *, tools: Sequence[Mapping[str, Any]] = ()
@@ -165,18 +254,10 @@ class SdkModelClient(abc.ABC):
 
         async def run() -> None:
             try:
-                result = await self._send(body)
                 if accumulator is None:
-                    final.append(result)
+                    final.append(await self._send(body))
                     return
-                try:
-                    async for event in result:
-                        delta = accumulator.feed(event)
-                        if delta and silent_filter is not None:
-                            await self._emit(silent_filter.feed(delta))
-                finally:
-                    with anyio.CancelScope(shield=True):
-                        await result.close()
+                await self._consume_stream(body, accumulator, silent_filter)
             except Exception as err:
                 translated = self._translate(err)
                 if translated is None:

@@ -12,6 +12,7 @@ API errors (``is_context_overflow`` recognises Anthropic's ``prompt is too long`
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any, cast
 
 import anthropic
@@ -112,6 +113,9 @@ class AnthropicModelClient(SdkModelClient):
 
     async def _send(self, body: dict[str, Any]) -> Any:
         return await cast(Any, self.client.messages).create(**body)
+
+    def _open_stream(self, body: dict[str, Any]) -> AbstractAsyncContextManager[Any]:
+        return cast(Any, self.client.messages).with_streaming_response.create(**body)  # type: ignore[no-any-return]
 
     def _accumulator(self) -> AnthropicStream:
         return AnthropicStream()

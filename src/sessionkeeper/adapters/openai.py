@@ -17,6 +17,7 @@ for an agent loop's ``after_turn``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any, cast
 
 import openai
@@ -151,6 +152,9 @@ class OpenAIChatModelClient(SdkModelClient):
     async def _send(self, body: dict[str, Any]) -> Any:
         return await cast(Any, self.client.chat.completions).create(**body)
 
+    def _open_stream(self, body: dict[str, Any]) -> AbstractAsyncContextManager[Any]:
+        return cast(Any, self.client.chat.completions).with_streaming_response.create(**body)  # type: ignore[no-any-return]
+
     def _accumulator(self) -> ChatCompletionsStream:
         return ChatCompletionsStream()
 
@@ -213,6 +217,9 @@ class OpenAIResponsesModelClient(SdkModelClient):
 
     async def _send(self, body: dict[str, Any]) -> Any:
         return await cast(Any, self.client.responses).create(**body)
+
+    def _open_stream(self, body: dict[str, Any]) -> AbstractAsyncContextManager[Any]:
+        return cast(Any, self.client.responses).with_streaming_response.create(**body)  # type: ignore[no-any-return]
 
     def _accumulator(self) -> ResponsesStream:
         return ResponsesStream()
