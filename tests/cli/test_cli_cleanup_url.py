@@ -188,3 +188,17 @@ def test_transcripts_dir_is_refused_with_a_sessions_directory(tmp_path: Path) ->
     )
     assert result.exit_code != 0
     assert "--transcripts-dir is for store URLs" in result.output
+
+
+def test_cleanup_of_a_postgres_url_in_sql_gives_the_sqlite_report(
+    tmp_path: Path, pg_schema: tuple[str, str], redis_prefix: tuple[str, str]
+) -> None:
+    # no transcripts: the PostgreSQL entry passes run as set-based SQL (docs/postgres.md "Maintenance")
+    sessions = tmp_path / "agents" / "main" / "sessions"
+    sessions.mkdir(parents=True)
+    config = _config(tmp_path)
+    url, backend = _url("postgres", pg_schema, redis_prefix)
+    anyio.run(_fill, SqliteStoreBackend(sessions / "sessions.sqlite"))
+    anyio.run(_fill, backend)
+    assert _cleanup(url, config, "--dry-run") == _cleanup(str(sessions), config, "--dry-run")
+    assert _cleanup(url, config) == _cleanup(str(sessions), config)

@@ -222,8 +222,12 @@ async def test_concurrent_first_starts_migrate_once(pg_schema: tuple[str, str]) 
     finally:
         for b in backends:
             await b.aclose()
-    rows = _rows(dsn, sql.SQL("SELECT version, name FROM {}").format(sql.Identifier(schema, "sk_migrations")))
-    assert rows == [(POSTGRES_SCHEMA_VERSION, "session entries")]
+    query = sql.SQL("SELECT version, name FROM {} ORDER BY version").format(
+        sql.Identifier(schema, "sk_migrations")
+    )
+    rows = _rows(dsn, query)
+    assert rows == [(1, "session entries"), (2, "maintenance columns")]
+    assert POSTGRES_SCHEMA_VERSION == 2
 
 
 async def test_a_schema_newer_than_the_library_is_refused(pg_schema: tuple[str, str]) -> None:

@@ -36,6 +36,8 @@ from sessionkeeper.store._maintenance import (
     plan_maintenance,
 )
 from sessionkeeper.store._maintenance_settings import MaintenanceMode, MaintenanceSettings
+from sessionkeeper.store._postgres import PostgresStoreBackend
+from sessionkeeper.store._postgres_maintenance import postgres_entry_maintenance
 from sessionkeeper.transcript import is_locked
 
 
@@ -367,6 +369,21 @@ async def run_maintenance(
         if target.store_file is not None:
             await anyio.to_thread.run_sync(
                 functools.partial(_check_not_empty, target.store_file, read_only=read_only)
+            )
+        if (
+            isinstance(backend, PostgresStoreBackend)
+            and target.sessions_dir is None
+            and settings.max_disk_bytes is None
+        ):  # no files to archive, no budget to measure: the entry passes as set-based SQL
+            report = await postgres_entry_maintenance(
+                backend, settings=settings, now_ms=now, active_keys=keys, on_save=on_save, apply=not read_only
+            )
+            return _finish(
+                report,
+                mode=effective_mode,
+                dry_run=dry_run,
+                applied=not read_only,
+                warnings=[*report.warnings],
             )
         if dry_run or effective_mode == "warn":
             entries = await backend.load_all()

@@ -19,9 +19,15 @@ Schema (created and migrated by the library in ``schema``, default ``sessionkeep
         session_id  text GENERATED ALWAYS AS (entry ->> 'sessionId') STORED,
         created_at  timestamptz NOT NULL DEFAULT now(),
         modified_at timestamptz NOT NULL DEFAULT now(),
+        key_folded   text,                     -- migration 2: the maintenance planner's verdicts,
+        updated_at   numeric,                  -- written with every row (_RowValues), backfilled once;
+        is_main      boolean,                  -- read by the set-based maintenance
+        is_protected boolean,                  -- (_postgres_maintenance)
+        is_model_run boolean,
         PRIMARY KEY (store_id, session_key));
     CREATE INDEX sk_sessions_order ON sk_sessions (store_id, seq);
     CREATE INDEX sk_sessions_session_id ON sk_sessions (store_id, session_id);
+    CREATE INDEX sk_sessions_updated ON sk_sessions (store_id, updated_at);
 
 Concurrency (READ COMMITTED; every write is one transaction):
 
@@ -49,7 +55,10 @@ import logging
 import random
 import re
 from collections.abc import Awaitable, Callable
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
+
+import attrs
 
 from sessionkeeper.exceptions import (
     ConfigError,
@@ -60,7 +69,13 @@ from sessionkeeper.exceptions import (
     StoreUnavailableError,
 )
 from sessionkeeper.store._backend import EntryUpdater, StoreTransaction, check_entry, diff_entries
-from sessionkeeper.store._entry import SessionEntry
+from sessionkeeper.store._entry import SessionEntry, session_entry_to_dict
+from sessionkeeper.store._keys import (
+    is_main_session_key,
+    is_model_run_session_key,
+    is_protected_session_entry,
+)
+from sessionkeeper.store._maintenance_state import updated_at_of
 from sessionkeeper.store._remote import (
     CallOrder,
     RevisionedEntry,
@@ -109,6 +124,22 @@ _MIGRATIONS: Final[tuple[tuple[int, str, tuple[str, ...]], ...]] = (
             "CREATE INDEX sk_sessions_session_id ON {schema}.sk_sessions (store_id, session_id)",
         ),
     ),
+    (
+        2,
+        "maintenance columns",
+        (
+            """
+            ALTER TABLE {schema}.sk_sessions
+                ADD COLUMN key_folded   text,
+                ADD COLUMN updated_at   numeric,
+                ADD COLUMN is_main      boolean,
+                ADD COLUMN is_protected boolean,
+                ADD COLUMN is_model_run boolean
+            """,
+            "CREATE INDEX sk_sessions_updated ON {schema}.sk_sessions (store_id, updated_at)",
+            # filled in by _backfill_maintenance_columns (Python: the planner's own rules)
+        ),
+    ),
 )
 
 _SCHEMA_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
@@ -133,6 +164,38 @@ _CONFLICT_BACKOFF_S: Final = (0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.2)
 
 class _Retry(Exception):  # noqa: N818 - control flow: roll the transaction back and start again
     pass
+
+
+@attrs.frozen
+class _RowValues:
+    """What one row write stores: the text, its ``jsonb`` copy and the maintenance columns."""
+
+    text: str
+    jsonb: str | None
+    entry_columns: tuple[Decimal | int | None, bool]  # updated_at, is_protected (from the entry)
+    key_columns: tuple[str, bool, bool]  # key_folded, is_main, is_model_run (from the key)
+
+    @classmethod
+    def of(cls, session_key: str, entry: SessionEntry) -> _RowValues:
+        """
+        The row of ``entry``. The maintenance columns are the planner's own rules (``updated_at_of``,
+        ``is_protected_session_entry``, ``is_main_session_key``, ``is_model_run_session_key``, Python's
+        ``str.lower``), so the set-based maintenance selects exactly what the Python plan would.
+        """
+        text, jsonb_ok = encode_entry_text(entry)
+        raw = session_entry_to_dict(entry)
+        updated = updated_at_of(raw)
+        exact: Decimal | int | None = Decimal(updated) if isinstance(updated, float) else updated
+        return cls(
+            text=text,
+            jsonb=text if jsonb_ok else None,
+            entry_columns=(exact, is_protected_session_entry(session_key, raw)),
+            key_columns=(
+                session_key.lower(),
+                is_main_session_key(session_key),
+                is_model_run_session_key(session_key),
+            ),
+        )
 
 
 class PostgresStoreBackend:
@@ -304,12 +367,13 @@ class PostgresStoreBackend:
                 "SELECT entry_text, revision FROM {t} WHERE store_id = %s AND session_key = %s FOR UPDATE"
             ),
             "insert": (
-                "INSERT INTO {t} (store_id, session_key, entry_text, entry) VALUES (%s, %s, %s, %s::jsonb) "
+                "INSERT INTO {t} (store_id, session_key, entry_text, entry, updated_at, is_protected, "
+                "key_folded, is_main, is_model_run) VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s) "
                 "ON CONFLICT (store_id, session_key) DO NOTHING RETURNING revision"
             ),
             "cas": (
-                "UPDATE {t} SET entry_text = %s, entry = %s::jsonb, modified_at = now(), "
-                "revision = revision + CASE WHEN entry_text = %s THEN 0 ELSE 1 END "
+                "UPDATE {t} SET entry_text = %s, entry = %s::jsonb, updated_at = %s, is_protected = %s, "
+                "modified_at = now(), revision = revision + CASE WHEN entry_text = %s THEN 0 ELSE 1 END "
                 "WHERE store_id = %s AND session_key = %s AND revision = %s RETURNING revision"
             ),
             "delete": "DELETE FROM {t} WHERE store_id = %s AND session_key = %s",
@@ -350,6 +414,8 @@ class PostgresStoreBackend:
                         continue
                     for statement in statements:
                         await conn.execute(sql.SQL(statement).format(schema=schema))
+                    if number == 2:
+                        await self._backfill_maintenance_columns(conn)
                     await conn.execute(
                         sql.SQL("INSERT INTO {} (version, name) VALUES (%s, %s)").format(migrations),
                         (number, name),
@@ -360,6 +426,28 @@ class PostgresStoreBackend:
                         name,
                         extra={"schema": self.schema, "version": number},
                     )
+
+    async def _backfill_maintenance_columns(self, conn: AsyncConnection[Any]) -> None:
+        """Migration 2: fill the maintenance columns of the rows written before it (every store)."""
+        table = self._sql_module.Identifier(self.schema, "sk_sessions")
+        cur = await conn.execute(
+            self._sql_module.SQL("SELECT store_id, session_key, entry_text FROM {}").format(table)
+        )
+        update = self._sql_module.SQL(
+            "UPDATE {} SET updated_at = %s, is_protected = %s, key_folded = %s, is_main = %s, "
+            "is_model_run = %s WHERE store_id = %s AND session_key = %s"
+        ).format(table)
+        params = []
+        for store_id, session_key, text in await cur.fetchall():
+            try:
+                row = _RowValues.of(session_key, decode_entry_text(session_key, text, where=self.where))
+                columns = (*row.entry_columns, *row.key_columns)
+            except (StoreCorruptError, ValueError):  # never removed by SQL maintenance; a load reports it
+                columns = (None, True, session_key.lower(), False, False)
+            params.append((*columns, store_id, session_key))
+        if params:
+            async with conn.cursor() as cursor:
+                await cursor.executemany(update, params)
 
     async def _schema_version(self, conn: AsyncConnection[Any]) -> int | None:
         """The applied schema version, or ``None`` when there is no migrations table."""
@@ -566,16 +654,44 @@ class PostgresStoreBackend:
         if new is None:
             return current
         check_entry(session_key, new)
-        text, jsonb_ok = encode_entry_text(new)
-        jsonb = text if jsonb_ok else None
+        row = _RowValues.of(session_key, new)
         if not rows:
-            if not await self._rows(conn, "insert", self.store_id, session_key, text, jsonb):
+            if not await self._insert(conn, session_key, row):
                 raise _Retry  # created meanwhile by another writer: start again on its row
             return new
         old_text, revision = rows[0]
-        if old_text != text:
-            await self._rows(conn, "cas", text, jsonb, text, self.store_id, session_key, revision)
+        if old_text != row.text:
+            await self._cas(conn, session_key, row, revision)
         return new
+
+    async def _insert(
+        self, conn: AsyncConnection[TupleRow], session_key: str, row: _RowValues
+    ) -> list[TupleRow]:
+        return await self._rows(
+            conn,
+            "insert",
+            self.store_id,
+            session_key,
+            row.text,
+            row.jsonb,
+            *row.entry_columns,
+            *row.key_columns,
+        )
+
+    async def _cas(
+        self, conn: AsyncConnection[TupleRow], session_key: str, row: _RowValues, revision: int
+    ) -> list[TupleRow]:
+        return await self._rows(
+            conn,
+            "cas",
+            row.text,
+            row.jsonb,
+            *row.entry_columns,
+            row.text,
+            self.store_id,
+            session_key,
+            revision,
+        )
 
     async def compare_and_swap(
         self, session_key: str, entry: SessionEntry, *, expected_revision: int | None
@@ -599,16 +715,13 @@ class PostgresStoreBackend:
         """
         check_entry(session_key, entry)
         check_key(session_key, nul_ok=False, backend="PostgreSQL")
-        text, jsonb_ok = encode_entry_text(entry)
-        jsonb = text if jsonb_ok else None
+        row = _RowValues.of(session_key, entry)
 
         async def body(conn: AsyncConnection[TupleRow]) -> int:
             if expected_revision is None:
-                rows = await self._rows(conn, "insert", self.store_id, session_key, text, jsonb)
+                rows = await self._insert(conn, session_key, row)
             else:
-                rows = await self._rows(
-                    conn, "cas", text, jsonb, text, self.store_id, session_key, expected_revision
-                )
+                rows = await self._cas(conn, session_key, row, expected_revision)
             if rows:
                 return int(rows[0][0])
             now = await self._rows(conn, "get", self.store_id, session_key)
@@ -665,13 +778,11 @@ class PostgresStoreBackend:
         if removals:
             await conn.execute(self._sql["delete_many"], (self.store_id, removals))
         for key, entry in upserts.items():
-            text, jsonb_ok = encode_entry_text(entry)
-            jsonb = text if jsonb_ok else None
+            row = _RowValues.of(key, entry)
             if key in revisions:
-                params = (text, jsonb, text, self.store_id, key, revisions[key])
-                if not await self._rows(conn, "cas", *params):  # pragma: no cover - the row is locked
+                if not await self._cas(conn, key, row, revisions[key]):  # pragma: no cover - row locked
                     raise _Retry
-            elif not await self._rows(conn, "insert", self.store_id, key, text, jsonb):
+            elif not await self._insert(conn, key, row):
                 raise _Retry
         return result
 
