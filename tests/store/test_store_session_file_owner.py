@@ -306,10 +306,17 @@ async def test_runtime_open_refuses_an_unsafe_session_file_and_writes_nothing_th
         },
     )
     main_before = (directory / "main-id.jsonl").read_bytes()
+    store_before = (directory / "sessions.json").read_bytes()
     clock = Clock(now_ms=NOW + 1000)
     async with SessionStore.open(directory, clock=clock) as store:
         runtime = SessionRuntime(store, clock=clock, host_supports_flush=False)
         with pytest.raises(UnsafePathError):
             await runtime.open(OTHER, body="hi")
+        # refused before anything is written: the store entry is not touched either
+        assert (directory / "sessions.json").read_bytes() == store_before
+        # a reset (/new) is the way out: a fresh transcript, the refused file left alone
+        session = await runtime.open(OTHER, body="/new")
+        assert session.entry.session_id != "bob-id"
+        assert session.transcript.path == directory / f"{session.entry.session_id}.jsonl"
     assert (directory / "main-id.jsonl").read_bytes() == main_before
     assert json.loads((directory / "sessions.json").read_text()).keys() == {MAIN, OTHER}

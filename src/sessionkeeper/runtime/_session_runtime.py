@@ -534,7 +534,9 @@ class SessionRuntime:
 
         Raises:
             SessionArchivedError: The entry is archived; nothing is written (restore it first, §4.3).
-            UnsafePathError: The session id or file would leave the sessions directory.
+            UnsafePathError: The session id or file would leave the sessions directory, or the entry's
+                ``sessionFile`` is not its own (deviation F1); raised before the store is written. A reset
+                of such an entry (``/new``, a stale session) starts fresh at ``<new id>.jsonl`` instead.
             TranscriptFormatError: The transcript exists but is not one (it is left as is).
         """
         now = self.clock.now_ms()
@@ -552,6 +554,9 @@ class SessionRuntime:
         if resolution.is_new and current is not None:
             entry = await self.store.reset(session_key, cwd=self.cwd)
         else:
+            # refuse an unsafe sessionFile before the store is written (issue 15, F1): a reset (``/new``,
+            # a stale session) is the way out, it starts fresh and leaves the refused file alone
+            self.store.transcript_file(resolution.entry)
             entry = await self.store.patch(session_key, resolution.entry)
         transcript = await self._open_transcript(entry)
         return RuntimeSession(
