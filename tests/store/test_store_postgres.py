@@ -434,3 +434,43 @@ async def test_serialization_failures_are_retried(
     finally:
         for b in backends:
             await b.aclose()
+
+
+async def test_a_deadlock_victim_is_run_again(
+    pg_schema: tuple[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    # transaction() locks a, then waits for b, held by another session, which then asks for a: the
+    # server picks our transaction as the victim (SQLSTATE 40P01; the other session's deadlock_timeout is
+    # longer); it used to surface as StoreUnavailableError
+    dsn, schema = pg_schema
+    caplog.set_level(logging.DEBUG, logger="sessionkeeper.store")
+    async with _backend(dsn, schema, store_id="dl") as b:
+        await b.put("a", SessionEntry(session_id="s1"))
+        await b.put("b", SessionEntry(session_id="s2"))
+        table = sql.Identifier(schema, "sk_sessions")
+        lock = sql.SQL("SELECT 1 FROM {} WHERE store_id = 'dl' AND session_key = %s FOR UPDATE").format(table)
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as other:
+            await other.execute("SET deadlock_timeout = '60s'")
+            async with other.transaction():
+                await other.execute(lock, ("b",))
+
+                def edit(entries: dict[str, SessionEntry]) -> int:
+                    entries["c"] = SessionEntry(session_id="s3")
+                    return len(entries)
+
+                ours = asyncio.create_task(b.transaction(edit))
+                async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as watcher:
+                    for _ in range(1000):  # wait (on the server's state) until ours waits for b's lock
+                        cur = await watcher.execute(
+                            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s "
+                            "AND wait_event_type = 'Lock'",
+                            (b.application_name,),
+                        )
+                        row = await cur.fetchone()
+                        if row is not None and row[0] > 0:
+                            break
+                        await asyncio.sleep(0.01)
+                await other.execute(lock, ("a",))  # the cycle: the server aborts ours, this lock is granted
+            assert await ours == 3
+        assert await b.keys() == ["a", "b", "c"]
+    assert [r for r in caplog.records if getattr(r, "sqlstate", None) == "40P01"]
