@@ -64,7 +64,13 @@ class FixtureServer:
                             "body": json.loads(raw or b"null"),
                         }
                     )
-                    fixture, hold_after = server._script.pop(0)
+                    if not server._script:  # an unexpected request: a clear failure, not a hang
+                        fixture = {
+                            "response": {"status": 500, "json": {"error": {"message": "no scripted reply"}}}
+                        }
+                        hold_after = None
+                    else:
+                        fixture, hold_after = server._script.pop(0)
                 response = fixture["response"]
                 self.send_response(response["status"])
                 if "sse" in response:
