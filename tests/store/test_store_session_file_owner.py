@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from click.testing import CliRunner
 from hypothesis import given
@@ -286,6 +287,40 @@ def test_doctor_reports_refused_session_files_and_changes_nothing(tmp_path: Path
     assert "not a transcript name of session 'bob-id'" in findings[0]["message"]
     assert "not valid Unicode" in findings[1]["message"]
     assert _snapshot(directory) == before
+
+
+def test_doctor_reports_refused_session_files_of_a_sqlite_store(tmp_path: Path) -> None:
+    # the check read sessions.json only: a sessions.sqlite store's refused values went unreported
+    from sessionkeeper.store import session_entry_from_dict
+
+    directory = tmp_path / "agents" / "main" / "sessions"
+    directory.mkdir(parents=True)
+    entries = {
+        MAIN: {"sessionId": "main-id", "updatedAt": NOW},
+        OTHER: {"sessionId": "bob-id", "updatedAt": NOW, "sessionFile": "main-id.jsonl"},
+        "agent:main:direct:eve": {"sessionId": "eve-id", "updatedAt": NOW, "sessionFile": "sessions.sqlite"},
+    }
+
+    async def seed() -> None:
+        async with SessionStore.open(directory, backend="sqlite") as store:
+            for key, fields in entries.items():
+                await store.backend.put(key, session_entry_from_dict(fields))
+
+    anyio.run(seed)
+    for fields in entries.values():
+        (directory / f"{fields['sessionId']}.jsonl").write_text(_header(fields["sessionId"]) + "\n")
+
+    def files() -> dict[str, bytes]:  # a read may add SQLite's -wal / -shm (docs/store.md)
+        return {p.name: p.read_bytes() for p in directory.iterdir() if not p.name.endswith(("-wal", "-shm"))}
+
+    before = files()
+    result = CliRunner().invoke(cli, ["doctor", str(directory), "--json"])
+    assert result.exit_code == 1, result.output
+    findings = [f for f in json.loads(result.stdout)["directoryFindings"] if f["check"] == "session-file"]
+    assert [f["ids"] for f in findings] == [[OTHER], ["agent:main:direct:eve"]]
+    assert "not a transcript name of session 'bob-id'" in findings[0]["message"]
+    assert "is a file of the store itself" in findings[1]["message"]
+    assert files() == before
 
 
 # --------------------------------------------------------------------------- the runtime refuses too

@@ -10,7 +10,6 @@ content ``--fix`` writes: every complete line that parses as a JSON object is ke
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
@@ -287,18 +286,23 @@ class _SymlinkCheck:
 
 @attrs.frozen
 class _SessionFileCheck:
-    """Entries of ``sessions.json`` whose ``sessionFile`` the store refuses (issue 15 items 1, 4; F1)."""
+    """
+    Entries of the directory's store whose ``sessionFile`` the store refuses (issue 15 items 1, 4; F1).
+
+    The store is read through the backend whose file exists (``sessions.json`` or ``sessions.sqlite``,
+    read-only, as ``sessions list`` reads it); an unreadable store is left to the ``store`` check.
+    """
 
     id: str = "session-file"
     description: str = "sessionFile values the store refuses (never read, written, archived or deleted)"
 
     def check_directory(self, directory: Path) -> Iterable[Finding]:
-        try:
-            entries = json.loads((directory / "sessions.json").read_bytes())
-        except (OSError, ValueError, RecursionError):
-            return ()  # no JSON store, or one the store checks report
-        if not isinstance(entries, dict):
+        if not (directory / STORE_FILE_NAME).exists() and not (directory / SQLITE_FILE_NAME).exists():
             return ()
+        try:
+            entries = anyio.run(self._entries, directory)
+        except (SessionKeeperError, OSError):
+            return ()  # the store check reports a store that cannot be read
         return tuple(
             Finding(
                 check=self.id,
@@ -308,6 +312,15 @@ class _SessionFileCheck:
             )
             for key, value, reason in refused_session_files(directory, entries)
         )
+
+    @staticmethod
+    async def _entries(directory: Path) -> dict[str, dict[str, Any]]:
+        async with SessionStore.open(directory, read_only=True) as store:
+            loaded = await store.backend.load_all()
+        return {
+            key: {"sessionId": entry.session_id, "sessionFile": entry.session_file}
+            for key, entry in loaded.items()
+        }
 
 
 @attrs.frozen
