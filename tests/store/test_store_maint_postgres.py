@@ -169,8 +169,15 @@ async def test_rows_written_before_migration_2_are_maintained(pg_schema: tuple[s
             ("agent:main:direct:new", f'{{"sessionId":"n","updatedAt":{NOW_MS}}}'),
         ]:
             conn.execute(insert.format(table), (key, text, text))
+        other = sql.SQL(
+            "INSERT INTO {} (store_id, session_key, entry_text, entry) VALUES ('other', %s, %s, %s)"
+        ).format(table)
+        with conn.cursor() as cur:  # more rows than one backfill batch, in another store
+            text = f'{{"sessionId":"x","updatedAt":{NOW_MS}}}'
+            cur.executemany(other, [(f"agent:main:direct:x{i}", text, text) for i in range(2500)])
+    maintenance = MaintenanceSettings.from_mapping({"maxEntries": 2000, "pruneAfter": "30d"})
     async with PostgresStoreBackend(dsn, schema=schema) as pg:
-        report = await run_maintenance(pg, now_ms=NOW_MS)
+        report = await run_maintenance(pg, now_ms=NOW_MS, settings=maintenance)
         assert report.actions == {
             "agent:main:main": "keep",
             "agent:main:direct:old": "prune-stale",
@@ -178,6 +185,10 @@ async def test_rows_written_before_migration_2_are_maintained(pg_schema: tuple[s
             "agent:main:direct:new": "keep",
         }
         assert await pg.keys() == ["agent:main:main", "agent:main:telegram:group:g", "agent:main:direct:new"]
+    async with PostgresStoreBackend(dsn, schema=schema, store_id="other") as pg:
+        report = await run_maintenance(pg, now_ms=NOW_MS, settings=maintenance, dry_run=True)
+        assert report.to_json()["capped"] == 500
+        assert report.removals[0].key == "agent:main:direct:x2000"  # ties: insertion order
 
 
 async def test_the_cap_breaks_ties_in_insertion_order_and_drops_missing_times_first(

@@ -428,26 +428,30 @@ class PostgresStoreBackend:
                     )
 
     async def _backfill_maintenance_columns(self, conn: AsyncConnection[Any]) -> None:
-        """Migration 2: fill the maintenance columns of the rows written before it (every store)."""
+        """
+        Migration 2: fill the maintenance columns of the rows written before it (every store), reading
+        them in batches of 1 000 through a server-side cursor (inside the migration's transaction).
+        """
         table = self._sql_module.Identifier(self.schema, "sk_sessions")
-        cur = await conn.execute(
-            self._sql_module.SQL("SELECT store_id, session_key, entry_text FROM {}").format(table)
-        )
+        select = self._sql_module.SQL("SELECT store_id, session_key, entry_text FROM {}").format(table)
         update = self._sql_module.SQL(
             "UPDATE {} SET updated_at = %s, is_protected = %s, key_folded = %s, is_main = %s, "
             "is_model_run = %s WHERE store_id = %s AND session_key = %s"
         ).format(table)
-        params = []
-        for store_id, session_key, text in await cur.fetchall():
-            try:
-                row = _RowValues.of(session_key, decode_entry_text(session_key, text, where=self.where))
-                columns = (*row.entry_columns, *row.key_columns)
-            except (StoreCorruptError, ValueError):  # never removed by SQL maintenance; a load reports it
-                columns = (None, True, session_key.lower(), False, False)
-            params.append((*columns, store_id, session_key))
-        if params:
-            async with conn.cursor() as cursor:
-                await cursor.executemany(update, params)
+        async with conn.cursor(name="sessionkeeper_backfill") as rows:
+            await rows.execute(select)
+            while batch := await rows.fetchmany(1000):
+                params = []
+                for store_id, session_key, text in batch:
+                    try:
+                        entry = decode_entry_text(session_key, text, where=self.where)
+                        row = _RowValues.of(session_key, entry)
+                        columns = (*row.entry_columns, *row.key_columns)
+                    except (StoreCorruptError, ValueError):  # kept by SQL maintenance; a load reports it
+                        columns = (None, True, session_key.lower(), False, False)
+                    params.append((*columns, store_id, session_key))
+                async with conn.cursor() as cursor:
+                    await cursor.executemany(update, params)
 
     async def _schema_version(self, conn: AsyncConnection[Any]) -> int | None:
         """The applied schema version, or ``None`` when there is no migrations table."""
