@@ -1,4 +1,4 @@
-"""nox sessions: tests, typecheck (mypy --strict), lint (ruff), docs, benchmarks, oracle fixtures."""
+"""nox sessions: tests, typecheck (mypy --strict), pyright, lint (ruff), docs, benchmarks, oracle fixtures."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import nox
 
 
 nox.options.error_on_external_run = True
-nox.options.sessions = ("tests", "typecheck", "lint")
+nox.options.sessions = ("tests", "typecheck", "pyright", "lint")
 
 PYTHONS = ["3.11"]  # the only interpreter on our machines; pyproject declares >=3.11
 
@@ -28,9 +28,17 @@ def adapters_oldest(session: nox.Session) -> None:
 
 @nox.session(python=PYTHONS)
 def typecheck(session: nox.Session) -> None:
-    """mypy --strict on the package (settings in pyproject.toml)."""
+    """mypy --strict on the package and the typing tests (tests/typing), settings in pyproject.toml."""
     session.install("-e", ".[dev]")
     session.run("mypy")
+
+
+@nox.session(python=PYTHONS)
+def pyright(session: nox.Session) -> None:
+    """pyright on the package and the typing tests, then the public API's type completeness (100%)."""
+    session.install("-e", ".[dev]")
+    session.run("pyright")
+    session.run("pyright", "--verifytypes", "sessionkeeper", "--ignoreexternal")
 
 
 @nox.session

@@ -101,3 +101,38 @@ def test_readme_quickstart_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert (tmp_path / "sessions" / "sessions.json").exists()
     transcripts = list((tmp_path / "sessions").glob("*.jsonl"))
     assert len(transcripts) == 1
+
+
+def _third_party_imports_of_the_package() -> set[str]:
+    import ast
+    import sys
+
+    names: set[str] = set()
+    for path in (REPO / "src" / "sessionkeeper").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+    return {n for n in names if n not in sys.stdlib_module_names and n not in {"sessionkeeper", "__future__"}}
+
+
+def test_every_dependency_the_package_imports_is_typed_or_stubbed_in_typings() -> None:
+    """
+    mypy (``mypy_path``) and pyright (``stubPath``) read local stubs from ``typings/``: a dependency the
+    package imports that ships no ``py.typed`` needs a stub there (STYLE 13), or its names turn into ``Any``.
+    (tiktoken ships ``py.typed``; its compiled ``_tiktoken`` has no ``.pyi``, so only the typed
+    ``tiktoken.Encoding`` API is used: see ``typings/README.md``.)
+    """
+    import importlib.util
+
+    imported = _third_party_imports_of_the_package()
+    assert {"attrs", "cattrs", "msgspec", "anyio", "tiktoken", "json5"} <= imported
+    untyped = []
+    for module in sorted(imported):
+        spec = importlib.util.find_spec(module)
+        assert spec is not None and spec.submodule_search_locations is not None, f"{module} is not installed"
+        package_dir = Path(next(iter(spec.submodule_search_locations)))
+        if not (package_dir / "py.typed").exists() and not (REPO / "typings" / module).exists():
+            untyped.append(module)
+    assert not untyped, f"dependencies without inline types and without a stub in typings/: {untyped}"

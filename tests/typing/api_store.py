@@ -1,0 +1,44 @@
+"""Typing tests of the session store: what users call, the types they get back (checked, never run)."""
+
+from __future__ import annotations
+
+from typing import assert_type
+
+import msgspec
+
+from sessionkeeper import SessionEntry, SessionStore
+from sessionkeeper.abc import Clock, StoreBackend
+from sessionkeeper.store import InMemoryStoreBackend
+from sessionkeeper.testing import FakeClock
+
+
+async def store_calls() -> None:
+    assert_type(SessionStore.open("sessions.json"), SessionStore)
+    assert_type(SessionStore.in_memory(), SessionStore)
+    async with SessionStore.in_memory(clock=FakeClock()) as store:
+        assert_type(store, SessionStore)
+        assert_type(await store.get("agent:main:main"), SessionEntry | None)
+        assert_type(await store.require("agent:main:main"), SessionEntry)
+        assert_type(await store.patch("agent:main:main"), SessionEntry)
+        assert_type(await store.list(), list[tuple[str, SessionEntry]])
+
+
+def entry_fields(entry: SessionEntry) -> None:
+    # absent optional wire fields are msgspec.UNSET, not None (CONTRIBUTING "Practices")
+    assert_type(entry.session_id, str | msgspec.UnsetType)
+    assert_type(entry.updated_at, int | msgspec.UnsetType)
+    if entry.updated_at is not msgspec.UNSET:
+        assert_type(entry.updated_at, int)
+    if isinstance(entry.session_id, str):
+        assert_type(entry.session_id, str)
+
+
+def takes_backend(backend: StoreBackend) -> StoreBackend:
+    return backend
+
+
+def protocols(clock: Clock) -> None:
+    # the shipped backends satisfy the public protocol statically, not only at run time
+    assert_type(takes_backend(InMemoryStoreBackend()), StoreBackend)
+    assert_type(clock.now_ms(), int)
+    assert_type(clock.monotonic(), float)
