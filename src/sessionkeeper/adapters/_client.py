@@ -32,7 +32,7 @@ TextCallback = Callable[[str], Awaitable[None] | None]
 
 
 class _Accumulator(Protocol):
-    def feed(self, event: object) -> str: ...
+    def feed(self, event: object, /) -> str: ...
 
     def message(
         self, *, provider: str, model: str | None, timestamp: float | None, aborted: bool
