@@ -147,7 +147,7 @@ class SdkModelClient(abc.ABC):
         self.provider = provider
         self.stream = stream
         self.on_text = on_text
-        self.extra_body = dict(extra_body or {})
+        self.extra_body: dict[str, Any] = dict(extra_body or {})
 
     # ------------------------------------------------------------------ provided by subclasses
 

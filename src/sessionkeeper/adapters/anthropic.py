@@ -92,7 +92,7 @@ class AnthropicModelClient(SdkModelClient):
         super().__init__(
             model=model, provider=provider, stream=stream, on_text=on_text, extra_body=extra_body
         )
-        self.client = (
+        self.client: anthropic.AsyncAnthropic = (
             client if client is not None else anthropic.AsyncAnthropic(base_url=base_url, api_key=api_key)
         )
 

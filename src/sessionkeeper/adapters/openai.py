@@ -126,7 +126,7 @@ class OpenAIChatModelClient(SdkModelClient):
         super().__init__(
             model=model, provider=provider, stream=stream, on_text=on_text, extra_body=extra_body
         )
-        self.client = _client(client, base_url, api_key)
+        self.client: openai.AsyncOpenAI = _client(client, base_url, api_key)
         self.max_tokens_field = max_tokens_field
         self.system_role = system_role
         self.reasoning_field = reasoning_field
@@ -198,7 +198,7 @@ class OpenAIResponsesModelClient(SdkModelClient):
         super().__init__(
             model=model, provider=provider, stream=stream, on_text=on_text, extra_body=extra_body
         )
-        self.client = _client(client, base_url, api_key)
+        self.client: openai.AsyncOpenAI = _client(client, base_url, api_key)
 
     def build_body(
         self, request: ModelRequest, *, model: str, tools: Sequence[Mapping[str, Any]], stream: bool
