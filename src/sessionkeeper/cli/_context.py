@@ -28,7 +28,6 @@ from sessionkeeper.transcript import (
     AgentMessage,
     TranscriptIndex,
     convert_to_llm,
-    estimate_context_tokens,
     estimate_tokens,
     load_transcript,
     message_to_builtins,
@@ -40,6 +39,8 @@ from sessionkeeper.transcript._entries import NonStringId, entry_key
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from sessionkeeper.transcript._usage_estimate import ContextTokenEstimate
 
 
 __all__ = ("COMMANDS", "context_command")
@@ -166,9 +167,10 @@ def context_command(file: Path, leaf: str | None, as_json: bool, llm: bool, last
     from rich.markup import escape  # noqa: PLC0415 - the JSON path does not pay for rich (issue 11)
 
     from sessionkeeper.cli._output import console_for_stdout  # noqa: PLC0415
+    from sessionkeeper.transcript._usage_estimate import estimate_context_usage  # noqa: PLC0415
 
     console = console_for_stdout()
-    estimate = estimate_context_tokens(ctx.messages)
+    estimate = estimate_context_usage(ctx.messages)
     shown = convert_to_llm(ctx.messages) if llm else list(ctx.messages)
     model = f"{ctx.model.provider}/{ctx.model.model_id}" if ctx.model else "-"
     console.print(f"[bold]{escape(_printable(str(file)))}[/bold]  session {escape(_printable(session_id))}")
@@ -176,12 +178,24 @@ def context_command(file: Path, leaf: str | None, as_json: bool, llm: bool, last
     console.print(
         f"leaf {shown_leaf} · {len(ctx.messages)} messages · "
         f"thinking {escape(_printable(ctx.thinking_level))} · "
-        f"model {escape(_printable(model))} · ~{estimate.tokens} context tokens"
+        f"model {escape(_printable(model))} · ~{estimate.tokens} context tokens ({_token_source(estimate)})"
     )
     if llm:
         console.print(f"as sent to the model (convertToLlm): {len(shown)} messages")
     for number, message in enumerate(shown, 1):
         _print_message(console, number, message)
+
+
+def _token_source(estimate: ContextTokenEstimate) -> str:
+    """Where the context count comes from, in words (issue 11: report a number with its source)."""
+    if estimate.source == "usage":
+        return (
+            f"usage: last provider usage {estimate.usage_tokens} + estimate {estimate.trailing_tokens} "
+            "of newer messages"
+        )
+    stale = estimate.stale_usage_skipped
+    skipped = f"; {stale} usage(s) before the latest compaction skipped as stale" if stale else ""
+    return f"estimate: chars/4 of every message{skipped}"
 
 
 def _print_last(file: Path, n: int, *, leaf: str | None, as_json: bool, llm: bool) -> None:
