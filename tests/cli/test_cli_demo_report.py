@@ -6,6 +6,7 @@ plain word on whether the work files are kept.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -96,3 +97,31 @@ async def test_the_runtime_takes_new_session_ids_from_the_store_factory(tmp_path
         session = await runtime.open("agent:main:main", body="hi")
         assert session.entry.session_id == "00000000-0000-4000-8000-000000000007"
         assert (tmp_path / "00000000-0000-4000-8000-000000000007.jsonl").is_file()
+
+
+_PRUNED = re.compile(
+    r"pruned (\d+) soft-trimmed, (\d+) hard-cleared, (\d+) re-applied tool results \((\d+) -> (\d+) chars\)"
+)
+
+
+def test_the_runtime_pruning_events_explain_every_shrink() -> None:
+    runtime = next(s for s in json.loads(_demo("--json"))["steps"] if s["name"] == "runtime")
+    events = [row for row in runtime["rows"] if row["kind"] == "pruning"]
+    assert events
+    decided: dict[str, int] = {}
+    only_reapplied = 0
+    for row in events:
+        found = _PRUNED.fullmatch(row["what"])
+        assert found is not None, row["what"]
+        soft, hard, again, before, after = map(int, found.groups())
+        assert after < before  # a pruning row is a call whose context shrank ...
+        assert soft + hard + again > 0, row  # ... and its counts say by what
+        # only results pruned on an earlier call of the session can be re-applied (D11)
+        assert again <= decided.get(row["session"], 0), row
+        decided[row["session"]] = decided.get(row["session"], 0) + soft + hard
+        assert ("D11" in row["why"]) == (again > 0)
+        assert ("TTL expired" in row["why"]) == (soft + hard > 0)
+        only_reapplied += soft + hard == 0
+    assert only_reapplied > 0  # the case that read "pruned 0 soft-trimmed, 0 hard-cleared"
+    notes = " ".join(runtime["notes"])
+    assert "re-applied" in notes

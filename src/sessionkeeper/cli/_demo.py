@@ -474,7 +474,9 @@ async def _step_runtime(ctx: DemoContext) -> StepResult:
         },
         notes=(
             "turn: the replayed session's turn (a user prompt and the replies and tool results after it)",
-            "pruned calls: model calls whose context had old tool results trimmed (cache-TTL pruning)",
+            "pruned calls: model calls whose context had old tool results trimmed (cache-TTL pruning): "
+            "soft-trimmed / hard-cleared on that call, or re-applied (pruned on an earlier call and sent "
+            "with the same bytes again, so the prompt cache keeps its prefix; D11)",
             "flushes: memory-flush turns (the model is asked to save notes before history is compacted)",
             "compactions, overflow recoveries: summaries written; provider 'too long' errors recovered from",
         ),

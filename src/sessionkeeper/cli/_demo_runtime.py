@@ -25,7 +25,7 @@ import msgspec
 
 from sessionkeeper._model_client import ModelRequest, ModelResponse
 from sessionkeeper.compaction import CompactionSettings
-from sessionkeeper.pruning import PruningSettings, SoftTrimSettings
+from sessionkeeper.pruning import PruneResult, PruningSettings, SoftTrimSettings
 from sessionkeeper.runtime import (
     CompactionOutcome,
     ModelInfo,
@@ -143,6 +143,31 @@ def _compaction_event(session: str, turn: int, outcome: CompactionOutcome) -> di
     }
 
 
+def _pruning_event(session: str, turn: int, pruning: PruneResult) -> dict[str, Any]:
+    """
+    A pruning row whose counts explain the shrink: the results this call soft-trimmed or hard-cleared and
+    the ones pruned on an earlier call and re-applied from the transcript's
+    ``sessionkeeper.pruned-tool-results`` records with the same bytes (deviation D11, docs/pruning.md).
+    """
+    soft, hard, again = len(pruning.soft_trimmed), len(pruning.hard_cleared), len(pruning.reapplied)
+    reasons = []
+    if soft or hard:
+        reasons.append("prompt cache TTL expired and old tool results weigh on the window")
+    if again:
+        reasons.append(
+            "results pruned on an earlier call are sent pruned again, with the same bytes, so the provider's "
+            "prompt cache keeps its prefix (D11)"
+        )
+    return {
+        "session": session,
+        "turn": turn,
+        "kind": "pruning",
+        "what": f"pruned {soft} soft-trimmed, {hard} hard-cleared, {again} re-applied tool results "
+        f"({pruning.chars_before} -> {pruning.chars_after} chars)",
+        "why": "; ".join(reasons),
+    }
+
+
 async def replay_sessions(samples: dict[str, Path], workdir: Path) -> ReplayReport:
     """
     Replay each sample (name -> transcript path) through one :class:`SessionRuntime`.
@@ -230,17 +255,7 @@ async def replay_sessions(samples: dict[str, Path], workdir: Path) -> ReplayRepo
                     events.append(_compaction_event(name, number, plan.compaction))
                 if plan.pruning is not None and plan.pruning.changed:
                     counts["pruned"] += 1
-                    events.append(
-                        {
-                            "session": name,
-                            "turn": number,
-                            "kind": "pruning",
-                            "what": f"pruned {len(plan.pruning.soft_trimmed)} soft-trimmed, "
-                            f"{len(plan.pruning.hard_cleared)} hard-cleared tool results "
-                            f"({plan.pruning.chars_before} -> {plan.pruning.chars_after} chars)",
-                            "why": "prompt cache TTL expired and old tool results weigh on the window",
-                        }
-                    )
+                    events.append(_pruning_event(name, number, plan.pruning))
                 text = "".join(getattr(b, "text", "") for m in replies for b in getattr(m, "content", ()))
                 state["replies"][key] = text
                 while True:
