@@ -6,7 +6,8 @@
 ``nothingToSummarize``, ``deviation`` (``"B05"`` when the planner left pi's cut, then
 ``piFirstKeptEntryId`` says pi's), ``fileOps {read, modified}`` and a few more (``keptTokens``,
 ``strictCheckpoint``, ``pendingToolCallIds``). A real run appends the compaction entry and adds
-``entryId``, ``provider`` and ``summaryChars`` (and ``status``).
+``entryId``, ``provider`` and ``summaryChars`` (and ``status``, and ``contextCompacted``: whether the
+branch is now compacted, by this run or, for ``"joined"``, by another writer's compaction it waited for).
 
 Without ``--keep-recent-tokens`` a manual compaction is a strict checkpoint: everything is summarised
 and the rebuilt context starts from the summary (OpenClaw's ``/compact``). The CLI has no model, so
@@ -23,10 +24,11 @@ When nothing is written, ``status`` says why and ``reason`` explains it in words
 always present (zeros and nulls when there is no plan: an empty branch, or one that already ends with
 a compaction).
 
-Exit codes: 0 ok (dry run; an entry was written; or there was nothing to compact: empty branch,
-already compacted, nothing to summarise); 1 nothing was written although there was history to
-compact (pending tool results, ineffective summary, superseded by another writer's compaction or
-branch) or an error; 2 bad input.
+Exit codes: 0 ok (dry run; an entry was written; another writer's concurrent compaction of the file was
+waited for and shared, ``"joined"``, DESIGN D10; or there was nothing to compact: empty branch, already
+compacted, nothing to summarise); 1 nothing was written although there was history to compact (pending
+tool results, ineffective summary, superseded by another writer's compaction or branch: the leaf may now
+be on a branch no one compacted, so a rerun decides) or an error; 2 bad input.
 """
 
 from __future__ import annotations
@@ -84,10 +86,15 @@ _REASONS: dict[str, str] = {
     "ineffective": "the summary would not be smaller than the history it replaces",
     "superseded": "another writer compacted this branch (or moved the leaf off it) while the summary was"
     " made: nothing was written",
-    "joined": "another writer was compacting this transcript: its compaction is used, nothing was written",
+    "joined": "the file is compacted: another writer (task or process) was compacting this transcript at the"
+    " same time, and this run waited for it and shares its compaction (entryId); nothing more was written",
 }
 # Statuses where nothing was written because there was nothing to do (exit 0).
 _NOTHING_TO_DO = frozenset({"empty", "already_compacted", "nothing_to_summarize"})
+# Statuses where this run wrote nothing but the branch is compacted: another writer's compaction, waited
+# for and shared (D10, docs/compaction.md single-flight). "superseded" is not one: the leaf may have moved
+# to another branch, which no one compacted (exit 1; a rerun says already_compacted or compacts it).
+_SHARED = frozenset({"joined"})
 
 
 def _with_reason(data: dict[str, Any]) -> dict[str, Any]:
@@ -134,8 +141,10 @@ async def _run(
         transcript, reason="manual", keep_recent_tokens=keep, custom_instructions=instructions
     )
     data = _with_reason(outcome.to_json())
+    data["contextCompacted"] = outcome.compacted or outcome.status in _SHARED
+    # a joined compaction is counted in the store by the run that wrote it (as SessionRuntime does)
     data["storeEntry"] = await record_compaction_in_store(file, outcome) if outcome.compacted else None
-    return data, outcome.compacted or outcome.status in _NOTHING_TO_DO
+    return data, data["contextCompacted"] or outcome.status in _NOTHING_TO_DO
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import logging
 import math
 import os
 import threading
@@ -54,6 +55,7 @@ __all__ = ("CLAIM_SUFFIX", "Flight", "claim_path_for", "flight")
 CLAIM_SUFFIX: Final = ".compaction.lock"
 """Suffix of the compaction claim file: ``<transcript>.compaction.lock``."""
 _POLL_S: Final = 0.05
+_log = logging.getLogger("sessionkeeper.compaction")
 _STALE_FLOOR_S: Final = 60.0
 _STALE_CEILING_S: Final = 24 * 3600.0
 
@@ -269,6 +271,11 @@ async def flight(
                 if holds_lock:  # the owner would need our lock to land: never wait for it
                     yield Entered(role="bypass")
                     return
+                _log.debug(
+                    "waiting for the compaction claim %s of another process",
+                    claim,
+                    extra={"transcript": key, "claim": str(claim)},
+                )
                 while abort is None or not abort.is_set():
                     await anyio.sleep(_POLL_S)
                     gone = await anyio.to_thread.run_sync(
