@@ -15,7 +15,8 @@ reason, ready for ``SessionRuntime.after_turn``.
 
 :class:`~sessionkeeper.ModelClient` implementations over the official async SDKs live in
 :mod:`sessionkeeper.adapters.openai` (extra ``openai``) and :mod:`sessionkeeper.adapters.anthropic`
-(extra ``anthropic``); each imports its SDK when it is imported, never before: neither ``import
+(extra ``anthropic``), and an openai-agents ``Session`` in :mod:`sessionkeeper.adapters.openai_agents`
+(extra ``openai-agents``); each imports its SDK when it is imported, never before: neither ``import
 sessionkeeper`` nor ``import sessionkeeper.adapters`` imports a vendor SDK (DESIGN "LLM independence").
 """
 
@@ -38,6 +39,9 @@ from sessionkeeper.adapters._common import prepare_messages as prepare_messages
 from sessionkeeper.adapters._responses import RESPONSES_API as RESPONSES_API
 from sessionkeeper.adapters._responses import ResponsesStream as ResponsesStream
 from sessionkeeper.adapters._responses import from_openai_response as from_openai_response
+from sessionkeeper.adapters._responses import (
+    messages_from_responses_items as messages_from_responses_items,
+)
 from sessionkeeper.adapters._responses import responses_usage as responses_usage
 from sessionkeeper.adapters._responses import to_responses_request as to_responses_request
 
@@ -57,6 +61,7 @@ __all__ = (
     "from_anthropic_message",
     "from_chat_completion",
     "from_openai_response",
+    "messages_from_responses_items",
     "prepare_messages",
     "responses_usage",
     "to_anthropic_request",

@@ -22,7 +22,7 @@ from sessionkeeper.adapters._common import (
     parse_arguments,
     prepare_messages,
 )
-from sessionkeeper.transcript._messages import (
+from sessionkeeper.transcript import (
     AssistantContent,
     AssistantMessage,
     ImageContent,

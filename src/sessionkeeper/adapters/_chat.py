@@ -29,7 +29,7 @@ from sessionkeeper.adapters._common import (
     prepare_messages,
     stop_reason_for,
 )
-from sessionkeeper.transcript._messages import (
+from sessionkeeper.transcript import (
     AssistantContent,
     AssistantMessage,
     ImageContent,

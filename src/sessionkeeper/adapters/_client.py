@@ -20,7 +20,7 @@ from sessionkeeper._model_client import ModelRequest, ModelResponse
 from sessionkeeper._silent import SilentReplyStreamFilter
 from sessionkeeper.adapters._common import JsonDict, text_of
 from sessionkeeper.exceptions import ModelProviderError
-from sessionkeeper.transcript._messages import AssistantMessage
+from sessionkeeper.transcript import AssistantMessage
 
 
 __all__ = ("SdkModelClient", "SseDecoder", "TextCallback", "run_abortable")

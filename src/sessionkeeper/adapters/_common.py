@@ -12,8 +12,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeAlias
 
-from sessionkeeper.transcript._convert import convert_to_llm
-from sessionkeeper.transcript._messages import (
+from sessionkeeper.transcript import (
     AgentMessage,
     AssistantContent,
     AssistantMessage,
@@ -21,6 +20,7 @@ from sessionkeeper.transcript._messages import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    convert_to_llm,
 )
 
 

@@ -28,7 +28,8 @@ from sessionkeeper.adapters._common import (
     prepare_messages,
     stop_reason_for,
 )
-from sessionkeeper.transcript._messages import (
+from sessionkeeper.transcript import (
+    AgentMessage,
     AssistantContent,
     AssistantMessage,
     ImageContent,
@@ -45,8 +46,10 @@ __all__ = (
     "RESPONSES_API",
     "ResponsesStream",
     "from_openai_response",
+    "messages_from_responses_items",
     "to_responses_request",
 )
+# _assistant_items is shared with the openai-agents session (same package)
 
 RESPONSES_API: Final = "openai-responses"
 """The ``api`` value of replies converted here (pi's name for this wire)."""
@@ -422,3 +425,95 @@ class ResponsesStream:
         return from_openai_response(
             self.snapshot(), provider=provider, model=model, timestamp=timestamp, aborted=aborted
         )
+
+
+def _data_url(url: object) -> tuple[str, str] | None:
+    """``(mime, base64)`` of a ``data:<mime>;base64,<data>`` URL."""
+    if not isinstance(url, str) or not url.startswith("data:") or ";base64," not in url:
+        return None
+    head, _, data = url.partition(";base64,")
+    return head[5:], data
+
+
+def messages_from_responses_items(
+    items: Sequence[Mapping[str, Any]], *, provider: str = "openai", model: str = "", timestamp: float = 0
+) -> list[AgentMessage]:
+    """
+    Turn Responses ``input`` items (what openai-agents keeps in a session) into transcript messages.
+
+    The inverse of :func:`to_responses_request` for the item types it writes: a user ``message`` (string
+    or ``input_text`` / ``input_image`` data-URL parts) -> ``UserMessage``; consecutive ``reasoning``,
+    assistant ``message`` and ``function_call`` items -> one ``AssistantMessage`` (``api
+    "openai-responses"``; reasoning items kept whole in ``thinkingSignature``, message ids in
+    ``textSignature``, calls as ``"<call_id>|<item id>"``); ``function_call_output`` ->
+    ``ToolResultMessage`` paired by ``call_id``.
+
+    Raises:
+        ValueError: An item this mapping cannot keep without loss (another item type or role, an image
+            that is not a data URL, a non-text tool output); nothing is converted then.
+    """
+    out: list[AgentMessage] = []
+    pending: list[Mapping[str, Any]] = []
+    call_ids: dict[str, tuple[str, str]] = {}
+
+    def flush() -> None:
+        if not pending:
+            return
+        content = _content_from(pending)
+        for block in content:
+            if isinstance(block, ToolCall):
+                call_ids[block.id.split("|", 1)[0]] = (block.id, block.name)
+        stop = "toolUse" if any(isinstance(b, ToolCall) for b in content) else "stop"
+        out.append(
+            AssistantMessage(
+                content=content,
+                api=RESPONSES_API,
+                provider=provider,
+                model=model,
+                stop_reason=stop,
+                timestamp=timestamp,
+            )
+        )
+        pending.clear()
+
+    for item in items:
+        kind = item.get("type", "message")
+        role = item.get("role")
+        if kind in ("reasoning", "function_call") or (kind == "message" and role == "assistant"):
+            if kind == "message" and isinstance(item.get("content"), str):
+                item = {**item, "content": [{"type": "output_text", "text": item["content"]}]}
+            pending.append(item)
+            continue
+        flush()
+        if kind == "message" and role == "user":
+            raw = item.get("content")
+            if isinstance(raw, str):
+                out.append(UserMessage(content=raw, timestamp=timestamp))
+                continue
+            blocks: list[TextContent | ImageContent] = []
+            for part in raw if isinstance(raw, list) else []:
+                if part.get("type") == "input_text":
+                    blocks.append(TextContent(text=str(part.get("text") or "")))
+                elif part.get("type") == "input_image" and (image := _data_url(part.get("image_url"))):
+                    blocks.append(ImageContent(data=image[1], mime_type=image[0]))
+                else:
+                    raise ValueError(f"cannot keep user content part {part.get('type')!r} in a transcript")
+            out.append(UserMessage(content=blocks, timestamp=timestamp))
+        elif kind == "function_call_output":
+            call_id = str(item.get("call_id") or "")
+            output = item.get("output")
+            if not isinstance(output, str):
+                raise ValueError("cannot keep a non-text function_call_output in a transcript")
+            full_id, name = call_ids.get(call_id, (call_id, ""))
+            out.append(
+                ToolResultMessage(
+                    tool_call_id=full_id,
+                    tool_name=name,
+                    content=[TextContent(text=output)],
+                    timestamp=timestamp,
+                )
+            )
+        else:
+            raise ValueError(f"cannot keep a {kind!r} item (role {role!r}) in a transcript")
+    flush()
+    return out

@@ -26,7 +26,7 @@ from sessionkeeper.adapters._anthropic import (
 )
 from sessionkeeper.adapters._client import SdkModelClient, TextCallback
 from sessionkeeper.exceptions import ModelProviderError
-from sessionkeeper.transcript._messages import AssistantMessage
+from sessionkeeper.transcript import AssistantMessage
 
 
 __all__ = ("AnthropicModelClient", "translate_anthropic_error")

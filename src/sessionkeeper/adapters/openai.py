@@ -37,7 +37,7 @@ from sessionkeeper.adapters._responses import (
     to_responses_request,
 )
 from sessionkeeper.exceptions import ModelProviderError
-from sessionkeeper.transcript._messages import AssistantMessage
+from sessionkeeper.transcript import AssistantMessage
 
 
 __all__ = ("OpenAIChatModelClient", "OpenAIResponsesModelClient", "translate_openai_error")
