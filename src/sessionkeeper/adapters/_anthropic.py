@@ -138,7 +138,9 @@ def to_anthropic_request(
     ``tool_result`` blocks (``is_error`` when the tool failed); a user message right after another user
     message joins it, so roles alternate. Thinking from another API, or without a
     signature, is replayed as text (pi-ai); empty text blocks and empty assistant turns are left out.
-    Tool-call ids outside ``[a-zA-Z0-9_-]{1,64}`` are rewritten, calls and results alike.
+    Tool-call ids outside ``[a-zA-Z0-9_-]{1,64}`` are rewritten, calls and results alike. Deviations
+    ADAPT-THINK (thinking replayed by API, not by model) and ADAPT-ALT (user turns joined), see
+    ``docs/decisions.md``.
 
     Args:
         source: A ``ModelCallPlan``, a ``SessionContext`` or the messages.

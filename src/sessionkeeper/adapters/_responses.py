@@ -179,7 +179,8 @@ def to_responses_request(
     item (with its ``msg_`` id and ``phase`` from ``textSignature`` when it came from this API), a tool
     call a ``function_call`` (``call_id``; the ``fc_`` item id when known); a tool result a
     ``function_call_output`` (text joined; images in a following user item). ``call_id`` outside
-    ``[a-zA-Z0-9_-]{1,64}`` is rewritten, calls and results alike.
+    ``[a-zA-Z0-9_-]{1,64}`` is rewritten, calls and results alike. Deviation ADAPT-THINK (reasoning
+    replayed by API, not by model), ``docs/decisions.md``.
 
     Args:
         source: A ``ModelCallPlan``, a ``SessionContext`` or the messages.
