@@ -27,6 +27,7 @@ __all__ = (
     "is_store_temp_name",
     "is_trajectory_name",
     "is_transcript_backup_name",
+    "is_write_temp_name",
     "prompt_blob_hash",
     "prompt_blob_name",
     "trajectory_names",
@@ -129,6 +130,24 @@ def is_store_temp_name(file_name: str, store_name: str = "sessions.json") -> boo
     """True for ``<store>.[<pid>.]<uuid>.tmp`` (OpenClaw's dashed UUID, or our 32-hex form)."""
     pattern = rf"^{re.escape(store_name)}\.(?:\d+\.)?{_TEMP_ID}\.tmp$"
     return re.match(pattern, file_name, re.IGNORECASE) is not None
+
+
+_WRITE_TEMP = re.compile(
+    r"^.+\.\d+\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp$", re.IGNORECASE
+)
+
+
+def is_write_temp_name(file_name: str, store_name: str = "sessions.json") -> bool:
+    """
+    True for a temp file of this library's writes, ``<name>.<pid>.<uuid>.tmp`` (``_fs.temp_name``):
+    transcript rewrites (migration, ``doctor --fix``) and the named-temp fallback of lock files, which a
+    killed process leaves behind (issue 15). The store's own temp (:func:`is_store_temp_name`) and prompt
+    blob temps (``skills-prompts/...``) are not: they keep OpenClaw's rules (``sessions cleanup``, the disk
+    budget).
+    """
+    if "/" in file_name:  # only files directly in the sessions directory (prompt blob temps keep theirs)
+        return False
+    return _WRITE_TEMP.match(file_name) is not None and not is_store_temp_name(file_name, store_name)
 
 
 def trajectory_names(transcript_name: str) -> tuple[str, str]:

@@ -32,6 +32,7 @@ from sessionkeeper.store._artifacts import (
     is_prompt_blob_temp_name,
     is_store_temp_name,
     is_trajectory_name,
+    is_write_temp_name,
     prompt_blob_name,
     transcript_backup_stamp_ms,
 )
@@ -274,6 +275,14 @@ def plan_maintenance(
             stamp = transcript_backup_stamp_ms(name)
             if stamp is not None and now_ms - stamp > settings.prune_after_ms:
                 sim.delete(name, "backup-retention")
+
+    # (5c) temp files of killed writes (<name>.<pid>.<uuid>.tmp: transcript rewrites, the lock's named-temp
+    # fallback) once older than STORE_TEMP_STALE_MS, in every run: a live write keeps its temp for
+    # milliseconds and nothing references one (issue 15; docs/maintenance.md "Temp files").
+    write_temp_cutoff = now_ms - STORE_TEMP_STALE_MS
+    for name, file in list(sim.files.items()):
+        if is_write_temp_name(name, sim.store_name) and file.mtime_ms <= write_temp_cutoff:
+            sim.delete(name, "stale-temp")
 
     # (6) disk budget.
     disk_budget = _disk_budget(sim, resolver, settings, preserve, protected)
