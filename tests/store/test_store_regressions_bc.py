@@ -316,24 +316,29 @@ def test_cleanup_bytes_after_counts_numbers_as_written(tmp_path: Path) -> None:
     assert planned["bytesAfter"] == done["bytesAfter"] == size
 
 
-def test_reset_with_session_file_outside_the_directory_changes_nothing(tmp_path: Path) -> None:
-    """A sessionFile escaping the sessions dir: reset refuses before updating the store (no half reset)."""
-    from sessionkeeper.exceptions import UnsafePathError
-
+def test_reset_with_session_file_outside_the_directory_starts_fresh_inside(tmp_path: Path) -> None:
+    """
+    A sessionFile escaping the sessions dir: never a half reset, and never stuck (issue 15, F1): the new
+    session's transcript is ``<new id>.jsonl`` inside the directory, nothing is written outside it.
+    """
     sessions = tmp_path / "sessions"
     sessions.mkdir()
-    row = {"k": {"sessionId": "old", "updatedAt": 1, "sessionFile": "/etc/elsewhere/old.jsonl"}}
+    outside = tmp_path / "elsewhere"
+    row = {"k": {"sessionId": "old", "updatedAt": 1, "sessionFile": str(outside / "old.jsonl")}}
     (sessions / "sessions.json").write_text(json.dumps(row, indent=2))
-    before = (sessions / "sessions.json").read_bytes()
 
-    async def run() -> None:
+    async def run() -> str:
         async with SessionStore.open(sessions) as store:
-            with pytest.raises(UnsafePathError):
-                await store.reset("k")
+            fresh = await store.reset("k")
+            assert store.transcript_file(fresh) == sessions / f"{fresh.session_id}.jsonl"
+            assert (await store.require("k")).session_id == fresh.session_id
+            return str(fresh.session_id)
 
-    anyio.run(run)
-    assert (sessions / "sessions.json").read_bytes() == before
-    assert sorted(p.name for p in sessions.iterdir() if not p.name.endswith(".lock")) == ["sessions.json"]
+    new_id = anyio.run(run)
+    assert not outside.exists()
+    names = sorted(p.name for p in sessions.iterdir() if not p.name.endswith(".lock"))
+    assert names == sorted(["sessions.json", f"{new_id}.jsonl"])
+    assert "sessionFile" not in json.loads((sessions / "sessions.json").read_text())["k"]
 
 
 @pytest.mark.parametrize("command", ["sessions list --store {}", "status --store {} agent:main:main"])
