@@ -15,6 +15,14 @@ from typing import Any, Literal
 import attrs
 import msgspec
 
+from sessionkeeper.pruning._fused import (
+    Survey,
+    dangling_calls_possible,
+    fill_usage_and_strip_details,
+    role_runs,
+    strip_thinking_signatures,
+    survey,
+)
 from sessionkeeper.pruning._replay_policy import ReplayPolicy, is_anthropic_api, is_openai_responses_api
 from sessionkeeper.pruning._responses import (
     downgrade_function_call_reasoning_pairs,
@@ -30,6 +38,8 @@ from sessionkeeper.pruning._tool_repair import (
     strip_tool_result_details,
 )
 from sessionkeeper.pruning._turns import (
+    _merge_consecutive,
+    _strip_dangling_tool_calls,
     annotate_inter_session_messages,
     ensure_usage_totals,
     normalize_replay_content,
@@ -361,6 +371,148 @@ def sanitize_replay_history(
         (:func:`check_tool_pairing` finds nothing but what validation deliberately leaves).
     """
     findings = check_tool_pairing(messages)
+    base64_signatures = policy.sanitize_thought_signatures and not policy.preserve_signatures
+    facts = survey(messages, thought_signatures=base64_signatures)
+    if not facts.plain:
+        current, synthetic = _reference_steps(
+            messages,
+            policy=policy,
+            timestamp_ms=timestamp_ms,
+            api=api,
+            provider=provider,
+            allowed_tool_names=allowed_tool_names,
+            model_changed=model_changed,
+        )
+    else:
+        current, synthetic = _fused_steps(
+            messages,
+            facts,
+            policy=policy,
+            timestamp_ms=timestamp_ms,
+            api=api,
+            provider=provider,
+            allowed_tool_names=allowed_tool_names,
+            model_changed=model_changed,
+        )
+    out = tuple(current)
+    changed = len(out) != len(messages) or any(a is not b for a, b in zip(out, messages, strict=False))
+    return HygieneResult(messages=out, findings=findings, synthetic_results=tuple(synthetic), changed=changed)
+
+
+def _owned_thinking(policy: ReplayPolicy, api: str | None, signed: bool) -> bool:
+    """Anthropic API with signed thinking kept: thinking turns with tool calls are kept whole."""
+    return (
+        is_anthropic_api(api)
+        and policy.validate_anthropic_turns
+        and (policy.preserve_signatures or signed)
+        and not policy.drop_thinking_blocks
+    )
+
+
+def _fused_steps(
+    messages: Sequence[AgentMessage],
+    facts: Survey,
+    *,
+    policy: ReplayPolicy,
+    timestamp_ms: int,
+    api: str | None,
+    provider: str | None,
+    allowed_tool_names: Iterable[str] | None,
+    model_changed: bool,
+) -> tuple[Sequence[AgentMessage], list[str]]:
+    """
+    :func:`_reference_steps` on a plain context (:func:`~sessionkeeper.pruning._fused.survey`).
+
+    Steps with nothing to do are skipped on the survey's word, steps that walk the list the same way
+    run as one walk (:mod:`sessionkeeper.pruning._fused`); the result is the reference's.
+    """
+    responses = is_openai_responses_api(api)
+    current: Sequence[AgentMessage] = messages
+    if facts.content_work:
+        current = sanitize_content_blocks(
+            normalize_replay_content(current),
+            preserve_signatures=policy.preserve_signatures,
+            base64_thought_signatures=policy.sanitize_thought_signatures,
+        )
+    signed = (provider or "").strip().lower() in _SIGNED_THINKING_PROVIDERS
+    if signed or policy.preserve_signatures:
+        current = strip_thinking_signatures(
+            current,
+            latest_compaction=facts.latest_compaction,
+            preserve_latest_assistant=should_preserve_latest_assistant_thinking(current),
+        )
+    if policy.drop_reasoning_from_history:
+        current = drop_reasoning_from_history(current)
+    if policy.drop_thinking_blocks:
+        current = drop_thinking_blocks(current)
+    owned_thinking = _owned_thinking(policy, api, signed)
+    current = repair_tool_call_inputs(
+        current, allowed_tool_names=allowed_tool_names, provider_owned_thinking_replay=owned_thinking
+    )
+    synthetic: list[str] = []
+    if responses and policy.repair_tool_use_result_pairing:
+        repaired = repair_tool_use_result_pairing(
+            current, timestamp_ms=timestamp_ms, errored_assistant_policy="drop", missing_result_text="aborted"
+        )
+        current, synthetic = repaired.messages, list(repaired.added)
+    if responses:
+        current = downgrade_openai_reasoning(current, drop_replayable=model_changed)
+        current = downgrade_function_call_reasoning_pairs(normalize_openai_responses_ids(current))
+    if policy.sanitize_tool_call_ids and policy.tool_call_id_mode is not None:
+        current = sanitize_tool_call_ids(
+            current,
+            mode=policy.tool_call_id_mode,
+            preserve_thinking_turn_ids=owned_thinking,
+            preserve_native_anthropic_ids=policy.preserve_native_anthropic_tool_use_ids,
+            allowed_tool_names=allowed_tool_names,
+        )
+    elif policy.repair_tool_use_result_pairing:
+        current = sanitize_tool_call_ids(current, mode="dedupe")  # deviation H1
+    if not responses and policy.repair_tool_use_result_pairing:
+        repaired = repair_tool_use_result_pairing(
+            current, timestamp_ms=timestamp_ms, errored_assistant_policy="drop"
+        )
+        current, synthetic = repaired.messages, synthetic + list(repaired.added)
+    current = fill_usage_and_strip_details(current)
+    if responses and policy.repair_tool_use_result_pairing:  # repaired again after the provider step
+        repaired = repair_tool_use_result_pairing(
+            current, timestamp_ms=timestamp_ms, errored_assistant_policy="drop", missing_result_text="aborted"
+        )
+        current, synthetic = repaired.messages, synthetic + list(repaired.added)
+    if policy.apply_google_turn_ordering:
+        current = sanitize_google_turn_ordering(current, timestamp_ms=timestamp_ms)
+    if policy.validate_gemini_turns or policy.validate_anthropic_turns:
+        assistant_runs, user_runs = role_runs(current)
+        if policy.validate_gemini_turns and assistant_runs:
+            current = validate_gemini_turns(current)
+            assistant_runs, user_runs = role_runs(current)
+        if policy.validate_anthropic_turns:
+            if assistant_runs:
+                current = validate_anthropic_turns(current)
+            else:
+                if dangling_calls_possible(current):
+                    current = _strip_dangling_tool_calls(current)
+                if user_runs:
+                    current = _merge_consecutive(current, "user")
+    return current, synthetic
+
+
+def _reference_steps(
+    messages: Sequence[AgentMessage],
+    *,
+    policy: ReplayPolicy,
+    timestamp_ms: int,
+    api: str | None,
+    provider: str | None,
+    allowed_tool_names: Iterable[str] | None,
+    model_changed: bool,
+) -> tuple[Sequence[AgentMessage], list[str]]:
+    """
+    The steps of :func:`sanitize_replay_history` as a plain composition of the public passes.
+
+    Used for contexts that are not plain (unknown-shape messages, record subclasses) and, in the
+    tests, as the reference the fused steps must equal.
+    """
     responses = is_openai_responses_api(api)
     current: Sequence[AgentMessage] = messages
     if _has_unknown(messages):  # both steps only read or rewrite unknown-shape messages
@@ -380,12 +532,7 @@ def sanitize_replay_history(
         current = drop_reasoning_from_history(current)
     if policy.drop_thinking_blocks:
         current = drop_thinking_blocks(current)
-    owned_thinking = (
-        is_anthropic_api(api)
-        and policy.validate_anthropic_turns
-        and (policy.preserve_signatures or signed)
-        and not policy.drop_thinking_blocks
-    )
+    owned_thinking = _owned_thinking(policy, api, signed)
     current = repair_tool_call_inputs(
         current, allowed_tool_names=allowed_tool_names, provider_owned_thinking_replay=owned_thinking
     )
@@ -425,6 +572,4 @@ def sanitize_replay_history(
         current = validate_gemini_turns(current)
     if policy.validate_anthropic_turns:
         current = validate_anthropic_turns(current)
-    out = tuple(current)
-    changed = len(out) != len(messages) or any(a is not b for a, b in zip(out, messages, strict=False))
-    return HygieneResult(messages=out, findings=findings, synthetic_results=tuple(synthetic), changed=changed)
+    return current, synthetic

@@ -1,0 +1,280 @@
+"""
+Fused, allocation-light forms of hygiene passes for :func:`~sessionkeeper.pruning.sanitize_replay_history`.
+
+Each function here equals a composition of the public passes (named in its docstring) on a *plain*
+context, one where every message is exactly one of the known record types and every assistant
+block exactly a known block type (:func:`survey` says so). On plain contexts a class check is a
+``type(x) is C`` comparison instead of ``isinstance`` (three times cheaper on msgspec structs), and
+passes that walk the list the same way are merged into one walk. Whenever a fast check finds
+something to change that it does not rewrite itself, the caller runs the public pass, so the output
+is the reference composition's (checked by a differential property test in
+``tests/pruning/test_pruning_hygiene_fused.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import msgspec
+
+from sessionkeeper.pruning._thinking import OMITTED_ASSISTANT_REASONING_TEXT
+from sessionkeeper.pruning._turns import (
+    _TRANSCRIPT_ONLY_MODELS,
+    _droppable_trailing,
+    _has_bad_thought_signature,
+    _has_blank,
+    _latest_assistant,
+    _strip_signatures,
+)
+from sessionkeeper.transcript._messages import (
+    AgentMessage,
+    AssistantMessage,
+    BashExecutionMessage,
+    BranchSummaryMessage,
+    CompactionSummaryMessage,
+    CustomMessage,
+    ImageContent,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+
+
+__all__ = (
+    "Survey",
+    "dangling_calls_possible",
+    "fill_usage_and_strip_details",
+    "role_runs",
+    "strip_thinking_signatures",
+    "survey",
+)
+
+_OTHER_RECORDS: frozenset[type] = frozenset(
+    (BashExecutionMessage, CustomMessage, BranchSummaryMessage, CompactionSummaryMessage)
+)
+_ASSISTANT_BLOCKS: frozenset[type] = frozenset((TextContent, ThinkingContent, ToolCall, ImageContent))
+_ZERO_USAGE = Usage(total_tokens=0)
+
+
+@attrs.frozen(kw_only=True)
+class Survey:
+    """
+    Facts about a context gathered in one walk.
+
+    Attributes:
+        plain: Every message is exactly a known record type (no :class:`UnknownMessage`, no subclass)
+            and every assistant content block exactly a known block type.
+        content_work: ``normalize_replay_content`` or ``sanitize_content_blocks`` may change
+            something (conservative: a ``True`` only means the public passes must run).
+        latest_compaction: Greatest ``timestamp`` of a compaction summary, ``None`` without one.
+    """
+
+    plain: bool
+    content_work: bool
+    latest_compaction: float | None
+
+
+def survey(messages: Sequence[AgentMessage], *, thought_signatures: bool) -> Survey:
+    """
+    One walk that answers :class:`Survey`.
+
+    ``content_work`` is true when ``_normalize_needed`` is (blank or empty user turns, transcript-only
+    mirrors, empty assistant turns, ``stopReason: "length"``, text holding ``_`` (every silent reply
+    does), a droppable last turn), or when ``sanitize_content_blocks`` would drop a blank block or,
+    with ``thought_signatures``, a non-base64 ``thoughtSignature``.
+    """
+    plain = True
+    work = False
+    latest: float | None = None
+    for message in messages:
+        if type(message) is AssistantMessage:
+            content = message.content
+            if (
+                not content
+                or message.stop_reason == "length"
+                or (message.provider == "openclaw" and message.model in _TRANSCRIPT_ONLY_MODELS)
+            ):
+                work = True
+            for block in content:
+                if type(block) is TextContent:
+                    text = block.text
+                    if not text or text.isspace() or "_" in text:
+                        work = True
+                elif type(block) not in _ASSISTANT_BLOCKS:
+                    plain = False
+            if thought_signatures and message.stop_reason != "error" and _has_bad_thought_signature(content):
+                work = True
+        elif type(message) is ToolResultMessage:
+            if _has_blank(message.content):
+                work = True
+        elif type(message) is UserMessage:
+            user_content = message.content
+            if isinstance(user_content, str):
+                if not user_content or user_content.isspace():
+                    work = True
+            elif not user_content or _has_blank(user_content):
+                work = True
+        elif type(message) is CompactionSummaryMessage:
+            if latest is None or message.timestamp > latest:
+                latest = message.timestamp
+        elif type(message) not in _OTHER_RECORDS:
+            plain = False
+    if messages and _droppable_trailing(messages[-1]):
+        work = True
+    return Survey(plain=plain, content_work=work, latest_compaction=latest)
+
+
+def strip_thinking_signatures(
+    messages: Sequence[AgentMessage], *, latest_compaction: float | None, preserve_latest_assistant: bool
+) -> Sequence[AgentMessage]:
+    """
+    ``strip_invalid_thinking_signatures(strip_stale_thinking_signatures(messages), ...)`` in one walk.
+
+    ``latest_compaction`` is the greatest compaction-summary timestamp of ``messages`` (``None``
+    without one). Neither pass drops or moves a message, so each assistant turn is rewritten by the
+    two per-message rules in turn. Plain contexts only.
+    """
+    latest = _latest_assistant(messages) if preserve_latest_assistant else -1
+    out: list[AgentMessage] | None = None
+    for index, message in enumerate(messages):
+        if type(message) is not AssistantMessage:
+            if out is not None:
+                out.append(message)
+            continue
+        new = message
+        if latest_compaction is not None and message.timestamp < latest_compaction:
+            new = _strip_signatures(message)
+        if index != latest:
+            for block in new.content:
+                if type(block) is ThinkingContent:
+                    signature = block.thinking_signature
+                    if not (isinstance(signature, str) and signature.strip()):
+                        break
+            else:
+                block = None
+            if block is not None:
+                kept = [
+                    b
+                    for b in new.content
+                    if type(b) is not ThinkingContent
+                    or (isinstance(b.thinking_signature, str) and b.thinking_signature.strip())
+                ]
+                new = msgspec.structs.replace(
+                    new, content=kept or [TextContent(text=OMITTED_ASSISTANT_REASONING_TEXT)]
+                )
+        if new is not message and out is None:
+            out = list(messages[:index])
+        if out is not None:
+            out.append(new)
+    return messages if out is None else out
+
+
+def fill_usage_and_strip_details(messages: Sequence[AgentMessage]) -> Sequence[AgentMessage]:
+    """
+    ``ensure_usage_totals(strip_stale_usage(strip_tool_result_details(messages)))`` in one walk.
+
+    None of the three drops or moves a message: a tool result loses ``details``; an assistant turn
+    at or before the latest compaction summary (the last one in order) gets a zero usage, then a
+    usage without ``totalTokens`` gets the sum of its parts. Plain contexts only.
+    """
+    stale: float | None = None
+    for message in messages:
+        if type(message) is CompactionSummaryMessage:
+            stale = message.timestamp
+    out: list[AgentMessage] | None = None
+    unset = msgspec.UNSET
+    for index, message in enumerate(messages):
+        new: AgentMessage = message
+        if type(message) is ToolResultMessage:
+            if message.details is not unset:
+                new = msgspec.structs.replace(message, details=unset)
+        elif type(message) is AssistantMessage:
+            if stale is not None and message.timestamp <= stale and message.usage != _ZERO_USAGE:
+                new_assistant = msgspec.structs.replace(message, usage=_ZERO_USAGE)
+            else:
+                new_assistant = message
+            usage = new_assistant.usage
+            if usage.total_tokens is unset:
+                total = usage.input + usage.output + usage.cache_read + usage.cache_write
+                new_assistant = msgspec.structs.replace(
+                    new_assistant, usage=msgspec.structs.replace(usage, total_tokens=total)
+                )
+            new = new_assistant
+        if new is not message and out is None:
+            out = list(messages[:index])
+        if out is not None:
+            out.append(new)
+    return messages if out is None else out
+
+
+def role_runs(messages: Sequence[AgentMessage]) -> tuple[bool, bool]:
+    """
+    Whether two assistant turns, and whether two user turns, follow each other (plain contexts).
+
+    Every record has a role (its tag), so this is ``_has_consecutive`` for both roles in one walk.
+    """
+    assistants = users = False
+    last: type | None = None
+    for message in messages:
+        cls = type(message)
+        if cls is last:
+            if cls is AssistantMessage:
+                assistants = True
+            elif cls is UserMessage:
+                users = True
+        last = cls
+    return assistants, users
+
+
+def dangling_calls_possible(messages: Sequence[AgentMessage]) -> bool:
+    """
+    Whether ``_strip_dangling_tool_calls`` would change a turn (plain contexts, one walk).
+
+    A tool-calling turn stays as it is when every tool call is answered by a result (trimmed id)
+    before the next assistant turn; with thinking, each answered call also needs a non-blank name
+    matching one of its results' non-blank names, if any.
+    """
+    open_turn: AssistantMessage | None = None
+    answered: dict[str, set[str]] = {}
+    for message in messages:
+        if type(message) is AssistantMessage:
+            if open_turn is not None and _unanswered(open_turn, answered):
+                return True
+            open_turn = None
+            for block in message.content:
+                if type(block) is ToolCall and block.id:
+                    open_turn = message
+                    answered = {}
+                    break
+        elif type(message) is ToolResultMessage and open_turn is not None:
+            rid = message.tool_call_id.strip()
+            if rid:
+                names = answered.get(rid)
+                if names is None:
+                    names = answered[rid] = set()
+                names.add(message.tool_name.strip())
+    return open_turn is not None and _unanswered(open_turn, answered)
+
+
+def _unanswered(turn: AssistantMessage, answered: dict[str, set[str]]) -> bool:
+    thinking = False
+    for block in turn.content:
+        if type(block) is ThinkingContent:
+            thinking = True
+            break
+    for block in turn.content:
+        if type(block) is not ToolCall:
+            continue
+        names: Any = answered.get(block.id.strip())
+        if names is None:
+            return True
+        if thinking:
+            name = block.name.strip()
+            if not name or (names - {""} and name not in names):
+                return True
+    return False
