@@ -8,7 +8,13 @@ repeated with fresh tool-call ids until it holds about 200k tokens (OpenClaw's c
 the sample itself. Measured: the char estimate alone, a full prune (soft trim + hard clear) against a
 200k-token window, a prune stopped by the soft-trim ratio, a prune stopped by the TTL gate, and the
 hygiene pipeline for three provider families, and ``check_tool_pairing``. Target (DESIGN "Targets"):
-pruning a 200k-token context in under 5 ms.
+pruning a 200k-token context in under 5 ms; hygiene of it under 5 ms too (issue 16).
+
+Hygiene against a baseline: ``python -m benchmarks.bench_pruning --hygiene-baseline DIR [--rounds 5]``,
+where ``DIR/src`` is an exported older tree (``git archive main src | tar -x -C DIR``). Each round runs
+the hygiene scenario (200k tokens, three provider families, plus the full prune as the anchor) in one
+child process on this tree and one on the baseline, alternating, and prints medians over the rounds
+with the ratios hygiene/prune and current/baseline.
 """
 
 from __future__ import annotations
@@ -16,7 +22,10 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -47,16 +56,16 @@ SAMPLE = REPO / "tests" / "data" / "pi" / "large-20k.context.json"
 NOW = 1_900_000_000_000
 
 
-def _median_ms(fn: Callable[[], Any], repeat: int) -> float:
-    """Median wall time of ``fn`` in ms; the cyclic GC is paused while timing, as ``timeit`` does."""
+def _median_ms(fn: Callable[[], Any], repeat: int, clock: Callable[[], float] = time.perf_counter) -> float:
+    """Median time of ``fn`` in ms by ``clock``; the cyclic GC is paused while timing, as ``timeit`` does."""
     samples = []
     gc.collect()
     for _ in range(repeat):
         gc.disable()
         try:
-            start = time.perf_counter()
+            start = clock()
             fn()
-            samples.append((time.perf_counter() - start) * 1000)
+            samples.append((clock() - start) * 1000)
         finally:
             gc.enable()
     return statistics.median(samples)
@@ -86,10 +95,90 @@ def contexts() -> dict[str, list[AgentMessage]]:
     return {"large-20k": sample, "200k-tokens": big}
 
 
+HYGIENE_APIS = (
+    ("anthropic-messages", "claude-sonnet-4-5"),
+    ("openai-responses", "gpt-5"),
+    ("google-generative-ai", "gemini-2.5-pro"),
+)
+
+
+def hygiene_scenario(repeat: int) -> dict[str, float]:
+    """
+    Medians (ms) of the full prune and of hygiene per provider family on the 200k-token context.
+
+    Timed in process CPU time (``time.process_time``), which a loaded machine inflates far less than
+    wall time (the code is single-threaded and does no I/O).
+    """
+    messages = contexts()["200k-tokens"]
+    settings = PruningSettings(mode="cache-ttl")
+    out = {
+        "prune": _median_ms(
+            lambda: prune_context_messages(messages, settings=settings, context_window_tokens=200_000),
+            repeat,
+            time.process_time,
+        )
+    }
+    for api, model in HYGIENE_APIS:
+        policy = resolve_replay_policy(api=api, model_id=model)
+        out[api] = _median_ms(
+            lambda p=policy, a=api: sanitize_replay_history(
+                messages, policy=p, timestamp_ms=NOW, api=a, provider="p"
+            ),
+            repeat,
+            time.process_time,
+        )
+    return out
+
+
+def _child(src: Path, repeat: int) -> dict[str, float]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(src), str(REPO)))}
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_pruning", "--hygiene-child", "--repeat", str(repeat)],
+        env=env,
+        cwd=REPO,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    result: dict[str, float] = json.loads(done.stdout)
+    return result
+
+
+def compare_hygiene(baseline: Path, rounds: int, repeat: int) -> None:
+    """Alternate child runs on this tree and on ``baseline/src``; print medians and ratios."""
+    runs: dict[str, list[dict[str, float]]] = {"current": [], "baseline": []}
+    for _ in range(rounds):
+        runs["current"].append(_child(REPO / "src", repeat))
+        runs["baseline"].append(_child(baseline / "src", repeat))
+    med = {
+        tree: {key: statistics.median(r[key] for r in results) for key in results[0]}
+        for tree, results in runs.items()
+    }
+    print(
+        f"hygiene on the 200k-token context, CPU ms, medians of {rounds} alternating rounds x {repeat} calls"
+    )
+    print(f"{'operation':<24} {'current ms':>11} {'baseline ms':>12} {'cur/base':>9} {'cur/prune':>10}")
+    print("-" * 70)
+    for key in ("prune", *(api for api, _ in HYGIENE_APIS)):
+        cur, base = med["current"][key], med["baseline"][key]
+        print(
+            f"{key:<24} {cur:>11.3f} {base:>12.3f} {cur / base:>9.2f} {cur / med['current']['prune']:>10.2f}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="pruning and hygiene benchmark")
     parser.add_argument("--repeat", type=int, default=50)
+    parser.add_argument("--hygiene-baseline", type=Path, help="a directory holding an exported src/")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--hygiene-child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.hygiene_child:
+        print(json.dumps(hygiene_scenario(args.repeat)))
+        return
+    if args.hygiene_baseline is not None:
+        compare_hygiene(args.hygiene_baseline, args.rounds, args.repeat)
+        return
     settings = PruningSettings(mode="cache-ttl")
     rows: list[tuple[str, str, int, float]] = []
     for name, messages in contexts().items():
@@ -117,11 +206,7 @@ def main() -> None:
             ),
             ("check_tool_pairing", lambda m=messages: check_tool_pairing(m)),
         ]
-        for api, model in (
-            ("anthropic-messages", "claude-sonnet-4-5"),
-            ("openai-responses", "gpt-5"),
-            ("google-generative-ai", "gemini-2.5-pro"),
-        ):
+        for api, model in HYGIENE_APIS:
             policy = resolve_replay_policy(api=api, model_id=model)
             cases.append(
                 (
