@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 
-__all__ = ("cell_text", "console_for_stdout", "print_table", "record_line")
+__all__ = ("cell_text", "console_for_stdout", "escape_controls", "print_table", "record_line")
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _ESCAPES = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
@@ -34,6 +34,11 @@ def console_for_stdout(**options: Any) -> Console:
     return console
 
 
+def escape_controls(text: str) -> str:
+    """``text`` with control characters written as escapes: ``\\t``, ``\\n``, ``\\r``, else ``\\xNN``."""
+    return _CONTROL.sub(lambda m: _ESCAPES.get(m.group(), f"\\x{ord(m.group()):02x}"), text)
+
+
 def cell_text(cell: Any) -> str:
     """The plain text of a table cell (a ``Text``, or a string read as rich markup), control chars escaped."""
     if isinstance(cell, Text):
@@ -45,7 +50,7 @@ def cell_text(cell: Any) -> str:
             text = cell
     else:
         text = str(cell)
-    return _CONTROL.sub(lambda m: _ESCAPES.get(m.group(), f"\\x{ord(m.group()):02x}"), text)
+    return escape_controls(text)
 
 
 def record_line(cells: list[Any]) -> str:

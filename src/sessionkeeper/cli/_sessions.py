@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -22,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sessionkeeper.cli._main import EXIT_ERROR, fail
-from sessionkeeper.cli._output import console_for_stdout, print_table
+from sessionkeeper.cli._output import console_for_stdout, escape_controls, print_table
 from sessionkeeper.store import (
     PostgresStoreBackend,
     RedisStoreBackend,
@@ -31,6 +30,7 @@ from sessionkeeper.store import (
     session_entry_to_dict,
 )
 from sessionkeeper.store._json import JsonFileStoreBackend
+from sessionkeeper.store._jsontext import RawJsonValue, dump_js
 from sessionkeeper.store._remote import redact_url
 from sessionkeeper.store._urls import is_store_url
 
@@ -124,16 +124,31 @@ def session_row(key: str, entry: SessionEntry) -> dict[str, Any]:
     return row
 
 
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
 def plain(value: str) -> Text:
     """
     Stored text (a session key, label, file name) for a rich table or line: never read as markup (a
-    ``[/bold]`` in a key crashed the command), control characters shown as ``\\xNN`` (no terminal
-    escape sequences from the store).
+    ``[/bold]`` in a key crashed the command), control characters shown as escapes (``\\t``, ``\\n``,
+    ``\\x1b``, as docs/cli.md says; no terminal escape sequences from the store).
     """
-    return Text(_CONTROL_RE.sub(lambda m: f"\\x{ord(m.group()):02x}", value))
+    return Text(escape_controls(value))
+
+
+def compact_json(value: Any) -> str:
+    """
+    ``value`` as one line of JSON for a table cell (``json.dumps`` separators, non-ASCII kept); a
+    :class:`~sessionkeeper.store.RawJsonValue` (``1e400``, a 5 000-digit integer, deep nesting: the RAW-JSON
+    decision in docs/decisions.md) is written as its raw JSON text.
+    """
+    if isinstance(value, RawJsonValue):
+        return value.text
+    if isinstance(value, dict):
+        inner = ", ".join(
+            f"{json.dumps(str(k), ensure_ascii=False)}: {compact_json(v)}" for k, v in value.items()
+        )
+        return "{" + inner + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(compact_json(v) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _when(ms: Any) -> str:
@@ -267,17 +282,13 @@ def status_command(*, store_path: Path | str, backend: str | None, as_json: bool
             "entry": session_entry_to_dict(entry),
             "transcript": transcript,
         }
-        click.echo(json.dumps(payload, indent=2, ensure_ascii=False))
+        click.echo(dump_js(payload))  # a RawJsonValue in the entry is written as its raw JSON text
         return
     table = Table(title=plain(key), show_header=False)
     table.add_column("field")
     table.add_column("value", overflow="fold")
     for field, value in session_entry_to_dict(entry).items():
-        shown = (
-            _when(value)
-            if field.endswith("At") and isinstance(value, int)
-            else json.dumps(value, ensure_ascii=False)
-        )
+        shown = _when(value) if field.endswith("At") and isinstance(value, int) else compact_json(value)
         if field.endswith("At") and isinstance(value, int):
             shown = f"{shown} ({value})"
         table.add_row(plain(field), plain(shown))

@@ -10,8 +10,9 @@ the compare-and-swap token of :meth:`compare_and_swap` (never a timestamp).
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Final
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote_plus, urlencode, urlsplit, urlunsplit
 
 import attrs
 import msgspec
@@ -135,14 +136,39 @@ def split_url_options(url: str, names: tuple[str, ...]) -> tuple[str, dict[str, 
     return urlunsplit(parts._replace(query=urlencode(rest))), ours
 
 
+# Query parameters that carry a secret (libpq's ``password``, ``sslpassword``; redis-py's ``password``;
+# anything named like a token or secret). ``passfile`` / ``sslkey`` name files, masked too: cheap and safe.
+_SECRET_PARAM = re.compile(r"pass|secret|token|key|auth|credential", re.IGNORECASE)
+_CONNINFO_SECRET = re.compile(r"((?:^|(?<=\s))\w*pass\w*\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+
+
 def redact_url(url: str) -> str:
-    """``url`` without its password (for messages and ``repr``)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.rsplit("@", 1)
-    user = (parts.username or "") + ":***"
-    return urlunsplit(parts._replace(netloc=f"{user}@{netloc[-1]}"))
+    """
+    ``url`` with every credential masked as ``***`` (for messages, ``repr`` and CLI output): the password of
+    the userinfo (``postgresql://user:***@host``) and the value of every query parameter that carries one
+    (``?password=***``, ``sslpassword``, ``passfile``, ``sslkey``, a ``token`` / ``secret``). The one function
+    every printed store URL goes through (docs/cli.md: "the URL is shown without its password").
+    A libpq ``key=value`` string gets its ``password=`` / ``sslpassword=`` values masked.
+    """
+    if "://" not in url:  # a libpq conninfo string (``host=db password=x``), or a path
+        return _CONNINFO_SECRET.sub(r"\1***", url)
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:  # an unparseable netloc (a bad port): mask whatever follows a ':' before the '@'
+        return re.sub(r"(//[^:/@]*:)[^@/]*@", r"\1***@", url)
+    if password is not None:
+        host = parts.netloc.rsplit("@", 1)[-1]
+        user = parts.netloc.rsplit("@", 1)[0].split(":", 1)[0]
+        parts = parts._replace(netloc=f"{user}:***@{host}")
+    if parts.query:
+        pieces = []
+        for piece in parts.query.split("&"):
+            name, sep, _value = piece.partition("=")
+            secret = sep and _SECRET_PARAM.search(unquote_plus(name)) is not None
+            pieces.append(f"{name}=***" if secret else piece)
+        parts = parts._replace(query="&".join(pieces))
+    return urlunsplit(parts)
 
 
 class CallOrder:

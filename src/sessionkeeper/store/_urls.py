@@ -19,7 +19,7 @@ from sessionkeeper.exceptions import ConfigError
 from sessionkeeper.store._backend import StoreBackend
 from sessionkeeper.store._postgres import PostgresStoreBackend
 from sessionkeeper.store._redis import RedisStoreBackend
-from sessionkeeper.store._remote import split_url_options
+from sessionkeeper.store._remote import redact_url, split_url_options
 
 
 __all__ = ("is_store_url", "open_store_url")
@@ -66,4 +66,6 @@ def open_store_url(url: str, *, read_only: bool = False) -> StoreBackend:
             ttl_s=ttl,
             read_only=read_only,
         )
-    raise ConfigError(f"not a store URL: {url!r} (postgresql://, postgres://, redis://, rediss://, unix://)")
+    raise ConfigError(
+        f"not a store URL: {redact_url(url)!r} (postgresql://, postgres://, redis://, rediss://, unix://)"
+    )

@@ -1,0 +1,103 @@
+"""Regressions found by a tester driving the CLI on hostile stores and database URLs (clihard)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sessionkeeper.cli._main import cli
+from sessionkeeper.store._jsontext import RawJsonValue, parse_store_json
+from sessionkeeper.store._remote import redact_url
+
+
+_HUGE_INT = "9" * 5000
+
+
+def _raw_store(tmp_path: Path) -> Path:
+    # Values Python cannot hold as JSON numbers: 1e400 (a float overflow) and a 5000-digit integer
+    # (beyond int-to-str's limit); the RAW-JSON decision keeps them as their text.
+    (tmp_path / "sessions.json").write_text(
+        '{"agent:main:main": {"sessionId": "00000000-0000-4000-8000-000000000001", "updatedAt": 1,'
+        f' "big": 1e400, "huge": {_HUGE_INT}, "nested": {{"x": [1e400]}}}}}}'
+    )
+    return tmp_path
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_status_prints_raw_json_values_as_their_text(tmp_path: Path, as_json: bool) -> None:
+    store = _raw_store(tmp_path)
+    args = ["status", "--store", str(store), "agent:main:main", *(["--json"] if as_json else [])]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+    if as_json:
+        text = result.stdout
+        assert '"big": 1e400' in text
+        assert f'"huge": {_HUGE_INT}' in text
+        data = parse_store_json(text)  # still one JSON document
+        assert data["found"] is True
+        assert data["entry"]["huge"] == RawJsonValue(_HUGE_INT)
+        assert data["entry"]["sessionId"] == "00000000-0000-4000-8000-000000000001"
+    else:
+        lines = result.stdout.splitlines()
+        assert "big\t1e400" in lines
+        assert f"huge\t{_HUGE_INT}" in lines
+        assert 'nested\t{"x": [1e400]}' in lines
+
+
+def test_status_piped_output_escapes_control_characters_as_the_doc_says(tmp_path: Path) -> None:
+    # docs/cli.md: tabs, newlines and control characters inside a value are written as \t, \n, \x1b.
+    (tmp_path / "sessions.json").write_text(
+        json.dumps({"agent:main:main": {"sessionId": "s1", "updatedAt": 1, "label": "a\tb\nc\x1b[31m"}})
+    )
+    listed = CliRunner().invoke(cli, ["sessions", "list", "--store", str(tmp_path)])
+    assert "a\\tb\\nc\\x1b[31m" in listed.stdout
+    assert "\\x09" not in listed.stdout and "\\x0a" not in listed.stdout
+
+
+@pytest.mark.parametrize(
+    ("url", "secrets"),
+    [
+        ("postgresql://127.0.0.1:5432/test?password=s3cr3t&schema=x", ["s3cr3t"]),
+        ("postgresql://u:pw1@127.0.0.1/db?sslpassword=pw2&passfile=%2Fhome%2Fpw3", ["pw1", "pw2", "pw3"]),
+        ("redis://:pw1@127.0.0.1:6379/0?password=pw2&prefix=p", ["pw1", "pw2"]),
+        ("redis://127.0.0.1:6379/0?PASSWORD=pw1", ["pw1"]),
+        ("host=db password=pw1 dbname=x", ["pw1"]),
+        ("host=db password='p w1' dbname=x", ["p w1"]),
+    ],
+)
+def test_redact_url_masks_every_credential_form(url: str, secrets: list[str]) -> None:
+    shown = redact_url(url)
+    for secret in secrets:
+        assert secret not in shown
+    assert "***" in shown
+    assert ("schema=x" in shown) == ("schema=x" in url)
+
+
+def test_redact_url_keeps_urls_without_credentials() -> None:
+    for url in (
+        "postgresql://app@db:5432/agents?sslmode=require&schema=sk",
+        "redis://h:1/0?prefix=p",
+        "/tmp/x",
+    ):
+        assert redact_url(url) == url
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://127.0.0.1:1/test?password=s3cr3t&schema=x&connect_timeout=1",
+        "redis://127.0.0.1:1/0?password=s3cr3t&socket_connect_timeout=1",
+    ],
+)
+def test_cli_never_prints_a_query_parameter_password(url: str) -> None:
+    # Port 1: nothing listens; the error line names the URL, masked.
+    for args in (["sessions", "list", "--store", url], ["status", "--store", url, "k"]):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 1, result.output
+        assert "s3cr3t" not in result.output
+        assert "password=***" in result.stderr or "://" not in result.stderr
+        assert result.stderr.count("\n") == 1, result.stderr
