@@ -13,7 +13,12 @@ from tests import _pi_oracle
 from tests._pi_oracle import PiOracle
 
 from sessionkeeper.cli._main import cli
-from sessionkeeper.transcript import TranscriptManager, load_transcript, load_transcript_bytes
+from sessionkeeper.transcript import (
+    TranscriptManager,
+    list_transcripts,
+    load_transcript,
+    load_transcript_bytes,
+)
 from sessionkeeper.transcript._codec import message_to_builtins
 from sessionkeeper.transcript._messages import UserMessage
 from sessionkeeper.transcript._time import js_date_ms
@@ -155,3 +160,13 @@ def test_non_string_timestamps_equal_pis(pi_oracle: PiOracle, tmp_path: Path) ->
         ours = [None if isinstance(t, float) and math.isnan(t) else t for t in ours]
         theirs = [m.get("timestamp") for m in pi_oracle.context(path)["messages"]]
         assert ours == theirs, stamp
+
+
+# --------------------------------------------------------------------------- found by the fuzz test
+
+
+def test_listing_skips_a_message_timestamp_beyond_any_double(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(_file(_user("a1", None, "1" * 400), _user("a2", "a1", "1796043604614")))
+    info = list_transcripts(tmp_path)[0]
+    assert info.modified_ms == 1796043604614

@@ -126,7 +126,8 @@ def _activity_ms(line: bytes) -> float | None:
         return None
     stamp = message.timestamp
     if isinstance(stamp, int | float) and not isinstance(stamp, bool):
-        return float(stamp)
+        # an integer beyond any double (pi: Infinity, an invalid date) is not counted
+        return float(stamp) if isinstance(stamp, float) or abs(stamp) < 1 << 1023 else None
     if isinstance(probe.timestamp, str):
         value = float(parse_iso_ms(probe.timestamp))
         return None if math.isnan(value) else value
