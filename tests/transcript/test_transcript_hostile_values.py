@@ -15,11 +15,13 @@ from tests._pi_oracle import PiOracle
 from sessionkeeper.cli._main import cli
 from sessionkeeper.transcript import (
     TranscriptManager,
+    calculate_context_tokens,
+    estimate_context_tokens,
     list_transcripts,
     load_transcript,
     load_transcript_bytes,
 )
-from sessionkeeper.transcript._codec import message_to_builtins
+from sessionkeeper.transcript._codec import decode_json_line, message_to_builtins
 from sessionkeeper.transcript._messages import UserMessage
 from sessionkeeper.transcript._time import js_date_ms
 
@@ -170,3 +172,17 @@ def test_listing_skips_a_message_timestamp_beyond_any_double(tmp_path: Path) -> 
     path.write_bytes(_file(_user("a1", None, "1" * 400), _user("a2", "a1", "1796043604614")))
     info = list_transcripts(tmp_path)[0]
     assert info.modified_ms == 1796043604614
+
+
+@pytest.mark.parametrize("total", ["1e400", "-1e400", HUGE])
+def test_usage_total_beyond_any_double_counts_as_absent(total: str) -> None:
+    line = f'{{"input":3,"output":4,"cacheRead":0,"cacheWrite":1e400,"totalTokens":{total}}}'.encode()
+    usage = decode_json_line(line)[0]
+    assert calculate_context_tokens(usage) == 7
+    reply = (
+        f'{{"type":"message","id":"a2","parentId":"a1","timestamp":"{TS}","message":{{"role":"assistant",'
+        f'"content":[],"api":"a","provider":"p","model":"m","usage":{{"input":3,"output":4,"cacheRead":0,'
+        f'"cacheWrite":0,"totalTokens":{total},"cost":{{}}}},"stopReason":"stop","timestamp":2}}}}'
+    ).encode()
+    index = load_transcript_bytes(_file(_user("a1", None), reply))
+    assert estimate_context_tokens(index.build_context().messages).tokens >= 7

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 import attrs
 
@@ -239,10 +239,18 @@ def calculate_context_tokens(usage: Usage | dict[str, Any]) -> int:
             return int(total)
         return usage.input + usage.output + usage.cache_read + usage.cache_write
     total_raw = usage.get("totalTokens")
-    if isinstance(total_raw, int | float) and not isinstance(total_raw, bool) and total_raw:
+    if _finite_number(total_raw) and total_raw:
         return int(total_raw)
     parts = (usage.get(key) for key in ("input", "output", "cacheRead", "cacheWrite"))
-    return int(sum(p for p in parts if isinstance(p, int | float) and not isinstance(p, bool)))
+    return int(sum(p for p in parts if _finite_number(p)))
+
+
+def _finite_number(value: Any) -> TypeGuard[int | float]:
+    """A JSON number that is finite: ``Infinity`` (a number literal beyond the double range, as read by
+    ``JSON.parse``) and ``NaN`` count as absent, as in the runtime's context-window rule."""
+    return (isinstance(value, int) and not isinstance(value, bool)) or (
+        isinstance(value, float) and math.isfinite(value)
+    )
 
 
 @attrs.frozen(kw_only=True)
