@@ -186,3 +186,12 @@ def test_usage_total_beyond_any_double_counts_as_absent(total: str) -> None:
     ).encode()
     index = load_transcript_bytes(_file(_user("a1", None), reply))
     assert estimate_context_tokens(index.build_context().messages).tokens >= 7
+
+
+@pytest.mark.parametrize("depth", [400, 700, 950])
+def test_deep_line_with_a_lone_surrogate_loads_and_rebuilds(depth: int) -> None:
+    nested = '{"a":' * depth + '"\\ud800"' + "}" * depth
+    line = _user("a2", "a1").replace(b'"content":"hi"', f'"content":"x","extra":{nested}'.encode())
+    index = load_transcript_bytes(_file(_user("a1", None), line))
+    assert len(index.build_context().messages) == 2  # the unknown-shaped message is kept, as pi
+    assert index.diagnostics.lone_surrogate_lines == (3,)

@@ -108,26 +108,52 @@ def has_lone_surrogate(text: str) -> bool:
     return not text.isascii() and _LONE_SURROGATE.search(text) is not None
 
 
+def _scrub_text(value: str) -> str:
+    if value.isascii():
+        return value
+    # Python strings never hold a *pair* of surrogate code points once joined by json/msgspec, but
+    # strings built by callers may: join valid pairs first, then replace what is left.
+    if any("\ud800" <= ch <= "\udfff" for ch in value):
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return value
+
+
 def scrub_surrogates(value: Any) -> Any:
     """
     Return ``value`` (any JSON value) with every lone surrogate replaced by U+FFFD (field report B02).
 
-    Valid pairs (``"\\ud83d\\ude00"``) are joined into the astral character they encode. Containers are
-    copied only when something changed.
+    Valid pairs (``"\\ud83d\\ude00"``) are joined into the astral character they encode. Containers
+    are copied. Iterative: any nesting depth the JSON decoder accepted is walked (no recursion limit).
     """
     if isinstance(value, str):
-        if value.isascii():
-            return value
-        # Python strings never hold a *pair* of surrogate code points once joined by json/msgspec, but
-        # strings built by callers may: join valid pairs first, then replace what is left.
-        if any("\ud800" <= ch <= "\udfff" for ch in value):
-            return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+        return _scrub_text(value)
+    if not isinstance(value, dict | list):
         return value
-    if isinstance(value, dict):
-        return {scrub_surrogates(k): scrub_surrogates(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [scrub_surrogates(v) for v in value]
-    return value
+    holder: list[Any] = [None]
+    stack: list[tuple[Any, Any, Any]] = [(value, holder, 0)]
+    while stack:
+        source, parent, slot = stack.pop()
+        pending: list[tuple[Any, Any, Any]] = []
+        if isinstance(source, dict):
+            copy: dict[str, Any] = {}
+            for key, item in source.items():
+                new_key = _scrub_text(key)
+                if isinstance(item, dict | list):
+                    copy[new_key] = None
+                    pending.append((item, copy, new_key))
+                else:
+                    copy[new_key] = _scrub_text(item) if isinstance(item, str) else item
+            parent[slot] = copy
+        else:
+            items: list[Any] = list(source)
+            for n, item in enumerate(items):
+                if isinstance(item, dict | list):
+                    pending.append((item, items, n))
+                elif isinstance(item, str):
+                    items[n] = _scrub_text(item)
+            parent[slot] = items
+        stack.extend(reversed(pending))  # filled in order: a later duplicate key still wins
+    return holder[0]
 
 
 def _enc_hook(obj: Any) -> Any:
@@ -215,8 +241,11 @@ def decode_json_line(line: bytes) -> tuple[Any, bool, bool]:
         value = json.loads(text, parse_constant=_reject_constant, parse_int=_js_int)
     except RecursionError as err:
         raise ValueError("JSON nested too deeply") from err
-    scrubbed = scrub_surrogates(value)
-    lone = _contains_lone(value)
+    try:
+        scrubbed = scrub_surrogates(value)
+        lone = _contains_lone(value)
+    except RecursionError as err:  # json's C decoder went deeper than these walks can
+        raise ValueError("JSON nested too deeply") from err
     return scrubbed, bad_utf8, lone
 
 
@@ -237,12 +266,17 @@ def _reject_constant(name: str) -> Any:
 
 
 def _contains_lone(value: Any) -> bool:
-    if isinstance(value, str):
-        return has_lone_surrogate(value)
-    if isinstance(value, dict):
-        return any(_contains_lone(k) or _contains_lone(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_contains_lone(v) for v in value)
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if has_lone_surrogate(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
     return False
 
 
