@@ -73,7 +73,7 @@ class TranscriptSession(SessionABC):
         model: str = "",
     ) -> None:
         self.transcript = transcript
-        self.session_id = session_id or transcript.session_id
+        self.session_id: str = session_id or transcript.session_id
         self.session_settings = session_settings
         self.model = model
 
