@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from sessionkeeper.cli._main import cli
+from sessionkeeper.cli._main import _Entry, cli
 from sessionkeeper.store._jsontext import RawJsonValue, parse_store_json
 from sessionkeeper.store._remote import redact_url
 
@@ -101,3 +101,24 @@ def test_cli_never_prints_a_query_parameter_password(url: str) -> None:
         assert "s3cr3t" not in result.output
         assert "password=***" in result.stderr or "://" not in result.stderr
         assert result.stderr.count("\n") == 1, result.stderr
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_doctor_reports_dropped_entries_once(tmp_path: Path, as_json: bool) -> None:
+    # Two doctor checks read the store; each load logged "dropped 1 entries" (twice on stderr) beside the
+    # store finding that already says it.
+    (tmp_path / "sessions.json").write_text(
+        json.dumps(
+            {
+                "agent:main:ok": {"sessionId": "s1", "updatedAt": 1},
+                "agent:main:bad": {"sessionId": 12345, "updatedAt": "yesterday"},
+            }
+        )
+    )
+    (tmp_path / "s1.jsonl").write_text(
+        '{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}\n'
+    )
+    args = ["doctor", str(tmp_path), *(["--json"] if as_json else [])]
+    result = CliRunner().invoke(cli, args, obj=_Entry())  # obj: logging set up as the script does
+    assert "agent:main:bad" not in result.stderr, result.stderr
+    assert result.stdout.count("1 entries fail the load-time shape check") == 1, result.stdout

@@ -10,7 +10,9 @@ content ``--fix`` writes: every complete line that parses as a JSON object is ke
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import contextlib
+import logging
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
@@ -300,7 +302,8 @@ class _SessionFileCheck:
         if not (directory / STORE_FILE_NAME).exists() and not (directory / SQLITE_FILE_NAME).exists():
             return ()
         try:
-            entries = anyio.run(self._entries, directory)
+            with _dropped_entries_reported_as_findings():
+                entries = anyio.run(self._entries, directory)
         except (SessionKeeperError, OSError):
             return ()  # the store check reports a store that cannot be read
         return tuple(
@@ -340,7 +343,8 @@ class _StoreCheck:
         if not (directory / STORE_FILE_NAME).exists() and not (directory / SQLITE_FILE_NAME).exists():
             return ()
         try:
-            return anyio.run(self._check, directory)
+            with _dropped_entries_reported_as_findings():
+                return anyio.run(self._check, directory)
         except SessionKeeperError as err:
             return (Finding(check=self.id, severity="error", message=f"the store cannot be read: {err}"),)
         except OSError as err:
@@ -385,6 +389,25 @@ class _StoreCheck:
                 )
             )
         return tuple(found)
+
+
+def _is_not_dropped_warning(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith("session store %s: dropped")
+
+
+@contextlib.contextmanager
+def _dropped_entries_reported_as_findings() -> Iterator[None]:
+    """
+    While doctor reads a store itself: the JSON store's "dropped N entries" log warning is not emitted,
+    since the ``store`` check reports those entries as a finding (two checks read the store: the warning
+    used to reach stderr twice beside the finding).
+    """
+    logger = logging.getLogger("sessionkeeper.store")
+    logger.addFilter(_is_not_dropped_warning)
+    try:
+        yield
+    finally:
+        logger.removeFilter(_is_not_dropped_warning)
 
 
 def _shorten(items: list[str], limit: int) -> str:
