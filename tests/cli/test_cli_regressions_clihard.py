@@ -9,6 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from sessionkeeper.cli._main import _Entry, cli
+from sessionkeeper.cli._prune import prune_reason
+from sessionkeeper.pruning import HardClearSettings, PruneResult, PruningSettings
 from sessionkeeper.store._jsontext import RawJsonValue, parse_store_json
 from sessionkeeper.store._remote import redact_url
 
@@ -122,3 +124,25 @@ def test_doctor_reports_dropped_entries_once(tmp_path: Path, as_json: bool) -> N
     result = CliRunner().invoke(cli, args, obj=_Entry())  # obj: logging set up as the script does
     assert "agent:main:bad" not in result.stderr, result.stderr
     assert result.stdout.count("1 entries fail the load-time shape check") == 1, result.stdout
+
+
+@pytest.mark.parametrize(
+    ("chars_after", "settings", "named"),
+    [
+        (3000, PruningSettings(), "minPrunableToolChars 50000"),
+        (3000, PruningSettings(hard_clear=HardClearSettings(enabled=False)), "hardClear.enabled"),
+        (1000, PruningSettings(), "< hardClearRatio 0.5"),
+    ],
+)
+def test_prune_reason_names_the_setting_that_blocked_hard_clear(
+    chars_after: int, settings: PruningSettings, named: str
+) -> None:
+    # "context at 1.471 of the window >= softTrimRatio 0.3: 2 tool results soft-trimmed, 0 hard-cleared"
+    # did not say why nothing was hard-cleared.
+    result = PruneResult(
+        messages=(), changed=True, soft_trimmed=("a", "b"), chars_before=5884, chars_after=chars_after
+    )
+    reason = prune_reason(result, settings, context_window=1000)
+    assert reason.startswith("context at 1.471 of the window")
+    assert "0 hard-cleared" in reason
+    assert named in reason

@@ -90,9 +90,23 @@ def prune_reason(result: PruneResult, settings: PruningSettings, *, context_wind
             sentence += f" ({where} < softTrimRatio {settings.soft_trim_ratio})"
         return sentence
     if result.changed:
-        return (
+        done = (
             f"{where} >= softTrimRatio {settings.soft_trim_ratio}: {len(result.soft_trimmed)} tool results"
             f" soft-trimmed, {len(result.hard_cleared)} hard-cleared"
+        )
+        if result.hard_cleared:
+            return done
+        # Why hard clear did nothing: the setting that blocked it (the ratio it saw is the one after the
+        # soft trims, which is chars_after when nothing was cleared).
+        after = result.chars_after / (context_window * 4)
+        if after < settings.hard_clear_ratio:
+            return f"{done} (after soft trim at {after:.3f} < hardClearRatio {settings.hard_clear_ratio})"
+        if not settings.hard_clear.enabled:
+            return f"{done} (hard clear is disabled: hardClear.enabled)"
+        return (
+            f"{done} (at {after:.3f} >= hardClearRatio {settings.hard_clear_ratio} after soft trim, but the"
+            f" prunable tool results weigh less than minPrunableToolChars {settings.min_prunable_tool_chars}"
+            " chars, or clearing would not shrink them)"
         )
     protected = f"older than the last {settings.keep_last_assistants} assistant messages"
     sentence = (
