@@ -36,6 +36,7 @@ __all__ = (
     "chunk_messages_by_max_tokens",
     "history_needs_pruning",
     "max_chunk_tokens",
+    "omitted_note",
     "oversized_plan",
     "prune_history_for_context_share",
     "split_messages_by_token_share",
@@ -267,8 +268,7 @@ def oversized_plan(messages: Sequence[AgentMessage], *, context_window: int) -> 
     for message in messages:
         size = message_tokens(message)
         if size * SAFETY_MARGIN > threshold:
-            role = message_role(message) or "message"
-            notes.append(f"[Large {role} (~{_js_round(size / 1000)}K tokens) omitted from summary]")
+            notes.append(omitted_note(message_role(message) or "message", size))
         else:
             small.append(message)
     return OversizedPlan(small_messages=tuple(small), oversized_notes=tuple(notes))
@@ -276,6 +276,16 @@ def oversized_plan(messages: Sequence[AgentMessage], *, context_window: int) -> 
 
 def _js_round(value: float) -> int:
     return math.floor(value + 0.5)
+
+
+def omitted_note(role: str, tokens: int) -> str:
+    """
+    The note for a message left out of a summary: OpenClaw's ``[Large <role> (~NK tokens) omitted
+    from summary]`` (``N`` rounded half up) from 1000 tokens (rounded: 500); below that the size in
+    tokens, ``(~120 tokens)``, where OpenClaw would print ``~0K`` (D10).
+    """
+    size = f"~{_js_round(tokens / 1000)}K tokens" if tokens >= 500 else f"~{max(0, tokens)} tokens"
+    return f"[Large {role} ({size}) omitted from summary]"
 
 
 @attrs.frozen(kw_only=True)

@@ -16,10 +16,14 @@ request per message. A request that would not fit the window is not sent; one th
 overflow (:func:`~sessionkeeper._overflow.is_context_overflow`) is never sent again unchanged: its
 messages are split in two (summarised in turn, the second half updating the first half's summary) or
 a single message is cut in half, down to 6 levels, after which that message is left out with a note
-instead of failing the whole summary. Other failures keep the retry policy (3 attempts, 0.5 s then 1 s).
-A reply cut off at the output limit (``stop_reason == "length"``) or one that tried to call a tool is a
-failed summary, never written (issue 15 item 9): a cut-off reply is retried once with up to twice the
-output cap when the window allows, otherwise with smaller input, and otherwise fails.
+instead of failing the whole summary. A refused size is remembered: no later request of that size or more
+is sent (it is split without a call). The cost is bounded per compaction: the 4th request refused as an
+overflow, or a request beyond ``4 x chunks + 8`` calls (``chunks``: what the messages fill at D10's chunk
+size), fails the LLM summary, and so does a summary whose every message was left out; the compactor then
+falls back to the extractive summary (DESIGN D3). Other failures keep the retry policy (3 attempts, 0.5 s
+then 1 s). A reply cut off at the output limit (``stop_reason == "length"``) or one that tried to call a
+tool is a failed summary, never written (issue 15 item 9): a cut-off reply is retried once with up to
+twice the output cap when the window has room for it; a second cut-off, or no room, fails the summary.
 
 Failures raise (the compactor's chain then falls back, DESIGN D3): a client exception becomes
 :class:`~sessionkeeper.exceptions.ModelClientError`; an ``"error"`` reply or an empty text raises
@@ -44,6 +48,7 @@ from sessionkeeper.compaction._chunking import (
     chunk_messages_by_max_tokens,
     history_needs_pruning,
     max_chunk_tokens,
+    omitted_note,
     oversized_plan,
     prune_history_for_context_share,
     split_messages_by_token_share,
@@ -81,6 +86,12 @@ _FEEDBACK_OTHER = (
 _ATTEMPTS = 3
 _MAX_SHRINK_DEPTH = 6
 """D10: how many times a request that overflowed is split or cut before its message is left out."""
+MAX_OVERFLOW_REFUSALS = 4
+"""D10: the request refused as a context overflow this many times in one compaction fails the summary."""
+CALLS_PER_CHUNK = 4
+"""D10: a compaction sends at most ``CALLS_PER_CHUNK x chunks + CALLS_BASE`` summary requests."""
+CALLS_BASE = 8
+"""D10: see :data:`CALLS_PER_CHUNK`."""
 _REQUEST_MARGIN_TOKENS = 64
 """Tokens kept free in a summary request besides its input and ``max_tokens`` (role and tag overhead)."""
 _CUT_NOTE = "\n\n[... cut to fit the summarizer's context window]"
@@ -94,6 +105,10 @@ class _SummaryOverflowError(CompactionError):
 
 class _SummaryCutOffError(CompactionError):
     """A summary reply stopped at the output limit (``stop_reason == "length"``)."""
+
+
+class _SummaryBudgetError(CompactionError):
+    """D10: the compaction's summariser budget (calls, overflow refusals) is spent; no more requests."""
 
 
 @attrs.frozen(kw_only=True)
@@ -146,10 +161,8 @@ def _cut_in_half(message: AgentMessage) -> AgentMessage | None:
 
 
 def _omitted_note(message: AgentMessage) -> str:
-    role = message_role(message) or "message"
-    return (
-        f"[Large {role} (~{math.floor(estimate_tokens(message) / 1000 + 0.5)}K tokens) omitted from summary]"
-    )
+    """The note for ``message`` (the original, not a cut of it) left out of the summary."""
+    return omitted_note(message_role(message) or "message", estimate_tokens(message))
 
 
 class LlmSummarizer:
@@ -167,6 +180,14 @@ class LlmSummarizer:
 
     Attributes:
         calls: Summary requests sent to the client so far (requests too big to send are not sent).
+        overflow_refusals: Requests of the current compaction the model refused as too long.
+
+    Cost (DESIGN D10): each compaction (a call of :meth:`default_summary`, :meth:`safeguard_summary`,
+    :meth:`history_summary` or :meth:`turn_prefix_summary`) sends at most
+    ``CALLS_PER_CHUNK x chunks + CALLS_BASE`` = ``4 x chunks + 8`` requests, where ``chunks`` is
+    ``ceil(serialised tokens / chunk size)`` of its messages (plus one for a split turn's prefix); the
+    :data:`MAX_OVERFLOW_REFUSALS`-th (4th) request refused as a context overflow ends it too. Either
+    raises :class:`~sessionkeeper.exceptions.CompactionError`, so the compactor falls back (D3).
     """
 
     def __init__(
@@ -187,6 +208,26 @@ class LlmSummarizer:
         )
         self._partials: dict[tuple[object, ...], str] = {}
         self.calls = 0
+        self.overflow_refusals = 0
+        self._max_calls: int | None = None
+        self._refused_at: int | None = None
+        self._omitted: set[int] = set()
+
+    def _begin(self, messages: Sequence[AgentMessage], *, extra_chunks: int = 0) -> None:
+        """Start one compaction's budget (D10): calls, overflow refusals and left-out messages."""
+        chunk = max(1, self._chunk_budget(messages, instructions=None))
+        total = sum(_serialized_tokens(message) for message in messages)
+        chunks = max(1, math.ceil(total / chunk)) + extra_chunks
+        self._max_calls = self.calls + CALLS_PER_CHUNK * chunks + CALLS_BASE
+        self.overflow_refusals = 0
+        self._omitted = set()
+
+    def _check_covered(self, messages: Sequence[AgentMessage]) -> None:
+        """A summary whose every message was left out is a failure (D10), never written as ``llm``."""
+        if messages and all(id(message) in self._omitted for message in messages):
+            raise CompactionError(
+                f"every one of the {len(messages)} messages was left out of the summary as too large"
+            )
 
     async def _complete(self, text: str, *, max_tokens: int, abort: anyio.Event | None, purpose: str) -> str:
         """
@@ -195,10 +236,20 @@ class LlmSummarizer:
         empty) or :class:`ModelClientError` (the client raised).
         """
         input_tokens = _tokens(SUMMARIZATION_SYSTEM_PROMPT) + _tokens(text) + _REQUEST_MARGIN_TOKENS
-        if input_tokens + max_tokens > self._window:
+        size = input_tokens + max_tokens
+        if size > self._window:
             raise _SummaryOverflowError(
                 f"summary request of ~{input_tokens} + {max_tokens} tokens "
                 f"exceeds the {self._window}-token window"
+            )
+        if self._refused_at is not None and size >= self._refused_at:
+            raise _SummaryOverflowError(
+                f"summary request of ~{size} tokens not sent: "
+                f"one of ~{self._refused_at} was refused as too long"
+            )
+        if self._max_calls is not None and self.calls >= self._max_calls:
+            raise _SummaryBudgetError(
+                f"summarizer budget of {self._max_calls} requests for this compaction spent (D10)"
             )
         request = ModelRequest(
             system_prompt=SUMMARIZATION_SYSTEM_PROMPT,
@@ -216,25 +267,33 @@ class LlmSummarizer:
             raise
         except Exception as err:
             if is_context_overflow(err, context_window=self._window):
-                raise _SummaryOverflowError(f"summarization request overflowed: {err}") from err
+                raise self._refused(size, f"summarization request overflowed: {err}") from err
             raise ModelClientError(f"summarization request failed: {err}") from err
         if response.stop_reason == "aborted" or (abort is not None and abort.is_set()):
             raise CompactionCancelled("summarization aborted")
         if response.stop_reason == "error":
             if is_context_overflow(response.text or ""):
-                raise _SummaryOverflowError(f"summarization request overflowed: {response.text}")
+                raise self._refused(size, f"summarization request overflowed: {response.text}")
             raise CompactionError(f"Summarization failed: {response.text or 'Unknown error'}")
         if response.stop_reason == "length":
             if response.usage is not None and response.usage.output == 0:
-                raise _SummaryOverflowError(
-                    "summarization request overflowed (no output, stop_reason length)"
-                )
+                raise self._refused(size, "summarization request overflowed (no output, stop_reason length)")
             raise _SummaryCutOffError(f"summary cut off at the output limit of {max_tokens} tokens")
         if response.stop_reason == "toolUse":
             raise CompactionError("summarizer tried to call a tool instead of answering with a summary")
         if not response.text.strip():
             raise CompactionError("summarizer returned an empty summary")
         return response.text
+
+    def _refused(self, size: int, message: str) -> CompactionError:
+        """Record a request of ``size`` tokens refused as an overflow; the error to raise (D10)."""
+        self._refused_at = size if self._refused_at is None else min(self._refused_at, size)
+        self.overflow_refusals += 1
+        if self.overflow_refusals >= MAX_OVERFLOW_REFUSALS:
+            return _SummaryBudgetError(
+                f"{message} ({self.overflow_refusals} requests refused as too long in this compaction, D10)"
+            )
+        return _SummaryOverflowError(message)
 
     def _request_text(
         self,
@@ -267,12 +326,14 @@ class LlmSummarizer:
         abort: anyio.Event | None,
         attempts: int = 1,
         depth: int = 0,
+        original: AgentMessage | None = None,
     ) -> str:
         """
         One summary of ``messages`` with D10's rules: ``attempts`` tries for ordinary failures (1 in
-        default mode, as pi; 3 in safeguard mode, as OpenClaw), one larger output
-        cap for a cut-off reply, and for an overflow a split (or a cut of a lone message) instead of a
-        resend; a lone message that cannot be made to fit is left out with a note.
+        default mode, as pi; 3 in safeguard mode, as OpenClaw), one retry with a larger output cap for
+        a cut-off reply (when the window has room; else it fails), and for an overflow a split (or a
+        cut of a lone message) instead of a resend; a lone message that cannot be made to fit is left
+        out with a note sized on ``original`` (the message before it was cut).
         """
         budget = self._budget
         max_tokens = budget.summary_max_tokens if kind == "history" else budget.turn_prefix_max_tokens
@@ -280,7 +341,7 @@ class LlmSummarizer:
         text = self._request_text(
             kind, messages, previous_summary=previous_summary, instructions=instructions
         )
-        last: CompactionError
+        last: _SummaryOverflowError
         grown = False
         failures = 0
         while True:
@@ -291,20 +352,23 @@ class LlmSummarizer:
             except _SummaryOverflowError as err:
                 last = err
                 break  # never resent unchanged (D10)
-            except _SummaryCutOffError as err:
-                last = err
+            except _SummaryCutOffError:
                 larger = None if grown else self._larger_cap(text, max_tokens)
                 if larger is None:
-                    break  # smaller input instead
+                    raise  # retried once at most (D10): the chain falls back
                 max_tokens, grown = larger, True
+            except _SummaryBudgetError:
+                raise
             except (ModelClientError, CompactionError):
                 failures += 1
                 if failures >= attempts:
                     raise
                 await self._clock.sleep(min(5.0, 0.5 * 2 ** (failures - 1)))
         if depth >= _MAX_SHRINK_DEPTH:
-            if isinstance(last, _SummaryOverflowError) and len(messages) == 1:
-                note = _omitted_note(messages[0])
+            if len(messages) == 1:
+                whole = original or messages[0]
+                self._omitted.add(id(whole))
+                note = _omitted_note(whole)
                 return f"{previous_summary}\n\n{note}" if previous_summary else note
             raise last
         if len(messages) > 1:
@@ -358,6 +422,7 @@ class LlmSummarizer:
             abort=abort,
             attempts=attempts,
             depth=depth + 1,
+            original=original or messages[0],
         )
 
     # ------------------------------------------------------------------ default mode (pi)
@@ -372,26 +437,34 @@ class LlmSummarizer:
     ) -> str:
         """
         pi's ``generateSummary``: ``maxTokens = floor(0.8 * reserveTokens)``, at most a quarter of
-        ``window - effectiveReserve`` (DESIGN D9); one request when it fits, else D10's split.
+        ``window - effectiveReserve`` (DESIGN D9); one request when it fits, else D10's split, within
+        D10's budget (see the class).
         """
-        return await self._request(
+        self._begin(messages)
+        summary = await self._request(
             "history",
             messages,
             previous_summary=previous_summary,
             instructions=custom_instructions,
             abort=abort,
         )
+        self._check_covered(messages)
+        return summary
 
     async def turn_prefix_summary(
         self, messages: Sequence[AgentMessage], *, abort: anyio.Event | None = None
     ) -> str:
         """
         pi's ``generateTurnPrefixSummary``: ``maxTokens = floor(0.5 * reserveTokens)``, at most an
-        eighth of ``window - effectiveReserve`` (DESIGN D9); one request when it fits, else D10's split.
+        eighth of ``window - effectiveReserve`` (DESIGN D9); one request when it fits, else D10's split,
+        within D10's budget (see the class).
         """
-        return await self._request(
+        self._begin(messages)
+        summary = await self._request(
             "turn_prefix", messages, previous_summary=None, instructions=None, abort=abort
         )
+        self._check_covered(messages)
+        return summary
 
     async def default_summary(
         self,
@@ -408,34 +481,45 @@ class LlmSummarizer:
 
         For a split turn with a non-empty prefix both requests run concurrently; an empty history
         becomes ``No prior history.`` without a request. Merged as
-        ``history + "\\n\\n---\\n\\n**Turn Context (split turn):**\\n\\n" + prefix``.
+        ``history + "\\n\\n---\\n\\n**Turn Context (split turn):**\\n\\n" + prefix``. Both share one
+        D10 budget (see the class).
         """
-        if not (is_split_turn and turn_prefix_messages):
-            return await self.history_summary(
+        split = bool(is_split_turn and turn_prefix_messages)
+        everything = [*messages_to_summarize, *(turn_prefix_messages if split else ())]
+        self._begin(everything, extra_chunks=1 if split else 0)
+        if not split:
+            summary = await self._request(
+                "history",
                 messages_to_summarize,
                 previous_summary=previous_summary,
-                custom_instructions=custom_instructions,
+                instructions=custom_instructions,
                 abort=abort,
             )
+            self._check_covered(everything)
+            return summary
         results: dict[str, str] = {}
 
         async def run_history() -> None:
             if messages_to_summarize:
-                results["history"] = await self.history_summary(
+                results["history"] = await self._request(
+                    "history",
                     messages_to_summarize,
                     previous_summary=previous_summary,
-                    custom_instructions=custom_instructions,
+                    instructions=custom_instructions,
                     abort=abort,
                 )
             else:
                 results["history"] = "No prior history."
 
         async def run_prefix() -> None:
-            results["prefix"] = await self.turn_prefix_summary(turn_prefix_messages, abort=abort)
+            results["prefix"] = await self._request(
+                "turn_prefix", turn_prefix_messages, previous_summary=None, instructions=None, abort=abort
+            )
 
         async with anyio.create_task_group() as group:
             group.start_soon(run_history)
             group.start_soon(run_prefix)
+        self._check_covered(everything)
         return f"{results['history']}\n\n---\n\n{_SPLIT_TURN_HEADER}{results['prefix']}"
 
     # ------------------------------------------------------------------ safeguard mode (OpenClaw)
@@ -521,12 +605,14 @@ class LlmSummarizer:
                 abort=abort,
                 final=final,
             )
-        except CompactionCancelled:
+        except (CompactionCancelled, _SummaryBudgetError, _SummaryCutOffError):
             raise
         except (ModelClientError, CompactionError):
             plan = oversized_plan(messages, context_window=self._window)
             if not plan.small_messages or len(plan.small_messages) == len(messages):
                 raise
+        small = {id(message) for message in plan.small_messages}
+        self._omitted.update(id(message) for message in messages if id(message) not in small)
         summary = await self._summarize_chunks(
             plan.small_messages,
             instructions=instructions,
@@ -611,8 +697,36 @@ class LlmSummarizer:
         The previous summary is prepended as a ``<previous-compaction-summary>`` message to
         re-distil. When the audit fails (and retries remain) the request is repeated with feedback;
         a failing retry keeps the last good summary. A retry redoes only the final request (the last
-        chunk or the merge): the summaries of earlier chunks are reused (DESIGN D10).
+        chunk or the merge): the summaries of earlier chunks are reused (DESIGN D10). The whole run
+        stays within D10's budget (see the class); a summary whose every message was left out as too
+        large raises :class:`~sessionkeeper.exceptions.CompactionError`.
         """
+        split_turn = bool(is_split_turn and turn_prefix_messages)
+        everything = [*messages_to_summarize, *(turn_prefix_messages if split_turn else ())]
+        self._begin(everything, extra_chunks=1 if split_turn else 0)
+        body = await self._safeguard(
+            messages_to_summarize=messages_to_summarize,
+            turn_prefix_messages=turn_prefix_messages,
+            is_split_turn=is_split_turn,
+            previous_summary=previous_summary,
+            structured_instructions=structured_instructions,
+            tokens_before=tokens_before,
+            abort=abort,
+        )
+        self._check_covered(everything)
+        return body
+
+    async def _safeguard(
+        self,
+        *,
+        messages_to_summarize: Sequence[AgentMessage],
+        turn_prefix_messages: Sequence[AgentMessage],
+        is_split_turn: bool,
+        previous_summary: str | None,
+        structured_instructions: str,
+        tokens_before: int | None,
+        abort: anyio.Event | None,
+    ) -> SafeguardBody:
         settings = self._settings
         policy = settings.identifier_policy
         if tokens_before is not None and messages_to_summarize:
