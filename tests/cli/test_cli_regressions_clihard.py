@@ -146,3 +146,32 @@ def test_prune_reason_names_the_setting_that_blocked_hard_clear(
     assert reason.startswith("context at 1.471 of the window")
     assert "0 hard-cleared" in reason
     assert named in reason
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_cleanup_reports_transcript_links_it_leaves(tmp_path: Path, as_json: bool) -> None:
+    # The entries were removed, the links stayed, and the report said only "files: 0 actions".
+    sessions, outside = tmp_path / "sessions", tmp_path / "outside"
+    sessions.mkdir()
+    outside.mkdir()
+    ids = [f"0000000{i}-0000-4000-8000-000000000000" for i in (1, 2)]
+    for sid in ids:
+        target = outside / f"{sid}.jsonl"
+        target.write_text(
+            json.dumps({"type": "session", "version": 3, "id": sid, "timestamp": "2020-01-01T00:00:00.000Z"})
+            + "\n"
+        )
+        (sessions / f"{sid}.jsonl").symlink_to(target)
+    store = {f"agent:main:k{i}": {"sessionId": sid, "updatedAt": 1000 + i} for i, sid in enumerate(ids)}
+    (sessions / "sessions.json").write_text(json.dumps(store))
+    args = ["sessions", "cleanup", "--store", str(sessions), "--enforce", *(["--json"] if as_json else [])]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert json.loads((sessions / "sessions.json").read_text()) == {}
+    assert all((sessions / f"{sid}.jsonl").is_symlink() for sid in ids)  # never removed through a link
+    if as_json:
+        warnings = json.loads(result.stdout)["warnings"]
+    else:
+        warnings = [line for line in result.stdout.splitlines() if line.startswith("warning:")]
+    for sid in ids:
+        assert sum(f"{sid}.jsonl is a symbolic link: left in place" in w for w in warnings) == 1, warnings

@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Any, Final, cast
 
 import anyio
+import attrs
 import click
 from rich.console import Console
 from rich.progress import (
@@ -176,6 +177,31 @@ def _print_human(console: Console, report: MaintenanceReport, store_path: str) -
         console.print(Text("warning:", style="yellow") + plain(f" {warning}"))
 
 
+def _with_symlink_warnings(report: MaintenanceReport, files_dir: Path) -> MaintenanceReport:
+    """
+    ``report`` with a warning for each transcript of a removed entry that is a symbolic link: maintenance
+    never archives or deletes through a link (deviation F4), so the link stays; say so, as ``doctor`` does,
+    instead of a silent "files: 0 actions".
+    """
+    ids = {r.session_id for r in report.removals if isinstance(r.session_id, str) and r.session_id}
+    if not ids:
+        return report
+    try:
+        links = sorted(
+            item.name for item in os.scandir(files_dir) if item.name.endswith(".jsonl") and item.is_symlink()
+        )
+    except OSError:
+        return report
+    state = "left" if report.applied else "would be left"
+    added = tuple(
+        f"{name} is a symbolic link: {state} in place (its entry is removed; a link is never archived or"
+        " deleted, deviation F4); remove it by hand"
+        for name in links
+        if name.removesuffix(".jsonl") in ids or name.split("-topic-")[0] in ids
+    )
+    return attrs.evolve(report, warnings=(*report.warnings, *added)) if added else report
+
+
 @sessions_group.command("cleanup")
 @functools.partial(store_options, urls=True)
 @click.option(
@@ -269,6 +295,8 @@ def cleanup_command(
             report, sessions_dir = anyio.run(run)
     else:
         report, sessions_dir = anyio.run(run)
+    if files_dir is not None:
+        report = _with_symlink_warnings(report, files_dir)
     shown = redact_url(str(store_path)) if url else str(store_path)
     if as_json:
         payload: dict[str, Any] = {
