@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 
@@ -220,3 +221,28 @@ def test_quality_audit() -> None:
         audit_summary("## Decisions", identifiers=[], latest_ask=None).reasons[0]
         == "missing_section:## Open TODOs"
     )
+
+
+def test_a_lowered_configured_keep_budget_warns_after_a_default_logged_it_at_debug(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """
+    D9: ``keepRecentTokens`` 20000 configured in a small window is a WARNING, even when a default-settings
+    compactor on the same window logged the same number (its own default) at DEBUG first.
+    """
+    from sessionkeeper.compaction import Compactor
+
+    window = 16_000 + 23  # a window no other test uses
+    configured = CompactionSettings.from_config(
+        load_config({"agents": {"defaults": {"compaction": {"keepRecentTokens": 20_000}}}})
+    )
+    with caplog.at_level(logging.DEBUG, logger="sessionkeeper.compaction"):
+        Compactor(settings=CompactionSettings(), context_window=window).budget(reason="threshold")
+        Compactor(settings=configured, context_window=window).budget(reason="threshold")
+        Compactor(settings=configured, context_window=window).budget(reason="threshold")
+    keep = [
+        (r.levelno, getattr(r, "configured", None))
+        for r in caplog.records
+        if r.name == "sessionkeeper.compaction" and getattr(r, "setting", None) == "keep_recent_tokens"
+    ]
+    assert keep == [(logging.DEBUG, 20_000), (logging.WARNING, 20_000)]  # each once

@@ -180,12 +180,16 @@ class CompactionBudget:
     clamped: tuple[str, ...] = ()
 
 
-_warned: set[tuple[str, int, int]] = set()
+_warned: set[tuple[str, int, int, int]] = set()
 _warned_lock = threading.Lock()
 
 
 def _warn_once(name: str, configured: int, effective: int, window: int, *, level: int) -> None:
-    key = (name, configured, window)
+    """
+    Log a D9 clamp once per setting, value, window and level: a configured value's WARNING is kept
+    apart from a default's DEBUG record of the same number (``keepRecentTokens`` 20000 is both).
+    """
+    key = (name, configured, window, level)
     with _warned_lock:
         if key in _warned:
             return
@@ -222,7 +226,9 @@ def compaction_budget(
     16000 at most). The reserve itself keeps OpenClaw's caps (:func:`effective_reserve_tokens`).
     A configured value that is lowered is logged once per value and window (WARNING, logger
     ``sessionkeeper.compaction``, ``extra`` with ``setting``/``configured``/``effective``); a lowered
-    default (``keepRecentTokens`` 20000, ``reserveTokens`` 16384 not configured) is logged at DEBUG.
+    default (``keepRecentTokens`` 20000, ``reserveTokens`` 16384 not configured) is logged at DEBUG,
+    once on its own: a DEBUG record of a default never stands in for the WARNING of the same value
+    configured.
 
     Args:
         settings: The compaction settings.
