@@ -16,8 +16,13 @@ import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sessionkeeper.pruning import ReplayPolicy, resolve_replay_policy, sanitize_replay_history
-from sessionkeeper.pruning._fused import survey
+from sessionkeeper.pruning import (
+    ReplayPolicy,
+    resolve_replay_policy,
+    sanitize_replay_history,
+    sanitize_tool_call_ids,
+)
+from sessionkeeper.pruning._fused import rewrite_tool_call_ids, survey
 from sessionkeeper.pruning._hygiene import _reference_steps
 from sessionkeeper.transcript._codec import encode_message
 from sessionkeeper.transcript._messages import (
@@ -36,9 +41,7 @@ from sessionkeeper.transcript._messages import (
 
 
 NOW = 1_800_000_000_000
-IDS = st.sampled_from(
-    ["a", "b", "toolu_01Ab", "toolu_01Ab", "call_1|fc_1", "fc_2", "x:1", " c ", "", "abcdefghij"]
-)
+IDS = st.sampled_from(["a", "toolu_01Ab", "toolu01Ab", "call_1|fc_1", "fc_2", "x:1", " c ", "", "abcdefghi"])
 NAMES = st.sampled_from(["read", "exec", " read ", "bad name", ""])
 TEXTS = st.sampled_from(
     ["ok", "", "  ", "NO_REPLY", "a_b", "[assistant turn failed before producing content]"]
@@ -153,7 +156,7 @@ _UNKNOWN = UnknownMessage({"role": "user", "content": "hi", "extra": 1, "timesta
 
 @settings(max_examples=500)
 @given(
-    st.lists(_message(), max_size=16),
+    st.lists(_message(), min_size=2, max_size=16),
     st.integers(-1, 40),
     st.fixed_dictionaries(
         {
@@ -191,3 +194,26 @@ def test_survey_sees_unknown_messages_and_record_subclasses() -> None:
     assert not survey(unknown, thought_signatures=False).plain
     sub = Subclassed(content=[], api="a", provider="p", model="m", stop_reason="stop", timestamp=1)
     assert not survey([*plain, sub], thought_signatures=False).plain
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(_message(), min_size=2, max_size=16),
+    st.sampled_from(["strict", "strict9", "dedupe"]),
+    st.booleans(),
+    st.booleans(),
+    st.sampled_from([None, ("read",)]),
+)
+def test_fused_id_rewrite_equals_sanitize_tool_call_ids(
+    messages: list[AgentMessage], mode: Any, thinking_ids: bool, native: bool, allowed: Any
+) -> None:
+    kwargs: dict[str, Any] = {
+        "mode": mode,
+        "preserve_thinking_turn_ids": thinking_ids,
+        "preserve_native_anthropic_ids": native,
+        "allowed_tool_names": allowed,
+    }
+    expected = sanitize_tool_call_ids(messages, **kwargs)
+    got = rewrite_tool_call_ids(messages, **kwargs)
+    assert _encoded(got) == _encoded(expected)
+    assert (got is messages) == (expected is messages)

@@ -13,13 +13,20 @@ is the reference composition's (checked by a differential property test in
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
 
 import attrs
 import msgspec
 
 from sessionkeeper.pruning._thinking import OMITTED_ASSISTANT_REASONING_TEXT
+from sessionkeeper.pruning._tool_repair import (
+    _STRICT_MAX,
+    _ids_unchanged,
+    _replay_safe_thinking_calls,
+    _Resolver,
+    _sanitized_id,
+)
 from sessionkeeper.pruning._turns import (
     _TRANSCRIPT_ONLY_MODELS,
     _droppable_trailing,
@@ -49,6 +56,7 @@ __all__ = (
     "Survey",
     "dangling_calls_possible",
     "fill_usage_and_strip_details",
+    "rewrite_tool_call_ids",
     "role_runs",
     "strip_thinking_signatures",
     "survey",
@@ -278,3 +286,97 @@ def _unanswered(turn: AssistantMessage, answered: dict[str, set[str]]) -> bool:
             if not name or (names - {""} and name not in names):
                 return True
     return False
+
+
+def rewrite_tool_call_ids(
+    messages: Sequence[AgentMessage],
+    *,
+    mode: Literal["strict", "strict9", "dedupe"],
+    preserve_thinking_turn_ids: bool = False,
+    preserve_native_anthropic_ids: bool = False,
+    allowed_tool_names: Iterable[str] | None = None,
+) -> Sequence[AgentMessage]:
+    """
+    :func:`~sessionkeeper.pruning.sanitize_tool_call_ids` on a plain context, same arguments and result.
+
+    The resolver's common case is inlined: in ``strict`` mode without native ids, the first use of
+    a raw id takes its (cached) sanitised form unless another id holds it; a result takes the oldest
+    pending id of its call. Everything else goes through the same resolver.
+    """
+    resolver = _Resolver(mode, keep_native=preserve_native_anthropic_ids)
+    allowed = tuple(allowed_tool_names) if allowed_tool_names is not None else None
+    kept_turns: set[int] = set()
+    if preserve_thinking_turn_ids:
+        reserved: set[str] = set()
+        for index, message in enumerate(messages):
+            if type(message) is not AssistantMessage:
+                continue
+            for block in message.content:
+                if type(block) is ThinkingContent:
+                    break
+            else:
+                continue
+            calls = _replay_safe_thinking_calls(message, allowed)
+            if calls is None or any(c.id in reserved for c in calls):
+                continue
+            kept_turns.add(index)
+            reserved.update(c.id for c in calls)
+        resolver.used.update(reserved)
+    if _ids_unchanged(messages, mode, kept_turns, resolver.used, preserve_native_anthropic_ids):
+        return messages
+    used, occurrences, pending = resolver.used, resolver.call_occurrences, resolver.pending
+    strict = mode == "strict" and not preserve_native_anthropic_ids
+    out: list[AgentMessage] = []
+    changed = False
+    for index, message in enumerate(messages):
+        if type(message) is AssistantMessage:
+            if index in kept_turns:
+                for block in message.content:
+                    if type(block) is ToolCall and block.id:
+                        resolver.preserve(block.id)
+                out.append(message)
+                continue
+            content: list[TextContent | ThinkingContent | ToolCall] | None = None
+            for position, block in enumerate(message.content):
+                if type(block) is not ToolCall or not block.id:
+                    continue
+                raw = block.id
+                if strict and raw not in occurrences:
+                    new_id = _sanitized_id(raw, "strict")[:_STRICT_MAX]
+                    if new_id in used:
+                        new_id = resolver._unique(raw)
+                    occurrences[raw] = 1
+                    used.add(new_id)
+                    queue = pending.get(raw)
+                    if queue is None:
+                        pending[raw] = [new_id]
+                    else:
+                        queue.append(new_id)
+                else:
+                    new_id = resolver.call(raw)
+                if new_id != raw:
+                    if content is None:
+                        content = list(message.content)
+                    content[position] = msgspec.structs.replace(block, id=new_id)
+            if content is not None:
+                out.append(msgspec.structs.replace(message, content=content))
+                changed = True
+                continue
+        elif type(message) is ToolResultMessage and message.tool_call_id:
+            raw = message.tool_call_id
+            queue = pending.get(raw)
+            if mode == "dedupe" and queue is None:
+                out.append(message)  # an orphan keeps its id (the pairing repair drops it)
+                continue
+            if queue:
+                new_id = queue.pop(0)
+                if not queue:
+                    del pending[raw]
+            else:
+                new_id = resolver.result(raw)
+            if new_id != raw:
+                out.append(msgspec.structs.replace(message, tool_call_id=new_id))
+                changed = True
+                continue
+        out.append(message)
+    return out if changed else messages

@@ -19,6 +19,7 @@ from sessionkeeper.pruning._fused import (
     Survey,
     dangling_calls_possible,
     fill_usage_and_strip_details,
+    rewrite_tool_call_ids,
     role_runs,
     strip_thinking_signatures,
     survey,
@@ -459,7 +460,7 @@ def _fused_steps(
         current = downgrade_openai_reasoning(current, drop_replayable=model_changed)
         current = downgrade_function_call_reasoning_pairs(normalize_openai_responses_ids(current))
     if policy.sanitize_tool_call_ids and policy.tool_call_id_mode is not None:
-        current = sanitize_tool_call_ids(
+        current = rewrite_tool_call_ids(
             current,
             mode=policy.tool_call_id_mode,
             preserve_thinking_turn_ids=owned_thinking,
@@ -467,7 +468,7 @@ def _fused_steps(
             allowed_tool_names=allowed_tool_names,
         )
     elif policy.repair_tool_use_result_pairing:
-        current = sanitize_tool_call_ids(current, mode="dedupe")  # deviation H1
+        current = rewrite_tool_call_ids(current, mode="dedupe")  # deviation H1
     if not responses and policy.repair_tool_use_result_pairing:
         repaired = repair_tool_use_result_pairing(
             current, timestamp_ms=timestamp_ms, errored_assistant_policy="drop"
