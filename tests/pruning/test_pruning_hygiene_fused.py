@@ -18,11 +18,13 @@ from hypothesis import strategies as st
 
 from sessionkeeper.pruning import (
     ReplayPolicy,
+    repair_tool_call_inputs,
+    repair_tool_use_result_pairing,
     resolve_replay_policy,
     sanitize_replay_history,
     sanitize_tool_call_ids,
 )
-from sessionkeeper.pruning._fused import rewrite_tool_call_ids, survey
+from sessionkeeper.pruning._fused import pairing_intact, repair_call_inputs, rewrite_tool_call_ids, survey
 from sessionkeeper.pruning._hygiene import _reference_steps
 from sessionkeeper.transcript._codec import encode_message
 from sessionkeeper.transcript._messages import (
@@ -217,3 +219,20 @@ def test_fused_id_rewrite_equals_sanitize_tool_call_ids(
     got = rewrite_tool_call_ids(messages, **kwargs)
     assert _encoded(got) == _encoded(expected)
     assert (got is messages) == (expected is messages)
+
+
+@settings(max_examples=300)
+@given(st.lists(_message(), min_size=2, max_size=16), st.booleans(), st.sampled_from([None, ("read",)]))
+def test_fused_dry_runs_equal_the_public_passes(
+    messages: list[AgentMessage], owned: bool, allowed: tuple[str, ...] | None
+) -> None:
+    expected = repair_tool_call_inputs(
+        messages, allowed_tool_names=allowed, provider_owned_thinking_replay=owned
+    )
+    got = repair_call_inputs(messages, allowed_tool_names=allowed, provider_owned_thinking_replay=owned)
+    assert _encoded(got) == _encoded(expected)
+    assert (got is messages) == (expected is messages)
+    repaired = repair_tool_use_result_pairing(messages, timestamp_ms=NOW, errored_assistant_policy="drop")
+    if pairing_intact(messages):  # then the repair is skipped: it must be the identity
+        assert not repaired.moved
+        assert all(a is b for a, b in zip(repaired.messages, messages, strict=True))

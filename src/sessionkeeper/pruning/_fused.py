@@ -25,7 +25,10 @@ from sessionkeeper.pruning._tool_repair import (
     _ids_unchanged,
     _replay_safe_thinking_calls,
     _Resolver,
+    _results_displaced,
     _sanitized_id,
+    is_allowed_tool_call_name,
+    repair_tool_call_inputs,
 )
 from sessionkeeper.pruning._turns import (
     _TRANSCRIPT_ONLY_MODELS,
@@ -56,6 +59,8 @@ __all__ = (
     "Survey",
     "dangling_calls_possible",
     "fill_usage_and_strip_details",
+    "pairing_intact",
+    "repair_call_inputs",
     "rewrite_tool_call_ids",
     "role_runs",
     "strip_thinking_signatures",
@@ -380,3 +385,101 @@ def rewrite_tool_call_ids(
                 continue
         out.append(message)
     return out if changed else messages
+
+
+def pairing_intact(messages: Sequence[AgentMessage]) -> bool:
+    """
+    ``_pairing_intact`` on a plain context: whether the pairing repair would change nothing.
+
+    Every tool-calling assistant (not errored or aborted) is followed, call by call, by one result
+    with the call's id (distinct, trimmed, never used before) and a trimmed, non-blank name; no
+    other result appears anywhere.
+    """
+    seen: set[str] = set()
+    total = len(messages)
+    index = 0
+    while index < total:
+        message = messages[index]
+        index += 1
+        if type(message) is ToolResultMessage:
+            return False
+        if type(message) is not AssistantMessage:
+            continue
+        calls = [b for b in message.content if type(b) is ToolCall and b.id]
+        if not calls:
+            continue
+        if message.stop_reason in ("error", "aborted") or index + len(calls) > total:
+            return False
+        for call in calls:
+            result = messages[index]
+            index += 1
+            call_id = call.id
+            if (
+                type(result) is not ToolResultMessage
+                or result.tool_call_id != call_id
+                or call_id in seen
+                or call_id != call_id.strip()
+                or not result.tool_name
+                or result.tool_name != result.tool_name.strip()
+            ):
+                return False
+            seen.add(call_id)
+    return True
+
+
+def repair_call_inputs(
+    messages: Sequence[AgentMessage],
+    *,
+    allowed_tool_names: Iterable[str] | None = None,
+    provider_owned_thinking_replay: bool = False,
+) -> Sequence[AgentMessage]:
+    """
+    :func:`~sessionkeeper.pruning.repair_tool_call_inputs` on a plain context, same result.
+
+    A dry run of the public pass with type-identity checks: while every tool-calling turn would be
+    kept as it is (clean calls, or a replay-safe signed thinking turn under
+    ``provider_owned_thinking_replay``), nothing is built; at the first turn the pass would change,
+    the public pass runs on the whole context.
+    """
+    allowed = tuple(allowed_tool_names) if allowed_tool_names is not None else None
+    owned = provider_owned_thinking_replay
+    valid_names: dict[str, bool] = {}
+    preserved: set[str] = set()
+    prior: set[str] = set()
+    for index, message in enumerate(messages):
+        if type(message) is not AssistantMessage:
+            continue
+        has_call = has_thinking = False
+        clean = True
+        for block in message.content:
+            if type(block) is ToolCall:
+                has_call = True
+                name = block.name
+                allowed_name = valid_names.get(name)
+                if allowed_name is None:
+                    allowed_name = valid_names[name] = is_allowed_tool_call_name(name, allowed)
+                if not allowed_name or not block.id or block.id.isspace() or name != name.strip():
+                    clean = False
+            elif type(block) is ThinkingContent:
+                has_thinking = True
+        if not has_call:
+            continue
+        if owned and has_thinking:
+            calls = _replay_safe_thinking_calls(message, allowed)
+            displaced = _results_displaced(messages, index)
+            if calls is None or not all(
+                c.id not in preserved and (not displaced or c.id not in prior) for c in calls
+            ):
+                break
+            for c in calls:
+                preserved.add(c.id)
+                prior.add(c.id)
+            continue
+        if not clean:
+            break
+        for block in message.content:
+            if type(block) is ToolCall:
+                prior.add(block.id)
+    else:
+        return messages
+    return repair_tool_call_inputs(messages, allowed_tool_names=allowed, provider_owned_thinking_replay=owned)

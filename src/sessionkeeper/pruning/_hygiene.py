@@ -19,6 +19,8 @@ from sessionkeeper.pruning._fused import (
     Survey,
     dangling_calls_possible,
     fill_usage_and_strip_details,
+    pairing_intact,
+    repair_call_inputs,
     rewrite_tool_call_ids,
     role_runs,
     strip_thinking_signatures,
@@ -447,7 +449,7 @@ def _fused_steps(
     if policy.drop_thinking_blocks:
         current = drop_thinking_blocks(current)
     owned_thinking = _owned_thinking(policy, api, signed)
-    current = repair_tool_call_inputs(
+    current = repair_call_inputs(
         current, allowed_tool_names=allowed_tool_names, provider_owned_thinking_replay=owned_thinking
     )
     synthetic: list[str] = []
@@ -469,7 +471,7 @@ def _fused_steps(
         )
     elif policy.repair_tool_use_result_pairing:
         current = rewrite_tool_call_ids(current, mode="dedupe")  # deviation H1
-    if not responses and policy.repair_tool_use_result_pairing:
+    if not responses and policy.repair_tool_use_result_pairing and not pairing_intact(current):
         repaired = repair_tool_use_result_pairing(
             current, timestamp_ms=timestamp_ms, errored_assistant_policy="drop"
         )
