@@ -24,8 +24,15 @@ from sessionkeeper.pruning import (
     sanitize_replay_history,
     sanitize_tool_call_ids,
 )
-from sessionkeeper.pruning._fused import pairing_intact, repair_call_inputs, rewrite_tool_call_ids, survey
+from sessionkeeper.pruning._fused import (
+    normalize_responses_ids,
+    pairing_intact,
+    repair_call_inputs,
+    rewrite_tool_call_ids,
+    survey,
+)
 from sessionkeeper.pruning._hygiene import _reference_steps
+from sessionkeeper.pruning._responses import normalize_openai_responses_ids
 from sessionkeeper.transcript._codec import encode_message
 from sessionkeeper.transcript._messages import (
     AgentMessage,
@@ -233,6 +240,9 @@ def test_fused_dry_runs_equal_the_public_passes(
     assert _encoded(got) == _encoded(expected)
     assert (got is messages) == (expected is messages)
     repaired = repair_tool_use_result_pairing(messages, timestamp_ms=NOW, errored_assistant_policy="drop")
+    normalized = normalize_openai_responses_ids(messages)
+    assert _encoded(normalize_responses_ids(messages)) == _encoded(normalized)
+    assert (normalize_responses_ids(messages) is messages) == (normalized is messages)
     if pairing_intact(messages):  # then the repair is skipped: it must be the identity
         assert not repaired.moved
         assert all(a is b for a, b in zip(repaired.messages, messages, strict=True))

@@ -19,6 +19,7 @@ from typing import Any, Literal
 import attrs
 import msgspec
 
+from sessionkeeper.pruning._responses import _resolved
 from sessionkeeper.pruning._thinking import OMITTED_ASSISTANT_REASONING_TEXT
 from sessionkeeper.pruning._tool_repair import (
     _STRICT_MAX,
@@ -59,6 +60,7 @@ __all__ = (
     "Survey",
     "dangling_calls_possible",
     "fill_usage_and_strip_details",
+    "normalize_responses_ids",
     "pairing_intact",
     "repair_call_inputs",
     "rewrite_tool_call_ids",
@@ -483,3 +485,37 @@ def repair_call_inputs(
     else:
         return messages
     return repair_tool_call_inputs(messages, allowed_tool_names=allowed, provider_owned_thinking_replay=owned)
+
+
+def normalize_responses_ids(messages: Sequence[AgentMessage]) -> Sequence[AgentMessage]:
+    """
+    :func:`~sessionkeeper.pruning._responses.normalize_openai_responses_ids` on a plain context.
+
+    Same rewrite (the cached per-id resolution), with type-identity checks and each id resolved
+    once per block.
+    """
+    resolve = _resolved
+    out: list[AgentMessage] = []
+    changed = False
+    for message in messages:
+        if type(message) is AssistantMessage:
+            content: list[TextContent | ThinkingContent | ToolCall] | None = None
+            for position, block in enumerate(message.content):
+                if type(block) is ToolCall:
+                    new_id = resolve(block.id)
+                    if new_id != block.id:
+                        if content is None:
+                            content = list(message.content)
+                        content[position] = msgspec.structs.replace(block, id=new_id)
+            if content is not None:
+                out.append(msgspec.structs.replace(message, content=content))
+                changed = True
+                continue
+        elif type(message) is ToolResultMessage:
+            new_id = resolve(message.tool_call_id)
+            if new_id != message.tool_call_id:
+                out.append(msgspec.structs.replace(message, tool_call_id=new_id))
+                changed = True
+                continue
+        out.append(message)
+    return out if changed else messages

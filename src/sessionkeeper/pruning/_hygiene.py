@@ -19,6 +19,7 @@ from sessionkeeper.pruning._fused import (
     Survey,
     dangling_calls_possible,
     fill_usage_and_strip_details,
+    normalize_responses_ids,
     pairing_intact,
     repair_call_inputs,
     rewrite_tool_call_ids,
@@ -453,14 +454,14 @@ def _fused_steps(
         current, allowed_tool_names=allowed_tool_names, provider_owned_thinking_replay=owned_thinking
     )
     synthetic: list[str] = []
-    if responses and policy.repair_tool_use_result_pairing:
+    if responses and policy.repair_tool_use_result_pairing and not pairing_intact(current):
         repaired = repair_tool_use_result_pairing(
             current, timestamp_ms=timestamp_ms, errored_assistant_policy="drop", missing_result_text="aborted"
         )
         current, synthetic = repaired.messages, list(repaired.added)
     if responses:
         current = downgrade_openai_reasoning(current, drop_replayable=model_changed)
-        current = downgrade_function_call_reasoning_pairs(normalize_openai_responses_ids(current))
+        current = downgrade_function_call_reasoning_pairs(normalize_responses_ids(current))
     if policy.sanitize_tool_call_ids and policy.tool_call_id_mode is not None:
         current = rewrite_tool_call_ids(
             current,
@@ -477,7 +478,9 @@ def _fused_steps(
         )
         current, synthetic = repaired.messages, synthetic + list(repaired.added)
     current = fill_usage_and_strip_details(current)
-    if responses and policy.repair_tool_use_result_pairing:  # repaired again after the provider step
+    if (  # repaired again after the provider step
+        responses and policy.repair_tool_use_result_pairing and not pairing_intact(current)
+    ):
         repaired = repair_tool_use_result_pairing(
             current, timestamp_ms=timestamp_ms, errored_assistant_policy="drop", missing_result_text="aborted"
         )
