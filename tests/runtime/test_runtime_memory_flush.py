@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from typing import Any
 
 import attrs
@@ -19,6 +20,7 @@ from sessionkeeper.runtime import (
     MemoryFlushModel,
     MemoryFlushPolicy,
     MemoryFlushSettings,
+    RuntimeSettings,
 )
 
 
@@ -95,12 +97,20 @@ def test_bad_settings_name_the_key(key: str, value: object) -> None:
     assert info.value.key == f"agents.defaults.compaction.memoryFlush.{key}"
 
 
-def test_unknown_time_zone_is_a_config_error() -> None:
-    with pytest.raises(ConfigError) as info:
-        MemoryFlushSettings.from_config(
-            load_config({"agents": {"defaults": {"userTimezone": "Mars/Olympus"}}})
-        )
-    assert info.value.key == "agents.defaults.userTimezone"
+@pytest.mark.parametrize("zone", ["Mars/Olympus", 42])
+def test_an_unknown_user_timezone_is_ignored_with_a_warning_as_the_reset_policy_does(
+    zone: object, caplog: pytest.LogCaptureFixture
+) -> None:
+    """D12, one rule: an unknown ``agents.defaults.userTimezone`` was a ConfigError here only."""
+    config = load_config({"agents": {"defaults": {"userTimezone": zone}}})
+    with caplog.at_level(logging.WARNING, logger="sessionkeeper"):
+        settings = RuntimeSettings.from_config(config)
+    assert settings.memory_flush.user_timezone is None  # the host's zone
+    assert settings.reset.time_zone is None
+    ignored = {r.name: r for r in caplog.records if getattr(r, "key", None) == "agents.defaults.userTimezone"}
+    assert set(ignored) == {"sessionkeeper.runtime", "sessionkeeper.store"}
+    assert all(r.levelno == logging.WARNING and r.value == repr(zone) for r in ignored.values())  # type: ignore[attr-defined]
+    assert MemoryFlushSettings.from_config(config) == MemoryFlushSettings()
 
 
 def test_policy_from_config_reads_both_blocks() -> None:

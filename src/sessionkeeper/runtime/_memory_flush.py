@@ -14,6 +14,7 @@ Pure: the runtime passes counters and sizes in, and writes the returned store pa
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import math
 import os
 import zoneinfo
@@ -22,6 +23,7 @@ from typing import Any, Final, Literal, Self
 import attrs
 
 from sessionkeeper._config import Config, parse_byte_size, setting, structure_settings
+from sessionkeeper._user_zone import user_timezone_name
 from sessionkeeper.compaction import CompactionSettings, compaction_threshold, effective_reserve_tokens
 from sessionkeeper.exceptions import ConfigError
 from sessionkeeper.runtime._budget import DEFAULT_CONTEXT_WINDOW_TOKENS
@@ -38,6 +40,8 @@ __all__ = (
     "MemoryFlushRecord",
     "MemoryFlushSettings",
 )
+
+_log = logging.getLogger("sessionkeeper.runtime")
 
 SILENT_REPLY_TOKEN: Final = "NO_REPLY"
 MEMORY_FLUSH_MAX_FAILURES: Final = 3
@@ -154,13 +158,16 @@ class MemoryFlushSettings:
         """
         Build from ``agents.defaults.compaction.memoryFlush`` (and ``agents.defaults.userTimezone``).
 
+        An unknown ``agents.defaults.userTimezone`` is ignored with a WARNING on
+        ``sessionkeeper.runtime`` (the host's zone is used), as the reset policy does (DESIGN D12).
+
         Raises:
             ConfigError: A value is invalid; the error names the dotted key.
         """
         prefix = "agents.defaults.compaction.memoryFlush"
         settings = structure_settings(cls, config.section(prefix), prefix=prefix)
-        zone = _timezone(
-            config.section("agents.defaults").get("userTimezone"), "agents.defaults.userTimezone"
+        zone = user_timezone_name(
+            config.section("agents.defaults").get("userTimezone"), log=_log, purpose="the memory flush"
         )
         return attrs.evolve(settings, user_timezone=zone) if zone else settings
 

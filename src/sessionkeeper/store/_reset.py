@@ -26,6 +26,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 import attrs
 
 from sessionkeeper._config import Config
+from sessionkeeper._user_zone import user_timezone_name
 from sessionkeeper.exceptions import ConfigError, SessionArchivedError
 from sessionkeeper.store._entry import SessionEntry, session_entry_from_dict, session_entry_to_dict
 from sessionkeeper.store._keys import parse_thread_suffix
@@ -189,8 +190,8 @@ def _parse_zone(value: object, key: str) -> _dt.tzinfo | None:
 
 def _user_zone(value: object) -> _dt.tzinfo | None:
     """``agents.defaults.userTimezone`` as a zone; ``None`` (host zone) when absent or unknown (D12)."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
+    name = user_timezone_name(value, log=_log, purpose="the reset policy")
+    return ZoneInfo(name) if name else None
     try:
         return _parse_zone(value, "agents.defaults.userTimezone")
     except ConfigError as err:
