@@ -10,7 +10,9 @@ from click.testing import CliRunner
 
 from sessionkeeper.cli._main import _Entry, cli
 from sessionkeeper.cli._prune import prune_reason
+from sessionkeeper.exceptions import ConfigError, StoreUnavailableError
 from sessionkeeper.pruning import HardClearSettings, PruneResult, PruningSettings
+from sessionkeeper.store import PostgresStoreBackend
 from sessionkeeper.store._jsontext import RawJsonValue, parse_store_json
 from sessionkeeper.store._remote import redact_url
 
@@ -175,3 +177,79 @@ def test_cleanup_reports_transcript_links_it_leaves(tmp_path: Path, as_json: boo
         warnings = [line for line in result.stdout.splitlines() if line.startswith("warning:")]
     for sid in ids:
         assert sum(f"{sid}.jsonl is a symbolic link: left in place" in w for w in warnings) == 1, warnings
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"  # psycopg's async API is asyncio-only (docs/decisions.md PG-ASYNCIO)
+
+
+@pytest.mark.anyio
+async def test_an_unreachable_postgres_fails_at_once_with_its_cause() -> None:
+    # The pool retried for connect_timeout_s, then said only "cannot reach ... within 30 s".
+    backend = PostgresStoreBackend("postgresql://127.0.0.1:1/test", connect_timeout_s=30)
+    try:
+        with pytest.raises(StoreUnavailableError, match="Connection refused") as caught:
+            await backend.keys()
+        assert "within" not in str(caught.value)
+    finally:
+        await backend.aclose()
+
+
+@pytest.mark.anyio
+async def test_an_unknown_libpq_parameter_is_a_config_error() -> None:
+    backend = PostgresStoreBackend("postgresql://127.0.0.1:1/test?bogus=1", connect_timeout_s=30)
+    try:
+        with pytest.raises(ConfigError, match="bogus"):
+            await backend.keys()
+    finally:
+        await backend.aclose()
+
+
+@pytest.mark.parametrize(
+    ("query", "code", "cause"), [("", 1, "Connection refused"), ("?bogus=1&password=s3cr3t", 2, '"bogus"')]
+)
+def test_cli_reports_a_postgres_connection_failure_in_one_line(query: str, code: int, cause: str) -> None:
+    url = f"postgresql://127.0.0.1:1/test{query}"
+    for args in (["sessions", "list", "--store", url], ["status", "--store", url, "k", "--json"]):
+        result = CliRunner().invoke(cli, args, obj=_Entry())  # obj: logging set up as the script does
+        assert result.exit_code == code, result.output
+        assert result.stderr.startswith("sessionkeeper: error: ")
+        assert result.stderr.count("\n") == 1, result.stderr  # no psycopg_pool "error connecting" lines
+        assert cause in result.stderr
+        assert "s3cr3t" not in result.stderr
+
+
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_docs_await_every_runtime_coroutine_they_call() -> None:
+    # docs/runtime.md told hosts to call `runtime.release_turn_lock(session)`: a coroutine, never awaited.
+    import inspect
+    import re
+
+    from sessionkeeper.runtime import SessionRuntime
+
+    coroutines = {
+        name for name, member in inspect.getmembers(SessionRuntime) if inspect.iscoroutinefunction(member)
+    }
+    assert "release_turn_lock" in coroutines
+    bare = [
+        f"{doc.name}: {match.group(0)}"
+        for doc in [*sorted((_ROOT / "docs").glob("*.md")), _ROOT / "README.md"]
+        for match in re.finditer(r"(await\s+)?\bruntime\.(\w+)\(", doc.read_text(encoding="utf-8"))
+        if match.group(2) in coroutines and match.group(1) is None
+    ]
+    assert bare == []
+
+
+def test_readme_and_cli_doc_list_every_sessions_cleanup_option() -> None:
+    from sessionkeeper.cli._cleanup import cleanup_command
+
+    options = {opt for param in cleanup_command.params for opt in param.opts if opt.startswith("--")}
+    assert "--transcripts-dir" in options
+    for doc in (_ROOT / "README.md", _ROOT / "docs" / "cli.md"):
+        described = doc.read_text(encoding="utf-8").split("sessions cleanup --store", 1)[1][:300]
+        assert "DIR|URL" in described.replace("\\|", "|"), doc.name
+        missing = sorted(opt for opt in options if opt not in described)
+        assert missing == [], (doc.name, missing)

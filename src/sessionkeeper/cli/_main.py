@@ -143,6 +143,9 @@ def _configure_logging() -> None:
                 return
             click.echo(f"sessionkeeper: warning: {text}", err=True)
 
+    # psycopg_pool logs each failed connection attempt ("error connecting in ...", two lines each); the
+    # command reports the failure once, as its error line.
+    logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
     logger = logging.getLogger("sessionkeeper")
     if not any(type(h).__name__ == "WarningLine" for h in logger.handlers):
         logger.addHandler(WarningLine(logging.WARNING))

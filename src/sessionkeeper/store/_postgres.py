@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
 import re
 from collections.abc import Awaitable, Callable
@@ -316,6 +317,7 @@ class PostgresStoreBackend:
         self._build_sql(sql)
         if self._pool is None:
             assert self.dsn is not None
+            await self._probe(self.dsn)
             pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
                 self.dsn,
                 min_size=self._min_size,
@@ -346,6 +348,42 @@ class PostgresStoreBackend:
                 self._pool = None
             raise
         self._ready = True
+
+    async def _probe(self, dsn: str) -> None:
+        """
+        One direct connection before the pool opens, so a bad URL or an unreachable server fails at once
+        with its real cause instead of the pool retrying (and logging each failure) for
+        ``connect_timeout_s`` and then saying only "cannot reach" (issue 15, CLI tester).
+
+        Raises:
+            ConfigError: libpq refuses the connection string (an unknown parameter such as ``bogus=1``).
+            StoreUnavailableError: The connection failed (refused, timed out, authentication, no such
+                database), with libpq's message; bounded by ``connect_timeout_s`` (libpq's
+                ``connect_timeout`` in the URL, when given, bounds each attempt too).
+        """
+        import psycopg  # noqa: PLC0415 - the optional extra, imported on first use
+        from psycopg.conninfo import conninfo_to_dict  # noqa: PLC0415 - the optional extra
+
+        where = redact_url(dsn)
+        try:
+            params = conninfo_to_dict(dsn)
+        except psycopg.ProgrammingError as err:
+            raise ConfigError(f"invalid PostgreSQL URL {where}: {err}") from None
+        options: dict[str, Any] = {"autocommit": True, "application_name": self.application_name}
+        if "connect_timeout" not in params:
+            options["connect_timeout"] = max(2, math.ceil(self.connect_timeout_s))
+        try:
+            async with asyncio.timeout(self.connect_timeout_s + 1):
+                conn = await psycopg.AsyncConnection.connect(dsn, **options)
+        except TimeoutError:
+            raise StoreUnavailableError(
+                f"cannot reach PostgreSQL at {where} within {self.connect_timeout_s} s"
+            ) from None
+        except psycopg.ProgrammingError as err:
+            raise ConfigError(f"invalid PostgreSQL URL {where}: {_one_line(err)}") from None
+        except psycopg.Error as err:
+            raise StoreUnavailableError(f"cannot reach PostgreSQL at {where}: {_one_line(err)}") from None
+        await conn.close()
 
     async def _configure(self, conn: AsyncConnection[Any]) -> None:
         """Per new pool connection: the row-lock wait limit (``SET lock_timeout``)."""
@@ -796,3 +834,8 @@ class PostgresStoreBackend:
         pool, self._pool = self._pool, None
         if pool is not None and self._owns_pool:
             await pool.close()
+
+
+def _one_line(err: BaseException) -> str:
+    """libpq's message on one line (it adds a hint line after a tab: "Is the server running ...")."""
+    return " ".join(str(err).split()) or type(err).__name__
