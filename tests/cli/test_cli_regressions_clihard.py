@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from tests._servers import new_name, require_postgres
 
 from sessionkeeper.cli._main import _Entry, cli
 from sessionkeeper.cli._prune import prune_reason
@@ -253,3 +254,16 @@ def test_readme_and_cli_doc_list_every_sessions_cleanup_option() -> None:
         assert "DIR|URL" in described.replace("\\|", "|"), doc.name
         missing = sorted(opt for opt in options if opt not in described)
         assert missing == [], (doc.name, missing)
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_sessions_list_title_and_json_store_mask_a_query_password(as_json: bool) -> None:
+    dsn = require_postgres()
+    sep = "&" if "?" in dsn else "?"
+    url = f"{dsn}{sep}password=s3cr3t&schema={new_name('skclih')}"  # read-only: nothing is created
+    args = ["sessions", "list", "--store", url, *(["--json"] if as_json else [])]
+    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "s3cr3t" not in result.output
+    shown = json.loads(result.stdout)["store"] if as_json else result.stdout.splitlines()[0]
+    assert "password=***" in shown
