@@ -25,6 +25,8 @@ from sessionkeeper.pruning import (
     sanitize_tool_call_ids,
 )
 from sessionkeeper.pruning._fused import (
+    has_item_ids,
+    has_reasoning_items,
     normalize_responses_ids,
     pairing_intact,
     repair_call_inputs,
@@ -32,7 +34,11 @@ from sessionkeeper.pruning._fused import (
     survey,
 )
 from sessionkeeper.pruning._hygiene import _reference_steps
-from sessionkeeper.pruning._responses import normalize_openai_responses_ids
+from sessionkeeper.pruning._responses import (
+    downgrade_function_call_reasoning_pairs,
+    downgrade_openai_reasoning,
+    normalize_openai_responses_ids,
+)
 from sessionkeeper.transcript._codec import encode_message
 from sessionkeeper.transcript._messages import (
     AgentMessage,
@@ -56,6 +62,7 @@ TEXTS = st.sampled_from(
     ["ok", "", "  ", "NO_REPLY", "a_b", "[assistant turn failed before producing content]"]
 )
 STAMPS = st.integers(1, 4)
+REASONING = '{"id": "rs_1", "type": "reasoning"}'
 
 
 @st.composite
@@ -66,7 +73,7 @@ def _assistant(draw: st.DrawFn) -> AssistantMessage:
         if kind == "text":
             blocks.append(TextContent(text=draw(TEXTS)))
         elif kind == "thinking":
-            signature = draw(st.sampled_from([None, "", "sig", "c2ln", "sig"]))
+            signature = draw(st.sampled_from([None, "", "sig", "c2ln", "sig", REASONING]))
             blocks.append(
                 ThinkingContent(thinking="t")
                 if signature is None
@@ -243,6 +250,10 @@ def test_fused_dry_runs_equal_the_public_passes(
     normalized = normalize_openai_responses_ids(messages)
     assert _encoded(normalize_responses_ids(messages)) == _encoded(normalized)
     assert (normalize_responses_ids(messages) is messages) == (normalized is messages)
+    if not has_reasoning_items(messages):  # then the reasoning downgrade is skipped
+        assert downgrade_openai_reasoning(messages, drop_replayable=owned) is messages
+    if not has_item_ids(messages):  # then the pair downgrade is skipped
+        assert downgrade_function_call_reasoning_pairs(messages) is messages
     if pairing_intact(messages):  # then the repair is skipped: it must be the identity
         assert not repaired.moved
         assert all(a is b for a, b in zip(repaired.messages, messages, strict=True))

@@ -19,7 +19,7 @@ from typing import Any, Literal
 import attrs
 import msgspec
 
-from sessionkeeper.pruning._responses import _resolved
+from sessionkeeper.pruning._responses import _reasoning_item, _resolved
 from sessionkeeper.pruning._thinking import OMITTED_ASSISTANT_REASONING_TEXT
 from sessionkeeper.pruning._tool_repair import (
     _STRICT_MAX,
@@ -60,6 +60,8 @@ __all__ = (
     "Survey",
     "dangling_calls_possible",
     "fill_usage_and_strip_details",
+    "has_item_ids",
+    "has_reasoning_items",
     "normalize_responses_ids",
     "pairing_intact",
     "repair_call_inputs",
@@ -519,3 +521,32 @@ def normalize_responses_ids(messages: Sequence[AgentMessage]) -> Sequence[AgentM
                 continue
         out.append(message)
     return out if changed else messages
+
+
+def has_reasoning_items(messages: Sequence[AgentMessage]) -> bool:
+    """
+    Whether an assistant turn holds a thinking block carrying a Responses reasoning item (plain contexts).
+
+    Without one, ``downgrade_openai_reasoning`` changes nothing.
+    """
+    for message in messages:
+        if type(message) is AssistantMessage:
+            for block in message.content:
+                if type(block) is ThinkingContent and _reasoning_item(block.thinking_signature):
+                    return True
+    return False
+
+
+def has_item_ids(messages: Sequence[AgentMessage]) -> bool:
+    """
+    Whether a tool call id holds ``|fc_`` (plain contexts).
+
+    Without one, ``downgrade_function_call_reasoning_pairs`` changes nothing: it only rewrites a
+    ``call_id|fc_...`` call (and the results of a turn it rewrote).
+    """
+    for message in messages:
+        if type(message) is AssistantMessage:
+            for block in message.content:
+                if type(block) is ToolCall and "|fc_" in block.id:
+                    return True
+    return False

@@ -19,6 +19,8 @@ from sessionkeeper.pruning._fused import (
     Survey,
     dangling_calls_possible,
     fill_usage_and_strip_details,
+    has_item_ids,
+    has_reasoning_items,
     normalize_responses_ids,
     pairing_intact,
     repair_call_inputs,
@@ -460,8 +462,11 @@ def _fused_steps(
         )
         current, synthetic = repaired.messages, list(repaired.added)
     if responses:
-        current = downgrade_openai_reasoning(current, drop_replayable=model_changed)
-        current = downgrade_function_call_reasoning_pairs(normalize_responses_ids(current))
+        if has_reasoning_items(current):
+            current = downgrade_openai_reasoning(current, drop_replayable=model_changed)
+        current = normalize_responses_ids(current)
+        if has_item_ids(current):
+            current = downgrade_function_call_reasoning_pairs(current)
     if policy.sanitize_tool_call_ids and policy.tool_call_id_mode is not None:
         current = rewrite_tool_call_ids(
             current,
