@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
-import json
 import os
 from pathlib import Path
 from types import TracebackType
@@ -40,6 +39,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sessionkeeper._config import load_config
+from sessionkeeper.cli._json import json_text
 from sessionkeeper.cli._output import console_for_stdout, print_table
 from sessionkeeper.cli._sessions import plain, sessions_group, store_options
 from sessionkeeper.store import (
@@ -304,7 +304,7 @@ def cleanup_command(
             "storePath": shown,
         }
         payload.update(report.to_json())
-        click.echo(json.dumps(payload, indent=2))
+        click.echo(json_text(payload, indent=2))
         return
     _print_human(console, report, shown)
 

@@ -42,6 +42,7 @@ import attrs
 import click
 from rich.table import Table
 
+from sessionkeeper.cli._json import json_text
 from sessionkeeper.cli._main import EXIT_BAD_INPUT, EXIT_ERROR, fail
 from sessionkeeper.cli._output import console_for_stdout, print_table
 from sessionkeeper.compaction import (
@@ -107,7 +108,7 @@ def _with_reason(data: dict[str, Any]) -> dict[str, Any]:
 
 def _print(data: dict[str, Any], *, as_json: bool, title: str) -> None:
     if as_json:
-        click.echo(json.dumps(data, ensure_ascii=False))
+        click.echo(json_text(data))
         return
     table = Table(title=title, show_header=False)
     for key, value in data.items():

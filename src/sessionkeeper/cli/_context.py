@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import click
 import msgspec
 
+from sessionkeeper.cli._json import json_text
 from sessionkeeper.cli._main import EXIT_BAD_INPUT, fail
 from sessionkeeper.transcript import (
     AgentMessage,
@@ -162,7 +163,7 @@ def context_command(file: Path, leaf: str | None, as_json: bool, llm: bool, last
         payload = ctx.to_json()
         if llm:
             payload["llmMessages"] = [message_to_builtins(m) for m in convert_to_llm(ctx.messages)]
-        click.echo(msgspec.json.encode(payload).decode("utf-8"))
+        click.echo(json_text(payload))
         return
     from rich.markup import escape  # noqa: PLC0415 - the JSON path does not pay for rich (issue 11)
 
@@ -205,7 +206,7 @@ def _print_last(file: Path, n: int, *, leaf: str | None, as_json: bool, llm: boo
     messages = read_last_messages(file, n)
     if as_json:
         payload = {"messages": [message_to_builtins(m) for m in messages]}
-        click.echo(msgspec.json.encode(payload).decode("utf-8"))
+        click.echo(json_text(payload))
         return
     from rich.markup import escape  # noqa: PLC0415 - the JSON path does not pay for rich
 

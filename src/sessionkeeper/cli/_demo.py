@@ -20,7 +20,6 @@ Each step explains every number a newcomer cannot read in its ``notes`` (one lin
 from __future__ import annotations
 
 import importlib.resources
-import json
 import shutil
 import tempfile
 from collections.abc import Awaitable, Callable
@@ -39,6 +38,7 @@ from sessionkeeper._silent import SilentReplyStreamFilter
 from sessionkeeper._tokens import EstimateTokenCounter
 from sessionkeeper.cli._demo_runtime import replay_sessions
 from sessionkeeper.cli._doctor import run_doctor
+from sessionkeeper.cli._json import json_text
 from sessionkeeper.cli._main import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_OK, fail
 from sessionkeeper.cli._output import console_for_stdout, print_table
 from sessionkeeper.compaction import extractive_summary, prepare_compaction
@@ -613,7 +613,7 @@ def demo_command(as_json: bool, workdir: Path | None) -> None:
             shutil.rmtree(Path(scratch) / "sessions", ignore_errors=True)
     report["workdirKept"] = kept
     if as_json:
-        click.echo(json.dumps(report, ensure_ascii=False, indent=2, default=str))
+        click.echo(json_text(report, indent=2, default=str))
     else:
         failed = [r["name"] for r in report["steps"] if r["status"] != "ok"]
         console.rule()

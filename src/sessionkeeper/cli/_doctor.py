@@ -27,7 +27,6 @@ or a single file that is neither a transcript nor a config).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Literal
 
@@ -56,6 +55,7 @@ from sessionkeeper.cli._doctor_checks import (
 )
 from sessionkeeper.cli._doctor_config import read_config_file, run_config_checks
 from sessionkeeper.cli._hints import store_file_hint
+from sessionkeeper.cli._json import json_text
 from sessionkeeper.cli._main import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_OK, fail
 from sessionkeeper.cli._output import console_for_stdout, print_table
 from sessionkeeper.exceptions import SessionBusyError, SymlinkRefusedError, TranscriptFormatError
@@ -362,11 +362,11 @@ def doctor_command(path: Path, fix: bool, as_json: bool) -> None:
     run = anyio.run(lambda: run_doctor(path, fix=fix))
     if path.is_file() and run.files and run.files[0].status == "not-a-transcript":
         if as_json:
-            click.echo(json.dumps(run.to_json(), ensure_ascii=False))
+            click.echo(json_text(run.to_json()))
         hint = store_file_hint(path, "doctor")  # a sessions.json given for its directory (issue 11)
         fail(hint or run.files[0].findings[0].message, code=EXIT_BAD_INPUT)
     if as_json:
-        click.echo(json.dumps(run.to_json(), ensure_ascii=False, indent=2))
+        click.echo(json_text(run.to_json(), indent=2))
     else:
         _render(run, console_for_stdout(highlight=False))
     click.get_current_context().exit(run.exit_code)

@@ -18,7 +18,6 @@ nothing to trim: ``changed: false, skipped: null``).
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ import click
 
 from sessionkeeper._clock import SYSTEM_CLOCK
 from sessionkeeper._config import load_config
+from sessionkeeper.cli._json import json_text
 from sessionkeeper.pruning import (
     Pruner,
     PruneResult,
@@ -194,7 +194,7 @@ def prune_command(
             "skipped": result.skipped,
             "reason": prune_reason(result, settings, context_window=context_window),
         }
-        click.echo(json.dumps(payload, ensure_ascii=False))
+        click.echo(json_text(payload))
         return
     click.echo(f"messages: {len(result.messages)}")
     click.echo(

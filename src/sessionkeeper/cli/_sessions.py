@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from sessionkeeper.cli._json import json_text
 from sessionkeeper.cli._main import EXIT_ERROR, fail
 from sessionkeeper.cli._output import console_for_stdout, escape_controls, print_table
 from sessionkeeper.store import (
@@ -30,7 +31,7 @@ from sessionkeeper.store import (
     session_entry_to_dict,
 )
 from sessionkeeper.store._json import JsonFileStoreBackend
-from sessionkeeper.store._jsontext import RawJsonValue, dump_js
+from sessionkeeper.store._jsontext import RawJsonValue
 from sessionkeeper.store._remote import redact_url
 from sessionkeeper.store._urls import is_store_url
 
@@ -218,7 +219,7 @@ def list_command(
             "sessions": [session_row(key, entry) for key, entry in rows],
             "droppedKeys": dropped,
         }
-        click.echo(json.dumps(payload, indent=2, ensure_ascii=False))
+        click.echo(json_text(payload, indent=2))
         return
     table = Table(
         title=plain(f"{len(rows)} {'archived ' if archived and not show_all else ''}sessions in {location}")
@@ -270,7 +271,7 @@ def status_command(*, store_path: Path | str, backend: str | None, as_json: bool
     entry, transcript = anyio.run(run)
     if entry is None:
         if as_json:  # the JSON document is the answer (stdout only), as before
-            click.echo(json.dumps({"key": key, "found": False}, indent=2))
+            click.echo(json_text({"key": key, "found": False}, indent=2))
             raise SystemExit(EXIT_ERROR)
         fail(f"no session for key {key!r} in {redact_url(str(store_path))}", code=EXIT_ERROR)
     if as_json:
@@ -282,7 +283,9 @@ def status_command(*, store_path: Path | str, backend: str | None, as_json: bool
             "entry": session_entry_to_dict(entry),
             "transcript": transcript,
         }
-        click.echo(dump_js(payload))  # a RawJsonValue in the entry is written as its raw JSON text
+        click.echo(
+            json_text(payload, indent=2)
+        )  # a RawJsonValue in the entry is written as its raw JSON text
         return
     table = Table(title=plain(key), show_header=False)
     table.add_column("field")
