@@ -25,13 +25,16 @@ from sessionkeeper.pruning import (
     sanitize_tool_call_ids,
 )
 from sessionkeeper.pruning._fused import (
+    dangling_calls_possible,
     has_item_ids,
     has_reasoning_items,
     normalize_responses_ids,
     pairing_intact,
     repair_call_inputs,
     rewrite_tool_call_ids,
+    role_runs,
     survey,
+    tail_checks,
 )
 from sessionkeeper.pruning._hygiene import _reference_steps
 from sessionkeeper.pruning._responses import (
@@ -39,6 +42,7 @@ from sessionkeeper.pruning._responses import (
     downgrade_openai_reasoning,
     normalize_openai_responses_ids,
 )
+from sessionkeeper.pruning._turns import _strip_dangling_tool_calls
 from sessionkeeper.transcript._codec import encode_message
 from sessionkeeper.transcript._messages import (
     AgentMessage,
@@ -257,3 +261,14 @@ def test_fused_dry_runs_equal_the_public_passes(
     if pairing_intact(messages):  # then the repair is skipped: it must be the identity
         assert not repaired.moved
         assert all(a is b for a, b in zip(repaired.messages, messages, strict=True))
+
+
+@settings(max_examples=300)
+@given(st.lists(_message(), min_size=2, max_size=16))
+def test_tail_checks_equal_the_single_checks(messages: list[AgentMessage]) -> None:
+    checks = tail_checks(messages)
+    assert checks.pairing_intact == pairing_intact(messages)
+    assert (checks.assistant_runs, checks.user_runs) == role_runs(messages)
+    assert checks.dangling == dangling_calls_possible(messages)
+    if not checks.dangling:  # then the strip is skipped: it must be the identity
+        assert _strip_dangling_tool_calls(messages) is messages

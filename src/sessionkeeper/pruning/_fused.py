@@ -69,6 +69,7 @@ __all__ = (
     "role_runs",
     "strip_thinking_signatures",
     "survey",
+    "tail_checks",
 )
 
 _OTHER_RECORDS: frozenset[type] = frozenset(
@@ -550,3 +551,92 @@ def has_item_ids(messages: Sequence[AgentMessage]) -> bool:
                 if type(block) is ToolCall and "|fc_" in block.id:
                     return True
     return False
+
+
+@attrs.frozen(kw_only=True)
+class TailChecks:
+    """
+    What the last steps would do, from one walk (plain contexts).
+
+    Attributes:
+        pairing_intact: :func:`pairing_intact`.
+        assistant_runs: Two assistant turns follow each other (:func:`role_runs`).
+        user_runs: Two user turns follow each other (:func:`role_runs`).
+        dangling: :func:`dangling_calls_possible`.
+    """
+
+    pairing_intact: bool
+    assistant_runs: bool
+    user_runs: bool
+    dangling: bool
+
+
+def tail_checks(messages: Sequence[AgentMessage]) -> TailChecks:
+    """
+    :func:`pairing_intact`, :func:`role_runs` and :func:`dangling_calls_possible` in one walk.
+
+    The steps between the pairing repair and turn validation (details and usage, the Google
+    bootstrap turn) change none of the three answers, so one walk serves them all when the pairing
+    is intact.
+    """
+    intact = True
+    assistant_runs = user_runs = dangling = False
+    last: type | None = None
+    seen: set[str] = set()
+    expected: list[ToolCall] = []
+    position = 0
+    open_turn: AssistantMessage | None = None
+    answered: dict[str, set[str]] = {}
+    for message in messages:
+        cls = type(message)
+        if cls is last:
+            if cls is AssistantMessage:
+                assistant_runs = True
+            elif cls is UserMessage:
+                user_runs = True
+        last = cls
+        if type(message) is AssistantMessage:
+            if open_turn is not None and not dangling and _unanswered(open_turn, answered):
+                dangling = True
+            open_turn = None
+            calls = [b for b in message.content if type(b) is ToolCall and b.id]
+            if calls:
+                open_turn = message
+                answered = {}
+            if intact:
+                if position < len(expected) or (calls and message.stop_reason in ("error", "aborted")):
+                    intact = False
+                expected, position = calls, 0
+        elif type(message) is ToolResultMessage:
+            if open_turn is not None:
+                rid = message.tool_call_id.strip()
+                if rid:
+                    names = answered.get(rid)
+                    if names is None:
+                        names = answered[rid] = set()
+                    names.add(message.tool_name.strip())
+            if intact:
+                if position >= len(expected):
+                    intact = False
+                else:
+                    call_id = expected[position].id
+                    name = message.tool_name
+                    if (
+                        message.tool_call_id != call_id
+                        or call_id in seen
+                        or call_id != call_id.strip()
+                        or not name
+                        or name != name.strip()
+                    ):
+                        intact = False
+                    seen.add(call_id)
+                    position += 1
+        elif intact and position < len(expected):
+            intact = False
+    if open_turn is not None and not dangling and _unanswered(open_turn, answered):
+        dangling = True
+    if position < len(expected):
+        intact = False
+    return TailChecks(
+        pairing_intact=intact, assistant_runs=assistant_runs, user_runs=user_runs, dangling=dangling
+    )

@@ -17,7 +17,7 @@ import msgspec
 
 from sessionkeeper.pruning._fused import (
     Survey,
-    dangling_calls_possible,
+    TailChecks,
     fill_usage_and_strip_details,
     has_item_ids,
     has_reasoning_items,
@@ -25,9 +25,9 @@ from sessionkeeper.pruning._fused import (
     pairing_intact,
     repair_call_inputs,
     rewrite_tool_call_ids,
-    role_runs,
     strip_thinking_signatures,
     survey,
+    tail_checks,
 )
 from sessionkeeper.pruning._replay_policy import ReplayPolicy, is_anthropic_api, is_openai_responses_api
 from sessionkeeper.pruning._responses import (
@@ -477,33 +477,44 @@ def _fused_steps(
         )
     elif policy.repair_tool_use_result_pairing:
         current = rewrite_tool_call_ids(current, mode="dedupe")  # deviation H1
-    if not responses and policy.repair_tool_use_result_pairing and not pairing_intact(current):
-        repaired = repair_tool_use_result_pairing(
-            current, timestamp_ms=timestamp_ms, errored_assistant_policy="drop"
-        )
-        current, synthetic = repaired.messages, synthetic + list(repaired.added)
+    checks: TailChecks | None = None
+    if not responses and policy.repair_tool_use_result_pairing:
+        checks = tail_checks(current)
+        if not checks.pairing_intact:
+            repaired = repair_tool_use_result_pairing(
+                current, timestamp_ms=timestamp_ms, errored_assistant_policy="drop"
+            )
+            current, synthetic = repaired.messages, synthetic + list(repaired.added)
+            checks = None
     current = fill_usage_and_strip_details(current)
     if (  # repaired again after the provider step
-        responses and policy.repair_tool_use_result_pairing and not pairing_intact(current)
+        responses and policy.repair_tool_use_result_pairing
     ):
-        repaired = repair_tool_use_result_pairing(
-            current, timestamp_ms=timestamp_ms, errored_assistant_policy="drop", missing_result_text="aborted"
-        )
-        current, synthetic = repaired.messages, synthetic + list(repaired.added)
+        checks = tail_checks(current)
+        if not checks.pairing_intact:
+            repaired = repair_tool_use_result_pairing(
+                current,
+                timestamp_ms=timestamp_ms,
+                errored_assistant_policy="drop",
+                missing_result_text="aborted",
+            )
+            current, synthetic = repaired.messages, synthetic + list(repaired.added)
+            checks = None
     if policy.apply_google_turn_ordering:
         current = sanitize_google_turn_ordering(current, timestamp_ms=timestamp_ms)
     if policy.validate_gemini_turns or policy.validate_anthropic_turns:
-        assistant_runs, user_runs = role_runs(current)
-        if policy.validate_gemini_turns and assistant_runs:
+        if checks is None:
+            checks = tail_checks(current)
+        if policy.validate_gemini_turns and checks.assistant_runs:
             current = validate_gemini_turns(current)
-            assistant_runs, user_runs = role_runs(current)
+            checks = tail_checks(current)
         if policy.validate_anthropic_turns:
-            if assistant_runs:
+            if checks.assistant_runs:
                 current = validate_anthropic_turns(current)
             else:
-                if dangling_calls_possible(current):
+                if checks.dangling:
                     current = _strip_dangling_tool_calls(current)
-                if user_runs:
+                if checks.user_runs:
                     current = _merge_consecutive(current, "user")
     return current, synthetic
 
