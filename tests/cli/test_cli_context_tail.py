@@ -114,7 +114,7 @@ def test_last_n_messages(pi_samples: Path) -> None:
             result = _run("context", str(sample), "--last", str(n), "--json")
             assert result.exit_code == 0, result.output
             expected = [message_to_builtins(m) for m in last_messages_of_index(index, n)]
-            assert json.loads(result.output) == {"messages": expected}
+            assert json.loads(result.stdout) == {"messages": expected}
             assert result.output.count("\n") == 1
         text = _run("context", str(sample), "--last", "2")
         assert text.exit_code == 0

@@ -39,7 +39,7 @@ def _write(tmp_path: Path, tree: Any, name: str = "openclaw.json") -> Path:
 
 def _doctor(*args: str) -> tuple[int, dict[str, Any]]:
     result = CliRunner().invoke(cli, ["doctor", *args, "--json"])
-    return result.exit_code, json.loads(result.output)
+    return result.exit_code, json.loads(result.stdout)
 
 
 def test_config_files_are_recognised_by_content(tmp_path: Path) -> None:

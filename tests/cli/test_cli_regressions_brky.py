@@ -127,7 +127,7 @@ def test_default_leaf_of_a_file_without_entry_ids_is_the_last_entry_as_in_pi(tmp
     path.write_text("".join(json.dumps(o) + "\n" for o in objs))
     result = _run("context", str(path), "--json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output) == {"messages": [], "thinkingLevel": "high", "model": None}  # pi 0.73.1
+    assert json.loads(result.stdout) == {"messages": [], "thinkingLevel": "high", "model": None}  # pi 0.73.1
     null = _run("context", str(path), "--json", "--leaf", "null")
     assert json.loads(null.output)["thinkingLevel"] == "off"
 
@@ -140,4 +140,4 @@ def test_prune_default_leaf_of_a_file_without_entry_ids_is_the_last_entry(tmp_pa
     path.write_text("".join(json.dumps(o) + "\n" for o in objs))
     result = _run("prune", str(path), "--context-window", "100000", "--json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["messages"] == [message]  # pi: the last entry's context
+    assert json.loads(result.stdout)["messages"] == [message]  # pi: the last entry's context

@@ -54,7 +54,7 @@ def test_nothing_to_compact_appends_nothing_says_why_exits_0(
     args += ["--dry-run"] if dry_run else []
     run = CliRunner().invoke(cli, args)
     assert run.exit_code == 0, run.output
-    data = json.loads(run.output)
+    data = json.loads(run.stdout)
     assert data["status"] == ("planned" if dry_run and status == "nothing_to_summarize" else status)
     assert data["nothingToSummarize"] is True
     assert data["reason"]

@@ -19,7 +19,7 @@ def test_context_json_equals_pi_golden(pi_samples: Path) -> None:
         result = _run("context", str(pi_samples / f"{name}.jsonl"), "--json", "--llm")
         assert result.exit_code == 0, result.output
         golden = json.loads((pi_samples / f"{name}.context.json").read_text("utf-8"))
-        assert json.loads(result.output) == golden
+        assert json.loads(result.stdout) == golden
         assert result.output.count("\n") == 1
 
 
@@ -28,7 +28,7 @@ def test_context_leaf_option(pi_samples: Path) -> None:
     leaves = json.loads((pi_samples / "branchy.all-leaves.json").read_text("utf-8"))
     leaf_id = next(iter(leaves))
     result = _run("context", file, "--json", "--leaf", leaf_id)
-    assert json.loads(result.output) == leaves[leaf_id]
+    assert json.loads(result.stdout) == leaves[leaf_id]
     empty = _run("context", file, "--json", "--leaf", "null")
     assert json.loads(empty.output) == {"messages": [], "thinkingLevel": "off", "model": None}
 

@@ -94,7 +94,7 @@ def test_cli_context_on_a_huge_integer_prints_json(tmp_path: Path) -> None:
     path.write_bytes(_file(_user("a1", None), _user("a2", "a1", HUGE)))
     result = CliRunner().invoke(cli, ["context", str(path), "--json"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    out = json.loads(result.output)
+    out = json.loads(result.stdout)
     assert out["messages"][-1]["timestamp"] is None  # JSON.stringify(Infinity) is null
     doctor = CliRunner().invoke(cli, ["doctor", str(path), "--json"], catch_exceptions=False)
     assert doctor.exit_code in (0, 1), doctor.output
