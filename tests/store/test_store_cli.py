@@ -23,7 +23,8 @@ def small_store(openclaw_samples: Path, tmp_path: Path) -> Path:
 
 def _run(*args: str) -> tuple[int, str]:
     result = CliRunner().invoke(cli, list(args))
-    return result.exit_code, result.output
+    # --json output is parsed from stdout alone (CliRunner.output also holds stderr's warnings)
+    return result.exit_code, result.stdout if "--json" in args else result.output
 
 
 def test_sessions_list_json_is_sorted_and_stable(small_store: Path) -> None:

@@ -82,7 +82,8 @@ def _cli(*args: str) -> tuple[int, str]:
     from sessionkeeper.cli._main import cli
 
     result = CliRunner().invoke(cli, list(args))
-    return result.exit_code, result.output
+    # --json output is parsed from stdout alone (CliRunner.output also holds stderr's warnings)
+    return result.exit_code, result.stdout if "--json" in args else result.output
 
 
 def _seed(url: str) -> None:
