@@ -187,3 +187,18 @@ async def test_an_entry_with_raw_values_moves_to_sqlite_and_back(tmp_path: Path)
         again = await target.require("agent:main:a")
     assert again.extra["usage"] == RawJsonValue('{\n      "cost": 1e400,\n      "ok": 1\n    }')
     assert again == entry
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("opener", ["[", '{"a":'])
+def test_very_deep_nesting_parses_in_linear_time(opener: str) -> None:
+    # Each unbuilt bracket used to re-mark the whole stack: 300 000 of them took minutes of CPU (the
+    # hostile-input fuzz test's "deep" mutation); now each frame is marked once.
+    depth = 300_000
+    closer = "]" if opener == "[" else "}"
+    inner = opener * depth + ("1" if opener != "[" else "") + closer * depth
+    parsed = parse_store_json('{"agent:main:main": {"sessionId": "s", "deep": ' + inner + "}}")
+    field = parsed["agent:main:main"]["deep"]
+    assert isinstance(field, RawJsonValue)
+    assert field.text == inner
+    assert parsed["agent:main:main"]["sessionId"] == "s"

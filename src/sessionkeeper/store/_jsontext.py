@@ -128,11 +128,19 @@ def _parse(s: str, field_depth: int) -> Any:
             raise ValueError(f"expected ':' at character {pos}")
         return key, pos + 1
 
+    def mark_special() -> None:
+        # The special frames are always a prefix of the stack, so walk down from the top and stop at
+        # the first one already marked: each frame is marked once, which keeps deep input linear (a
+        # full walk per value made 100 000 unbuilt brackets quadratic, minutes of CPU).
+        for frame in reversed(stack):
+            if frame.special:
+                return
+            frame.special = True
+
     def complete(value: Any, start: int, end: int, special: bool, depth: int) -> None:
         nonlocal result
         if special:
-            for frame in stack:
-                frame.special = True
+            mark_special()
             if depth == field_depth or (0 < depth < field_depth and not isinstance(value, dict)):
                 value = RawJsonValue(s[start:end])
         if not stack:
@@ -159,7 +167,9 @@ def _parse(s: str, field_depth: int) -> Any:
             if c in "{[":
                 building = depth <= MAX_BUILT_DEPTH and (not stack or stack[-1].building)
                 frame = _Frame(({} if c == "{" else []) if building else None, depth, i, building=building)
-                frame.special = not building
+                if not building:
+                    mark_special()  # keep the special frames a prefix of the stack
+                    frame.special = True
                 stack.append(frame)
                 i = skip_ws(i + 1)
                 if i < n and s[i] == ("}" if c == "{" else "]"):
