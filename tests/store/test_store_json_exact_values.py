@@ -202,3 +202,23 @@ def test_very_deep_nesting_parses_in_linear_time(opener: str) -> None:
     assert isinstance(field, RawJsonValue)
     assert field.text == inner
     assert parsed["agent:main:main"]["sessionId"] == "s"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("field", ["totalTokens", "sessionStartedAt", "compactionCount"])
+@pytest.mark.parametrize("unknown_key", [False, True], ids=["known-keys", "with-unknown-key"])
+@pytest.mark.parametrize("text", ['"a\\ud800b"', '"\\udfff"'])
+async def test_a_lone_surrogate_in_a_mistyped_field_is_kept_in_extra(
+    tmp_path: Path, field: str, unknown_key: bool, text: str
+) -> None:
+    # msgspec raised UnicodeEncodeError (not a ValidationError) for a lone-surrogate string given to a
+    # non-string field, and it escaped `sessions list` / `status` (the hostile-input fuzz test).
+    other = '"note": 1, ' if unknown_key else ""
+    data = f'{{"agent:main:a": {{"sessionId": "sa", {other}"updatedAt": {NOW}, "{field}": {text}}}}}'
+    directory = _store(tmp_path, data.encode())
+    async with SessionStore.open(directory, read_only=True) as store:
+        entry = await store.require("agent:main:a")
+        assert entry.session_id == "sa"
+        assert entry.updated_at == NOW
+        assert entry.extra[field] == json.loads(text)
+    assert (directory / "sessions.json").read_bytes() == data.encode()

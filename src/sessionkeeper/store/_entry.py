@@ -249,6 +249,36 @@ def _int_wire_fields() -> frozenset[str]:
 _INT_WIRE_FIELDS: Final = _int_wire_fields()
 
 
+def _misfit_key(err: msgspec.ValidationError) -> str | None:
+    """The top-level wire key a msgspec validation error names (``... - at `$.key```), if any."""
+    match = _PATH_RE.match(str(err).rsplit(" - at `", 1)[-1].rstrip("`"))
+    return match.group(1) if match else None
+
+
+def _surrogate_misfit_key(typed: dict[str, Any]) -> str | None:
+    """
+    The key of ``typed`` that does not fit its field when msgspec raised ``UnicodeEncodeError``.
+
+    msgspec fails that way on a string with a lone surrogate (``"\ud800"``, which ``JSON.parse`` reads)
+    given to a non-string field, before it can name the field; so convert once more with such strings'
+    surrogates replaced (same type, so the same misfit) and read the key from that validation error.
+    """
+    scrubbed = {
+        key: value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+        if isinstance(value, str)
+        else value
+        for key, value in typed.items()
+    }
+    try:
+        msgspec.convert(scrubbed, SessionEntry)
+    except msgspec.ValidationError as err:
+        bad = _misfit_key(err)
+        return bad if bad in typed else None
+    except UnicodeEncodeError:
+        return None
+    return None
+
+
 def session_entry_from_dict(raw: Mapping[str, Any]) -> SessionEntry:
     """
     Build a :class:`SessionEntry` from one decoded JSON object of ``sessions.json``, losing nothing.
@@ -271,7 +301,7 @@ def session_entry_from_dict(raw: Mapping[str, Any]) -> SessionEntry:
         # fast path: only known keys; falls through when a value does not fit its type
         try:
             return msgspec.convert(raw, SessionEntry)
-        except msgspec.ValidationError:
+        except (msgspec.ValidationError, UnicodeEncodeError):  # a lone surrogate in a mistyped field
             pass
     elif not isinstance(raw, Mapping):
         raise InvalidSessionEntryError(f"a session entry must be a JSON object, got {type(raw).__name__}")
@@ -289,9 +319,13 @@ def session_entry_from_dict(raw: Mapping[str, Any]) -> SessionEntry:
             entry = msgspec.convert(typed, SessionEntry)
             break
         except msgspec.ValidationError as err:
-            match = _PATH_RE.match(str(err).rsplit(" - at `", 1)[-1].rstrip("`"))
-            bad = match.group(1) if match else None
+            bad = _misfit_key(err)
             if bad is None or bad not in typed:
+                raise InvalidSessionEntryError(f"session entry not readable: {err}") from err
+            extra[bad] = typed.pop(bad)
+        except UnicodeEncodeError as err:
+            bad = _surrogate_misfit_key(typed)
+            if bad is None:
                 raise InvalidSessionEntryError(f"session entry not readable: {err}") from err
             extra[bad] = typed.pop(bad)
     else:  # pragma: no cover - each round removes one key
