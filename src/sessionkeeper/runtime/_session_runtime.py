@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -523,8 +523,14 @@ class SessionRuntime:
         Map a session key to its :class:`SessionEntry` and transcript (OpenClaw ``initSessionState``, §4.3).
 
         The reset policy decides whether the entry is reused (fresh, system event, ``/reset soft``) or a new
-        session id starts (new key, stale daily/idle, ``/new`` or ``/reset``): a rollover goes through
-        :meth:`SessionStore.reset` (new header, old transcript archived as ``*.reset.<stamp>``).
+        session id starts (new key, stale daily/idle, ``/new`` or ``/reset``): a rollover is
+        :meth:`SessionStore.reset`'s (new header, old transcript archived as ``*.reset.<stamp>``).
+
+        The decision is made atomically against the entry stored now (:meth:`SessionStore.resolve`): when
+        several tasks or processes open a new key, or a stale session, at once, exactly one creates (rolls
+        over) the session and the others continue it, so every turn lands in the transcript the store
+        names (docs/runtime.md "Several writers on one key"). Concurrent ``/new`` triggers still reset
+        once each, one after the other.
 
         Args:
             session_key: The session key (``agent:main:main``).
@@ -539,25 +545,25 @@ class SessionRuntime:
                 of such an entry (``/new``, a stale session) starts fresh at ``<new id>.jsonl`` instead.
             TranscriptFormatError: The transcript exists but is not one (it is left as is).
         """
-        now = self.clock.now_ms()
-        current = await self.store.get(session_key)
-        resolution = resolve_session(
-            current,
-            session_key=session_key,
-            now_ms=now,
-            policy=self.settings.reset,
-            event=event,
-            body=body,
-            context=context,
-            new_session_id=self.store.new_session_id,  # the store's factory, as its reset uses
-        )
-        if resolution.is_new and current is not None:
-            entry = await self.store.reset(session_key, cwd=self.cwd)
-        else:
-            # refuse an unsafe sessionFile before the store is written (issue 15, F1): a reset (``/new``,
-            # a stale session) is the way out, it starts fresh and leaves the refused file alone
-            self.store.transcript_file(resolution.entry)
-            entry = await self.store.patch(session_key, resolution.entry)
+
+        def decide(current: SessionEntry | None, new_session_id: Callable[[], str]) -> SessionResolution:
+            return resolve_session(
+                current,
+                session_key=session_key,
+                # the time of the decision: a winner's entry stamped after this caller started is not
+                # "in the future" (ignored, hence stale) for the callers that decide after it
+                now_ms=self.clock.now_ms(),
+                policy=self.settings.reset,
+                event=event,
+                body=body,
+                context=context,
+                new_session_id=new_session_id,  # the store's factory, as its reset uses
+            )
+
+        # decided against the entry stored now, under the store's write serialisation: of several
+        # writers that open a new key (or a stale session) at once, one creates (rolls over) the
+        # session and the others continue it (docs/runtime.md "Several writers on one key")
+        entry, resolution = await self.store.resolve(session_key, decide, cwd=self.cwd)
         transcript = await self._open_transcript(entry)
         return RuntimeSession(
             session_key=session_key, entry=entry, transcript=transcript, resolution=resolution

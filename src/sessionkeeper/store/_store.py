@@ -36,6 +36,7 @@ from sessionkeeper.store._paths import (
     session_ids_owning,
     transcript_path,
 )
+from sessionkeeper.store._reset import SessionResolution
 from sessionkeeper.store._sqlite import SQLITE_FILE_NAME, SqliteStoreBackend
 from sessionkeeper.store._urls import is_store_url, open_store_url
 
@@ -454,28 +455,7 @@ class SessionStore:
         refusals: dict[str, UnsafePathError] = {}
 
         def reset_entry(current: SessionEntry) -> SessionEntry:
-            patch: dict[str, Any] = dict.fromkeys(RESET_CLEARED_FIELDS, UNSET)
-            patch.update(
-                sessionId=new_id,
-                updatedAt=now,
-                sessionStartedAt=now,
-                lastInteractionAt=now,
-                compactionCount=0,
-                totalTokens=0,
-                totalTokensFresh=True,
-            )
-            merged = self._merge(current, patch, now_ms=now, preserve_activity=False)
-            refused = self._refusal(current) or self._refusal(merged)
-            refusals.pop("sessionFile", None)
-            if refused is not None:
-                # F1: start fresh at <new id>.jsonl; the refused file is reported, never acted on
-                refusals["sessionFile"] = refused
-                patch["sessionFile"] = UNSET
-                merged = self._merge(current, patch, now_ms=now, preserve_activity=False)
-            # refuse before anything is written: an id that cannot name a transcript would otherwise
-            # leave the store pointing at a session whose transcript cannot be created
-            self.transcript_file(merged)
-            return merged
+            return self._rollover_entry(current, new_id, now, refusals)
 
         def apply(current: SessionEntry | None) -> SessionEntry:
             if current is None:
@@ -505,22 +485,158 @@ class SessionStore:
             raise
         refused = refusals.get("sessionFile")
         if refused is not None:
-            _log.warning(
-                "reset of %r: sessionFile refused (%s); the new session starts at %s and the refused file "
-                "is left as it is",
-                session_key,
-                refused,
-                result.session_file or f"{new_id}.jsonl",
-                extra={
-                    "session_key": session_key,
-                    "session_id": previous["entry"].session_id,
-                    "session_file": refused.value,
-                    "reason": "reset",
-                },
-            )
+            self._warn_refused_reset(session_key, previous["entry"], refused, result)
         elif self.sessions_dir is not None:
             await self._archive_transcript(previous["entry"], "reset")
         return result
+
+    async def resolve(
+        self,
+        session_key: str,
+        decide: Callable[[SessionEntry | None, Callable[[], str]], SessionResolution],
+        *,
+        cwd: str | None = None,
+    ) -> tuple[SessionEntry, SessionResolution]:
+        """
+        Decide and store which session ``session_key`` continues, in one atomic step against the entry
+        stored *now* (OpenClaw ``initSessionState``, §4.3; several writers on one key, docs/runtime.md).
+
+        ``decide(current, new_session_id)`` is usually :func:`~sessionkeeper.store.resolve_session`: it gets
+        the stored entry (``None`` when absent) and a session id factory, and returns the resolution. It
+        runs inside :meth:`StoreBackend.update`, under the backend's write serialisation (tasks, threads,
+        processes, database row lock), so the decision is never made on an entry another writer has
+        replaced meanwhile: of several callers that find a new key (or a stale session) at once, the first
+        creates (or rolls over) the session and the others see its fresh entry and continue it (their
+        resolution says ``fresh``). It may run more than once (a pre-check before the update, a database
+        retry); keep it quick, pure and free of I/O; the ids it draws are the same on every run.
+
+        - Reuse (``is_new`` false) or a new key: the resolution's entry is merged into the stored one
+          (``patch``); an unsafe ``sessionFile`` raises before anything is written (issue 15, F1).
+        - Rollover (``is_new`` with an existing entry): as :meth:`reset` (the next id of the factory,
+          cleared per-session fields, header written before the store changes, old transcript archived
+          as ``<file>.reset.<stamp>`` afterwards), only by the caller whose decision won.
+
+        Args:
+            session_key: The session key.
+            decide: ``(current entry or None, id factory) -> SessionResolution``.
+            cwd: The new transcript header's ``cwd`` on rollover (default: the process's).
+
+        Returns:
+            ``(stored entry, the resolution that decided it)``.
+
+        Raises:
+            SessionArchivedError: ``decide`` refused an archived entry; nothing is written.
+            UnsafePathError, SymlinkRefusedError: As :meth:`reset`, and for an unsafe ``sessionFile`` of a
+                reused entry; nothing is written.
+        """
+        now = self.clock.now_ms()
+        ids = _ReplayedIds(self._new_session_id)
+        refusals: dict[str, UnsafePathError] = {}
+        decided: dict[str, Any] = {}
+
+        def rollover_id() -> str:
+            decided["new_id"] = new_id = ids()  # drawn after decide's ids (as resolve_session, then reset)
+            return new_id
+
+        def apply(current: SessionEntry | None) -> SessionEntry:
+            decided.clear()
+            ids.restart()
+            resolution = decide(current, ids)
+            decided["resolution"] = resolution
+            at = max(now, self.clock.now_ms())  # stamps no earlier than the decision just made
+            if resolution.is_new and current is not None:
+                decided["previous"] = current
+                return self._rollover_entry(current, rollover_id(), at, refusals)
+            # an unsafe sessionFile is refused before the store is written (issue 15, F1)
+            self.transcript_file(resolution.entry)
+            return self._merge(current, resolution.entry, now_ms=at, preserve_activity=False)
+
+        created: Path | None = None
+        if self.sessions_dir is not None:
+            # a rollover writes the new transcript first: when it cannot be created the store is unchanged
+            current = await self.backend.get(session_key)
+            ids.restart()
+            if current is not None and decide(current, ids).is_new:
+                header_entry = self._rollover_entry(current, rollover_id(), now, {})
+                created = await anyio.to_thread.run_sync(self._write_header, header_entry, now, cwd)
+        rolled = False
+        try:
+            result = await self.backend.update(session_key, apply)
+            assert result is not None
+            rolled = "previous" in decided
+            if rolled and self.sessions_dir is not None and self.transcript_file(result) != created:
+                # the stored entry changed between the pre-check and the update: its header now
+                await anyio.to_thread.run_sync(self._write_header, result, now, cwd)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                if created is not None:
+                    await anyio.to_thread.run_sync(_unlink_quietly, created)
+                if rolled:
+                    await self._undo_reset(session_key, decided["previous"], decided["new_id"])
+            raise
+        if created is not None and (not rolled or self.transcript_file(result) != created):
+            # another writer decided first: this caller continues its session, the header is not used
+            await anyio.to_thread.run_sync(_unlink_quietly, created)
+        resolution: SessionResolution = decided["resolution"]
+        if rolled:
+            previous: SessionEntry = decided["previous"]
+            refused = refusals.get("sessionFile")
+            if refused is not None:
+                self._warn_refused_reset(session_key, previous, refused, result)
+            elif self.sessions_dir is not None:
+                await self._archive_transcript(previous, "reset")
+        _log.debug(
+            "resolved %r: %s",
+            session_key,
+            resolution.reason,
+            extra={"session_key": session_key, "session_id": result.session_id, "reason": resolution.reason},
+        )
+        return result, resolution
+
+    def _warn_refused_reset(
+        self, session_key: str, previous: SessionEntry, refused: UnsafePathError, result: SessionEntry
+    ) -> None:
+        """The WARNING of a reset that left a refused ``sessionFile`` alone (issue 15 item 1, F1)."""
+        _log.warning(
+            "reset of %r: sessionFile refused (%s); the new session starts at %s and the refused file "
+            "is left as it is",
+            session_key,
+            refused,
+            result.session_file or f"{result.session_id}.jsonl",
+            extra={
+                "session_key": session_key,
+                "session_id": previous.session_id,
+                "session_file": refused.value,
+                "reason": "reset",
+            },
+        )
+
+    def _rollover_entry(
+        self, current: SessionEntry, new_id: str, now: int, refusals: dict[str, UnsafePathError]
+    ) -> SessionEntry:
+        """The entry :meth:`reset` stores for ``current`` with ``new_id`` (a refused file: ``refusals``)."""
+        patch: dict[str, Any] = dict.fromkeys(RESET_CLEARED_FIELDS, UNSET)
+        patch.update(
+            sessionId=new_id,
+            updatedAt=now,
+            sessionStartedAt=now,
+            lastInteractionAt=now,
+            compactionCount=0,
+            totalTokens=0,
+            totalTokensFresh=True,
+        )
+        merged = self._merge(current, patch, now_ms=now, preserve_activity=False)
+        refused = self._refusal(current) or self._refusal(merged)
+        refusals.pop("sessionFile", None)
+        if refused is not None:
+            # F1: start fresh at <new id>.jsonl; the refused file is reported, never acted on
+            refusals["sessionFile"] = refused
+            patch["sessionFile"] = UNSET
+            merged = self._merge(current, patch, now_ms=now, preserve_activity=False)
+        # refuse before anything is written: an id that cannot name a transcript would otherwise
+        # leave the store pointing at a session whose transcript cannot be created
+        self.transcript_file(merged)
+        return merged
 
     def _refusal(self, entry: SessionEntry) -> UnsafePathError | None:
         """The error :meth:`transcript_file` raises for ``entry``'s explicit ``sessionFile``, if any."""
@@ -641,6 +757,30 @@ class SessionStore:
                 fsync_dir(path.parent)
 
         await anyio.to_thread.run_sync(move)
+
+
+class _ReplayedIds:
+    """
+    A session id factory whose draws repeat after :meth:`restart`: a decision that runs more than once
+    (:meth:`SessionStore.resolve`'s pre-check, a database retry) names the same ids, and the store's
+    factory is called exactly as often as one run needs.
+    """
+
+    def __init__(self, factory: Callable[[], str]) -> None:
+        self._factory = factory
+        self._drawn: builtins.list[str] = []
+        self._next = 0
+
+    def restart(self) -> None:
+        """Replay the ids from the first one."""
+        self._next = 0
+
+    def __call__(self) -> str:
+        if self._next == len(self._drawn):
+            self._drawn.append(self._factory())
+        value = self._drawn[self._next]
+        self._next += 1
+        return value
 
 
 def _unlink_quietly(path: Path) -> None:
