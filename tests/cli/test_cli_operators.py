@@ -77,7 +77,13 @@ def _sessions_dir(tmp_path: Path, pi_samples: Path) -> tuple[Path, Path]:
     transcript = sessions / f"{session_id}.jsonl"
     shutil.copyfile(pi_samples / "large-2000.jsonl", transcript)
     store = {
-        "agent:main:main": {"sessionId": session_id, "updatedAt": 1_790_000_000_000, "compactionCount": 2},
+        "agent:main:main": {
+            "sessionId": session_id,
+            "updatedAt": 1_790_000_000_000,
+            "compactionCount": 2,
+            "totalTokens": 150_000,
+            "totalTokensFresh": True,
+        },
         "agent:main:other": {"sessionId": "4d2c7a10-0000-4000-8000-000000000000", "updatedAt": 1},
     }
     (sessions / "sessions.json").write_text(json.dumps(store, indent=2))
@@ -95,6 +101,9 @@ def test_compact_counts_the_compaction_in_the_store_entry_of_the_file(
     assert data["storeEntry"] == {"key": "agent:main:main", "compactionCount": 3}
     store = json.loads((sessions / "sessions.json").read_text())
     assert store["agent:main:main"]["compactionCount"] == 3
+    # the pre-compaction total is replaced by the post-compaction estimate (OpenClaw §5.8)
+    assert store["agent:main:main"]["totalTokensFresh"] is True
+    assert 0 < store["agent:main:main"]["totalTokens"] < 150_000
     assert "compactionCount" not in store["agent:main:other"]
     status = json.loads(_invoke("status", "--store", str(sessions), "agent:main:main", "--json").stdout)
     assert status["entry"]["compactionCount"] == 3

@@ -160,9 +160,11 @@ async def record_compaction_in_store(file: Path, outcome: CompactionResult) -> d
     Count a written compaction of ``file`` in the store of its sessions directory, if any.
 
     The store is the ``sessions.json`` or ``sessions.sqlite`` next to ``file``; the entries whose
-    transcript (:meth:`SessionStore.transcript_file`) is ``file`` get ``compactionCount + 1``, and after a
-    rotation (``outcome.successor``) the successor's ``sessionId`` and absolute ``sessionFile`` (OpenClaw
-    spec §5.8). The update re-checks under the store's writer lock that the entry still names ``file``.
+    transcript (:meth:`SessionStore.transcript_file`) is ``file`` get ``compactionCount + 1`` and
+    ``totalTokens`` = the post-compaction estimate (``totalTokensFresh`` true; false without one), and
+    after a rotation (``outcome.successor``) the successor's ``sessionId`` and absolute ``sessionFile``
+    (OpenClaw spec §5.8). The update re-checks under the store's writer lock that the entry still names
+    ``file``.
 
     Returns:
         ``{"key", "compactionCount"}`` of the (first) updated entry, or ``None`` when no store entry
@@ -193,6 +195,13 @@ async def record_compaction_in_store(file: Path, outcome: CompactionResult) -> d
                     return None
                 count = current.compaction_count if isinstance(current.compaction_count, int) else 0
                 fields: dict[str, Any] = {"compactionCount": count + 1}
+                # the pre-compaction total no longer holds (OpenClaw spec §5.8 incrementCompactionCount):
+                # the post-compaction estimate, fresh; stale when there is none
+                after = outcome.tokens_after
+                if after is not None:
+                    fields |= {"totalTokens": after, "totalTokensFresh": True}
+                else:
+                    fields["totalTokensFresh"] = False
                 if outcome.successor is not None:
                     fields |= {
                         "sessionId": outcome.successor.session_id,
