@@ -25,6 +25,7 @@ from sessionkeeper.runtime import ModelInfo, RuntimeSettings, SessionRuntime
 from sessionkeeper.store import EntryUpdater, ResetPolicy, SessionEntry, SessionStore
 from sessionkeeper.transcript import (
     AssistantMessage,
+    CompactionEntry,
     MessageEntry,
     TextContent,
     TranscriptManager,
@@ -255,3 +256,46 @@ async def test_first_messages_from_several_processes_share_one_session(
             store = SessionStore.open(directory)
         async with store:
             await _check_one_session(store, used, names)
+
+
+def _run_count_workers(directory: Path, processes: int, turns: int) -> None:
+    worker = Path(__file__).with_name("_compaction_count_worker.py")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(worker), str(directory), str(turns)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(processes)
+    ]
+    try:
+        for proc in procs:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        for proc in procs:
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        for proc in procs:
+            out, _ = proc.communicate(timeout=240)
+            assert proc.returncode == 0 and out.strip() == "done", (proc.returncode, out)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_compactions_from_several_processes_are_all_counted(tmp_path: Path) -> None:
+    # each process increments compactionCount on the entry stored now, not on the one its session read
+    # at its last write: another process's compaction in between is never lost (mp.py: 5 counted for 8)
+    await anyio.to_thread.run_sync(_run_count_workers, tmp_path, WRITERS, 8)
+    async with SessionStore.open(tmp_path) as store:
+        entry = await store.require(KEY)
+        path = store.transcript_file(entry)
+        assert path is not None
+        transcript = await TranscriptManager.open(path)
+        written = sum(isinstance(e, CompactionEntry) for e in transcript.entries())
+        assert written >= 2
+        assert entry.compaction_count == written

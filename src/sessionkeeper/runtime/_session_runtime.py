@@ -1243,11 +1243,22 @@ class SessionRuntime:
         if result.compacted or (joined and result.successor is not None):
             session.truncate_tool_results = False
             fields: dict[str, Any] = {"totalTokens": after, "totalTokensFresh": True}
-            if result.compacted:  # a joined run's compaction is counted by the run that wrote it
-                fields["compactionCount"] = _int(session.entry.compaction_count) + 1
+            counted = result.compacted  # a joined run's compaction is counted by the run that wrote it
+
+            def counted_fields(current: SessionEntry) -> dict[str, Any]:
+                # incremented on the entry stored now, under the store's write serialisation: another
+                # writer's compaction of this key since this session last read it is never lost
+                if not counted:
+                    return fields
+                return {**fields, "compactionCount": _int(current.compaction_count) + 1}
+
             successor = result.successor
             if successor is None:
-                await self._patch(session, fields)
+                updated = await self.store.update_entry(session.session_key, counted_fields)
+                if updated is not None:
+                    session._entry = updated
+                else:  # the entry is gone: recreate it, as the other runtime writes do
+                    await self._patch(session, {**fields, **({"compactionCount": 1} if counted else {})})
             else:
                 # truncateAfterCompaction (OpenClaw §5.8): the store entry adopts the successor's
                 # sessionId and sessionFile (absolute, as OpenClaw writes it); the old file stays.
@@ -1259,7 +1270,7 @@ class SessionRuntime:
                 def adopt(current: SessionEntry) -> dict[str, Any] | None:
                     # only while the entry still names the rotated session: after another writer's
                     # reset (a new sessionId) the key is that session's, never taken back
-                    return fields if current.session_id == rotated_id else None
+                    return counted_fields(current) if current.session_id == rotated_id else None
 
                 entry = await self.store.update_entry(session.session_key, adopt)
                 if entry is not None:
