@@ -38,7 +38,7 @@ def typecheck(session: nox.Session) -> None:
 def pyright(session: nox.Session) -> None:
     """pyright on the package and the typing tests, then the public API's type completeness (100%)."""
     session.install("-e", ".[dev]")
-    session.run("pyright")
+    session.run("pyright", "-p", ".")
     session.run("pyright", "--verifytypes", "sessionkeeper", "--ignoreexternal")
 
 
