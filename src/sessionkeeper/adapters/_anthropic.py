@@ -9,7 +9,6 @@ here, what pi-ai enforces); the results of one assistant turn's calls go in one 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -18,6 +17,7 @@ from sessionkeeper.adapters._common import (
     MessageSource,
     ToolCallIdMap,
     as_dict,
+    finish_reply,
     get_int,
     parse_arguments,
     prepare_messages,
@@ -280,27 +280,17 @@ def from_anthropic_message(
     content = _content_from(raw.get("content") or [])
     reason = raw.get("stop_reason")
     stop = _STOP_REASONS.get(reason, "stop") if isinstance(reason, str) else "stop"
-    response_model = raw.get("model") if isinstance(raw.get("model"), str) else None
-    requested = model or response_model or ""
-    fields: dict[str, Any] = {}
-    if stop == "error":
-        fields["error_message"] = str(reason)
-    if aborted:
-        stop = "aborted"
-        fields["error_message"] = "Request was aborted"
-    if isinstance(raw.get("id"), str):
-        fields["response_id"] = raw["id"]
-    if response_model and response_model != requested:
-        fields["response_model"] = response_model
-    return AssistantMessage(
+    return finish_reply(
+        raw,
         content=content,
         api=ANTHROPIC_API,
         provider=provider,
-        model=requested,
+        model=model,
         usage=anthropic_usage(raw.get("usage")),
         stop_reason=stop,
-        timestamp=timestamp if timestamp is not None else int(time.time() * 1000),
-        **fields,
+        error_message=str(reason) if stop == "error" else None,
+        aborted=aborted,
+        timestamp=timestamp,
     )
 
 

@@ -13,7 +13,6 @@ write.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -24,6 +23,7 @@ from sessionkeeper.adapters._common import (
     ToolCallIdMap,
     as_dict,
     dump_arguments,
+    finish_reply,
     get_int,
     parse_arguments,
     prepare_messages,
@@ -269,27 +269,17 @@ def from_chat_completion(
     content = _message_content(message if isinstance(message, Mapping) else {}, _REASONING_FIELDS)
     finish = choice.get("finish_reason")
     stop = stop_reason_for(content, _FINISH.get(finish, "stop") if isinstance(finish, str) else "stop")
-    response_model = raw.get("model") if isinstance(raw.get("model"), str) else None
-    requested = model or response_model or ""
-    fields: dict[str, Any] = {}
-    if stop == "error":
-        fields["error_message"] = f"finish_reason: {finish}"
-    if aborted:
-        stop = "aborted"
-        fields["error_message"] = "Request was aborted"
-    if isinstance(raw.get("id"), str):
-        fields["response_id"] = raw["id"]
-    if response_model and response_model != requested:
-        fields["response_model"] = response_model
-    return AssistantMessage(
+    return finish_reply(
+        raw,
         content=content,
         api=CHAT_COMPLETIONS_API,
         provider=provider,
-        model=requested,
+        model=model,
         usage=chat_usage(raw.get("usage")),
         stop_reason=stop,
-        timestamp=timestamp if timestamp is not None else int(time.time() * 1000),
-        **fields,
+        error_message=f"finish_reason: {finish}" if stop == "error" else None,
+        aborted=aborted,
+        timestamp=timestamp,
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeAlias
 
@@ -19,6 +20,7 @@ from sessionkeeper.transcript import (
     TextContent,
     ToolCall,
     ToolResultMessage,
+    Usage,
     UserMessage,
     convert_to_llm,
 )
@@ -214,3 +216,47 @@ def stop_reason_for(content: Sequence[AssistantContent], stop_reason: str) -> st
 def text_of(content: Iterable[object]) -> str:
     """The concatenated text blocks of an assistant reply (thinking and tool calls excluded)."""
     return "".join(b.text for b in content if isinstance(b, TextContent))
+
+
+def finish_reply(
+    raw: JsonDict,
+    *,
+    content: list[AssistantContent],
+    api: str,
+    provider: str,
+    model: str | None,
+    usage: Usage,
+    stop_reason: str,
+    error_message: str | None,
+    aborted: bool,
+    timestamp: float | None,
+) -> AssistantMessage:
+    """
+    The ``AssistantMessage`` every converter's ``from_*`` ends with (one rule for the three APIs).
+
+    ``stop_reason`` ``"aborted"`` or ``aborted=True`` gives ``aborted`` with pi's ``"Request was aborted"``;
+    ``model`` is the requested model (else the reply's), ``response_model`` is set only when the reply names
+    another; ``response_id`` is the reply's ``id``; ``timestamp`` is ms since the epoch (now when ``None``).
+    """
+    fields: dict[str, Any] = {}
+    if error_message is not None:
+        fields["error_message"] = error_message
+    if aborted or stop_reason == "aborted":
+        stop_reason = "aborted"
+        fields["error_message"] = "Request was aborted"
+    response_model = raw.get("model") if isinstance(raw.get("model"), str) else None
+    requested = model or response_model or ""
+    if isinstance(raw.get("id"), str):
+        fields["response_id"] = raw["id"]
+    if response_model and response_model != requested:
+        fields["response_model"] = response_model
+    return AssistantMessage(
+        content=content,
+        api=api,
+        provider=provider,
+        model=requested,
+        usage=usage,
+        stop_reason=stop_reason,
+        timestamp=timestamp if timestamp is not None else int(time.time() * 1000),
+        **fields,
+    )

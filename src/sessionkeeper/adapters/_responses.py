@@ -12,7 +12,6 @@ the same way, so a reply replays to the Responses API byte for byte where it mat
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -23,6 +22,7 @@ from sessionkeeper.adapters._common import (
     ToolCallIdMap,
     as_dict,
     dump_arguments,
+    finish_reply,
     get_int,
     parse_arguments,
     prepare_messages,
@@ -312,41 +312,33 @@ def from_openai_response(
     raw = as_dict(response)
     content = _content_from(raw.get("output") or [])
     status = raw.get("status")
-    fields: dict[str, Any] = {}
+    error_message: str | None = None
     stop = "stop"
     if status == "incomplete":
         details = raw.get("incomplete_details")
         reason = details.get("reason") if isinstance(details, Mapping) else None
         stop = "length" if reason in (None, "max_output_tokens") else "error"
         if stop == "error":
-            fields["error_message"] = f"incomplete: {reason}"
+            error_message = f"incomplete: {reason}"
     elif status == "failed":
         stop = "error"
         error = raw.get("error")
         message = error.get("message") if isinstance(error, Mapping) else None
         code = error.get("code") if isinstance(error, Mapping) else None
-        fields["error_message"] = str(message or code or "response failed")
+        error_message = str(message or code or "response failed")
     elif status == "cancelled":
         stop = "aborted"
-    stop = stop_reason_for(content, stop)
-    if aborted or stop == "aborted":
-        stop = "aborted"
-        fields["error_message"] = "Request was aborted"
-    response_model = raw.get("model") if isinstance(raw.get("model"), str) else None
-    requested = model or response_model or ""
-    if isinstance(raw.get("id"), str):
-        fields["response_id"] = raw["id"]
-    if response_model and response_model != requested:
-        fields["response_model"] = response_model
-    return AssistantMessage(
+    return finish_reply(
+        raw,
         content=content,
         api=RESPONSES_API,
         provider=provider,
-        model=requested,
+        model=model,
         usage=responses_usage(raw.get("usage")),
-        stop_reason=stop,
-        timestamp=timestamp if timestamp is not None else int(time.time() * 1000),
-        **fields,
+        stop_reason=stop_reason_for(content, stop),
+        error_message=error_message,
+        aborted=aborted,
+        timestamp=timestamp,
     )
 
 
