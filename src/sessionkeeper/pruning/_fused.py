@@ -25,6 +25,7 @@ from sessionkeeper.pruning._tool_repair import (
     _STRICT_MAX,
     _ids_unchanged,
     _replay_safe_thinking_calls,
+    _reserve_thinking_turns,
     _Resolver,
     _results_displaced,
     _sanitized_id,
@@ -314,24 +315,7 @@ def rewrite_tool_call_ids(
     pending id of its call. Everything else goes through the same resolver.
     """
     resolver = _Resolver(mode, keep_native=preserve_native_anthropic_ids)
-    allowed = tuple(allowed_tool_names) if allowed_tool_names is not None else None
-    kept_turns: set[int] = set()
-    if preserve_thinking_turn_ids:
-        reserved: set[str] = set()
-        for index, message in enumerate(messages):
-            if type(message) is not AssistantMessage:
-                continue
-            for block in message.content:
-                if type(block) is ThinkingContent:
-                    break
-            else:
-                continue
-            calls = _replay_safe_thinking_calls(message, allowed)
-            if calls is None or any(c.id in reserved for c in calls):
-                continue
-            kept_turns.add(index)
-            reserved.update(c.id for c in calls)
-        resolver.used.update(reserved)
+    kept_turns = _reserve_thinking_turns(messages, resolver, preserve_thinking_turn_ids, allowed_tool_names)
     if _ids_unchanged(messages, mode, kept_turns, resolver.used, preserve_native_anthropic_ids):
         return messages
     used, occurrences, pending = resolver.used, resolver.call_occurrences, resolver.pending

@@ -720,6 +720,33 @@ def _ids_unchanged(
     return True
 
 
+def _reserve_thinking_turns(
+    messages: Sequence[AgentMessage],
+    resolver: _Resolver,
+    preserve_thinking_turn_ids: bool,
+    allowed_tool_names: Iterable[str] | None,
+) -> set[int]:
+    """
+    Indexes of the replay-safe thinking turns whose call ids stay as they are; their ids are added to
+    ``resolver.used`` so no other id takes them (``preserve_thinking_turn_ids``; empty when it is off).
+    """
+    kept_turns: set[int] = set()
+    if not preserve_thinking_turn_ids:
+        return kept_turns
+    allowed = tuple(allowed_tool_names) if allowed_tool_names is not None else None
+    reserved: set[str] = set()
+    for index, message in enumerate(messages):
+        if not isinstance(message, AssistantMessage) or not _has_thinking(message):
+            continue
+        calls = _replay_safe_thinking_calls(message, allowed)
+        if calls is None or any(c.id in reserved for c in calls):
+            continue
+        kept_turns.add(index)
+        reserved.update(c.id for c in calls)
+    resolver.used.update(reserved)
+    return kept_turns
+
+
 def sanitize_tool_call_ids(
     messages: Sequence[AgentMessage],
     *,
@@ -749,21 +776,7 @@ def sanitize_tool_call_ids(
         A new list, or ``messages`` itself when no id changed.
     """
     resolver = _Resolver(mode, keep_native=preserve_native_anthropic_ids)
-    allowed = tuple(allowed_tool_names) if allowed_tool_names is not None else None
-    kept_turns: set[int] = set()
-    if preserve_thinking_turn_ids:
-        reserved: set[str] = set()
-        for index, message in enumerate(messages):
-            if not isinstance(message, AssistantMessage):
-                continue
-            if not _has_thinking(message):
-                continue
-            calls = _replay_safe_thinking_calls(message, allowed)
-            if calls is None or any(c.id in reserved for c in calls):
-                continue
-            kept_turns.add(index)
-            reserved.update(c.id for c in calls)
-        resolver.used.update(reserved)
+    kept_turns = _reserve_thinking_turns(messages, resolver, preserve_thinking_turn_ids, allowed_tool_names)
     if _ids_unchanged(messages, mode, kept_turns, resolver.used, preserve_native_anthropic_ids):
         return messages
     out: list[AgentMessage] = []
