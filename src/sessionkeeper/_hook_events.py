@@ -14,8 +14,7 @@ from typing import Any, ClassVar, Generic, Literal, TypeAlias, TypeVar
 import anyio
 import attrs
 
-from sessionkeeper.transcript._entries import CompactionEntry, TranscriptEntry
-from sessionkeeper.transcript._messages import AgentMessage
+from sessionkeeper.records import AgentMessage, CompactionEntry, TranscriptEntry
 
 
 __all__ = (

@@ -25,7 +25,7 @@ from typing import Protocol, runtime_checkable
 import anyio
 import attrs
 
-from sessionkeeper.transcript._messages import AgentMessage, StopReason, Usage
+from sessionkeeper.records import AgentMessage, StopReason, Usage
 
 
 __all__ = ("ModelClient", "ModelRequest", "ModelResponse")

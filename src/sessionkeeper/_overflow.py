@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from sessionkeeper.transcript import AssistantMessage
+from sessionkeeper.records import AssistantMessage
 
 
 __all__ = ("is_context_overflow", "is_context_overflow_text")

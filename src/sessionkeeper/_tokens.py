@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from sessionkeeper._estimate import IMAGE_CHARS, estimate_tokens
 from sessionkeeper.exceptions import ConfigError
-from sessionkeeper.transcript._estimate import IMAGE_CHARS, estimate_tokens, js_json_stringify, utf16_len
-from sessionkeeper.transcript._messages import (
+from sessionkeeper.records import (
     AgentMessage,
     AssistantMessage,
     BashExecutionMessage,
@@ -40,6 +40,8 @@ from sessionkeeper.transcript._messages import (
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    js_json_stringify,
+    utf16_len,
 )
 
 

@@ -23,7 +23,7 @@ from sessionkeeper._model_client import ModelRequest
 from sessionkeeper.adapters.anthropic import AnthropicModelClient
 from sessionkeeper.adapters.openai import OpenAIChatModelClient, OpenAIResponsesModelClient
 from sessionkeeper.exceptions import ModelClientError, ModelProviderError
-from sessionkeeper.transcript._messages import (
+from sessionkeeper.records._messages import (
     AssistantMessage,
     CompactionSummaryMessage,
     ImageContent,

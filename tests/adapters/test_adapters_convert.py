@@ -32,8 +32,7 @@ from sessionkeeper.adapters import (
     to_chat_completions_request,
     to_responses_request,
 )
-from sessionkeeper.transcript import SessionContext
-from sessionkeeper.transcript._messages import (
+from sessionkeeper.records._messages import (
     AssistantMessage,
     CompactionSummaryMessage,
     ImageContent,
@@ -44,6 +43,7 @@ from sessionkeeper.transcript._messages import (
     Usage,
     UserMessage,
 )
+from sessionkeeper.transcript import SessionContext
 
 
 ANTHROPIC_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")

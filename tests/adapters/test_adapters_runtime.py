@@ -10,7 +10,7 @@ from tests.adapters._fixture_server import check_request, load_fixture, running_
 
 from sessionkeeper import ModelInfo, SessionRuntime, SessionStore
 from sessionkeeper.adapters.openai import OpenAIChatModelClient
-from sessionkeeper.transcript._messages import AssistantMessage, TextContent
+from sessionkeeper.records._messages import AssistantMessage, TextContent
 
 
 pytestmark = pytest.mark.anyio

@@ -331,7 +331,7 @@ def test_doctor_async_api_runs_under_trio_too(tmp_path: Path) -> None:
 
 
 def _lock_file(path: Path, *, pid: int, starttime: int | None, created_ms: int) -> Path:
-    from sessionkeeper.transcript._lock_inspect import format_lock_payload, lock_path_for
+    from sessionkeeper._lockfile import format_lock_payload, lock_path_for
 
     lock = lock_path_for(path)
     lock.write_bytes(
@@ -363,7 +363,7 @@ def test_lock_of_a_live_process_is_in_use_and_never_evicted(tmp_path: Path) -> N
     import sys
     import time
 
-    from sessionkeeper.transcript._lock_inspect import process_start_time
+    from sessionkeeper._lockfile import process_start_time
 
     path = _write(tmp_path, GOOD)
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])

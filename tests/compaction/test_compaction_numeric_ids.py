@@ -17,8 +17,8 @@ from tests._pi_oracle import PiOracle
 from tests.transcript.test_transcript_numeric_ids_oracle import _assistant, _header, _user
 
 from sessionkeeper.compaction import Compactor, prepare_compaction
+from sessionkeeper.records._entries import entry_key, key_to_json
 from sessionkeeper.transcript import TranscriptManager, load_transcript
-from sessionkeeper.transcript._entries import entry_key, key_to_json
 
 
 pi_oracle = _pi_oracle.pi_oracle  # the session-scoped fixture, made visible to this module

@@ -21,13 +21,13 @@ import anyio
 import pytest
 
 from sessionkeeper._hooks import CompactionStartEvent, HookRegistry
+from sessionkeeper._lockfile import format_lock_payload, iso_ms, parse_lock_payload
 from sessionkeeper.compaction import CompactionProviderRegistry, CompactionSettings, Compactor, SummaryRequest
 from sessionkeeper.compaction._flight import claim_path_for
 from sessionkeeper.runtime import RuntimeSettings, SessionRuntime
 from sessionkeeper.store import SessionStore
 from sessionkeeper.testing import FakeClock
 from sessionkeeper.transcript import TranscriptManager, UserMessage
-from sessionkeeper.transcript._lock_inspect import format_lock_payload, iso_ms, parse_lock_payload
 
 
 pytestmark = pytest.mark.anyio

@@ -30,8 +30,8 @@ from sessionkeeper._hooks import (
     TreeHookResult,
     TreePreparation,
 )
-from sessionkeeper.transcript._entries import CompactionEntry
-from sessionkeeper.transcript._messages import AssistantMessage, TextContent, UserMessage
+from sessionkeeper.records._entries import CompactionEntry
+from sessionkeeper.records._messages import AssistantMessage, TextContent, UserMessage
 
 
 pytestmark = pytest.mark.anyio

@@ -7,7 +7,7 @@ import attrs
 import pytest
 
 from sessionkeeper._model_client import ModelClient, ModelRequest, ModelResponse
-from sessionkeeper.transcript._messages import Usage, UserMessage
+from sessionkeeper.records._messages import Usage, UserMessage
 
 
 def test_request_is_frozen_keyword_only_with_defaults() -> None:

@@ -16,13 +16,7 @@ from sessionkeeper._hooks import (
 )
 from sessionkeeper._model_client import ModelClient, ModelRequest, ModelResponse
 from sessionkeeper._tokens import TokenCounter
-from sessionkeeper.testing import (
-    FakeClock,
-    FakeTokenCounter,
-    ScriptedModelClient,
-    capture_events,
-)
-from sessionkeeper.transcript._messages import (
+from sessionkeeper.records._messages import (
     AssistantMessage,
     ImageContent,
     TextContent,
@@ -31,6 +25,12 @@ from sessionkeeper.transcript._messages import (
     UnknownMessage,
     Usage,
     UserMessage,
+)
+from sessionkeeper.testing import (
+    FakeClock,
+    FakeTokenCounter,
+    ScriptedModelClient,
+    capture_events,
 )
 
 

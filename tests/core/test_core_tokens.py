@@ -12,10 +12,10 @@ import tiktoken.registry
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sessionkeeper._estimate import estimate_tokens
 from sessionkeeper._tokens import EstimateTokenCounter, TiktokenCounter, TokenCounter
 from sessionkeeper.exceptions import ConfigError
-from sessionkeeper.transcript._estimate import estimate_tokens
-from sessionkeeper.transcript._messages import (
+from sessionkeeper.records._messages import (
     AssistantMessage,
     BashExecutionMessage,
     CompactionSummaryMessage,

@@ -15,10 +15,10 @@ import anyio
 import anyio.lowlevel
 import pytest
 
+from sessionkeeper._lockfile import process_start_time
 from sessionkeeper.exceptions import LockError, LockNotHeldError, SessionBusyError, StaleLockError
 from sessionkeeper.transcript import _lock_registry
 from sessionkeeper.transcript._lock import SessionWriteLock
-from sessionkeeper.transcript._lock_inspect import process_start_time
 from sessionkeeper.transcript._lock_settings import WriteLockSettings
 from sessionkeeper.transcript._lock_tools import clean_stale_lock_files, is_locked, read_lock_owner
 
@@ -35,7 +35,7 @@ def write_lock(transcript: Path, payload: dict[str, object]) -> Path:
 
 
 def iso(ms: int) -> str:
-    from sessionkeeper.transcript._lock_inspect import iso_ms
+    from sessionkeeper._lockfile import iso_ms
 
     return iso_ms(ms)
 

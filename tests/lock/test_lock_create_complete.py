@@ -19,9 +19,9 @@ from pathlib import Path
 import anyio
 import pytest
 
+from sessionkeeper._lockfile import lock_path_for, parse_lock_payload
 from sessionkeeper.transcript import _lock_registry
 from sessionkeeper.transcript._lock import SessionWriteLock
-from sessionkeeper.transcript._lock_inspect import lock_path_for, parse_lock_payload
 
 
 pytestmark = pytest.mark.anyio

@@ -9,9 +9,9 @@ from pathlib import Path
 import anyio
 import pytest
 
+from sessionkeeper._lockfile import parse_lock_payload
 from sessionkeeper.exceptions import SessionBusyError
 from sessionkeeper.transcript import SessionWriteLock, WriteLockSettings
-from sessionkeeper.transcript._lock_inspect import parse_lock_payload
 
 
 _DEEP = "[" * 5000 + "]" * 5000  # past the JSON decoder's recursion limit

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sessionkeeper.transcript._lock_inspect import (
+from sessionkeeper._lockfile import (
     LockOwner,
     format_lock_payload,
     inspect_lock_owner,

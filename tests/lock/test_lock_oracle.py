@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from sessionkeeper._config import load_config
-from sessionkeeper.transcript._lock_inspect import format_lock_payload, inspect_lock_owner, parse_lock_payload
+from sessionkeeper._lockfile import format_lock_payload, inspect_lock_owner, parse_lock_payload
 from sessionkeeper.transcript._lock_settings import WriteLockSettings
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import anyio
 import pytest
 
+from sessionkeeper._lockfile import is_pid_alive, iso_ms, process_start_time
 from sessionkeeper.exceptions import LockNotHeldError, SessionBusyError, StaleLockError
 from sessionkeeper.transcript._lock import SessionWriteLock
-from sessionkeeper.transcript._lock_inspect import is_pid_alive, iso_ms, process_start_time
 from sessionkeeper.transcript._lock_settings import WriteLockSettings
 
 
@@ -124,7 +124,7 @@ async def test_5b_dispose_during_a_pending_reacquire_gives_the_lock_back(tmp_pat
 async def test_6_stale_removal_is_remove_if_unchanged(
     tmp_path: Path, sleeper: subprocess.Popen[bytes]
 ) -> None:
-    from sessionkeeper.transcript._lock_inspect import read_lock_snapshot, remove_if_unchanged
+    from sessionkeeper._lockfile import read_lock_snapshot, remove_if_unchanged
 
     transcript = tmp_path / "sid.jsonl"
     lock_file = b22_lock(transcript, 999_999)

@@ -10,10 +10,10 @@ from pathlib import Path
 import anyio
 import pytest
 
+from sessionkeeper._lockfile import iso_ms
 from sessionkeeper.exceptions import LockNotHeldError, SessionBusyError
 from sessionkeeper.transcript import TranscriptManager, UserMessage
 from sessionkeeper.transcript._lock import SessionWriteLock, run_locked
-from sessionkeeper.transcript._lock_inspect import iso_ms
 from sessionkeeper.transcript._lock_settings import WriteLockSettings
 
 

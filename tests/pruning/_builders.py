@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sessionkeeper.transcript._messages import (
+from sessionkeeper.records._messages import (
     AgentMessage,
     AssistantMessage,
     BashExecutionMessage,

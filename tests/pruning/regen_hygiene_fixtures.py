@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from sessionkeeper.pruning import make_missing_tool_result
+from sessionkeeper.records._messages import TextContent, ToolCall
 from sessionkeeper.transcript import message_to_builtins
-from sessionkeeper.transcript._messages import TextContent, ToolCall
 
 
 HERE = Path(__file__).resolve().parent

@@ -19,8 +19,8 @@ import pytest
 
 from sessionkeeper._config import load_config
 from sessionkeeper.pruning import Pruner, PruningSettings, estimate_message_chars
-from sessionkeeper.pruning._estimate import js_number_to_string
 from sessionkeeper.pruning._settings import DEFAULT_HARD_CLEAR_PLACEHOLDER
+from sessionkeeper.records import js_number_to_string
 from sessionkeeper.transcript import message_from_json, message_to_builtins
 
 

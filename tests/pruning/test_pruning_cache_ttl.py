@@ -14,8 +14,8 @@ from sessionkeeper.pruning import (
     is_cache_ttl_expired,
     read_last_cache_touch,
 )
+from sessionkeeper.records._entries import CustomEntry, LabelEntry, UnknownEntry
 from sessionkeeper.transcript import entry_from_json, entry_to_builtins
-from sessionkeeper.transcript._entries import CustomEntry, LabelEntry, UnknownEntry
 
 
 def _marker(

@@ -29,8 +29,7 @@ from sessionkeeper.pruning import (
     validate_gemini_turns,
 )
 from sessionkeeper.pruning._tool_repair import is_allowed_tool_call_name, is_synthetic_missing_tool_result
-from sessionkeeper.transcript import message_from_json
-from sessionkeeper.transcript._messages import (
+from sessionkeeper.records._messages import (
     AssistantMessage,
     CompactionSummaryMessage,
     TextContent,
@@ -38,6 +37,7 @@ from sessionkeeper.transcript._messages import (
     Usage,
     UserMessage,
 )
+from sessionkeeper.transcript import message_from_json
 
 
 NOW = 1_800_000_000_000

@@ -43,8 +43,8 @@ from sessionkeeper.pruning._responses import (
     normalize_openai_responses_ids,
 )
 from sessionkeeper.pruning._turns import _strip_dangling_tool_calls
-from sessionkeeper.transcript._codec import encode_message
-from sessionkeeper.transcript._messages import (
+from sessionkeeper.records._codec import encode_message
+from sessionkeeper.records._messages import (
     AgentMessage,
     AssistantMessage,
     BranchSummaryMessage,

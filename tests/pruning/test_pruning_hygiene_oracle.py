@@ -30,8 +30,8 @@ from sessionkeeper.pruning import (
     validate_anthropic_turns,
     validate_gemini_turns,
 )
+from sessionkeeper.records._messages import AgentMessage, UnknownMessage
 from sessionkeeper.transcript import message_from_json, message_to_builtins
-from sessionkeeper.transcript._messages import AgentMessage, UnknownMessage
 
 
 ORACLE = Path(__file__).resolve().parents[1] / "data" / "oracle"

@@ -16,7 +16,7 @@ from sessionkeeper.pruning._settings import (
     make_tool_predicate,
 )
 from sessionkeeper.pruning._thinking import message_role
-from sessionkeeper.transcript._messages import AgentMessage, ToolResultMessage
+from sessionkeeper.records._messages import AgentMessage, ToolResultMessage
 
 
 ALPHABET = st.sampled_from([*"abc xyz\n", "日", "本", "한", "😀", "𠀀", "ｱ", "é"])

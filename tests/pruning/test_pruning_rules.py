@@ -20,9 +20,9 @@ from sessionkeeper.pruning import (
     prune_context_messages,
     resolve_context_window_tokens,
 )
-from sessionkeeper.pruning._estimate import slice_utf16_safe, utf16_len
 from sessionkeeper.pruning._settings import SoftTrimSettings, ToolMatchSettings
-from sessionkeeper.transcript._messages import CustomMessage, TextContent, UnknownMessage
+from sessionkeeper.records import slice_utf16_safe, utf16_len
+from sessionkeeper.records._messages import CustomMessage, TextContent, UnknownMessage
 
 
 def _cfg(**section: object) -> PruningSettings:

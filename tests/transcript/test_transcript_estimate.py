@@ -7,6 +7,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sessionkeeper.records import js_json_stringify
 from sessionkeeper.transcript import (
     AssistantMessage,
     BashExecutionMessage,
@@ -27,7 +28,6 @@ from sessionkeeper.transcript import (
     estimate_tokens,
     utf16_len,
 )
-from sessionkeeper.transcript._estimate import js_json_stringify
 
 
 IMG = ImageContent(data="aGVsbG8=", mime_type="image/png")

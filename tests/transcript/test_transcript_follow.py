@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from sessionkeeper.exceptions import TranscriptChangedError
+from sessionkeeper.records._entries import MessageEntry
 from sessionkeeper.transcript import TranscriptManager, UserMessage, encode_entry, load_transcript
 from sessionkeeper.transcript import _follow as follow_module
-from sessionkeeper.transcript._entries import MessageEntry
 
 
 pytestmark = pytest.mark.anyio

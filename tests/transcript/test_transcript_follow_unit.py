@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sessionkeeper.exceptions import TranscriptChangedError
+from sessionkeeper.records._codec import encode_header
 from sessionkeeper.transcript import (
     CompactionEntry,
     LabelEntry,
@@ -22,7 +23,6 @@ from sessionkeeper.transcript import (
     encode_entry,
     load_transcript,
 )
-from sessionkeeper.transcript._codec import encode_header
 from sessionkeeper.transcript._follow import (
     CHECK_BYTES,
     FileMark,
@@ -323,7 +323,7 @@ def test_apply_foreign_does_not_add_the_unterminated_last_line_twice(tmp_path: P
 def test_apply_foreign_on_a_created_index_starts_its_scan(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     path.write_bytes(HEADER + b"\n")
-    from sessionkeeper.transcript._codec import header_from_json
+    from sessionkeeper.records._codec import header_from_json
     from sessionkeeper.transcript._index import TranscriptIndex
 
     index = TranscriptIndex.empty(header_from_json(json.loads(HEADER)), path=path)

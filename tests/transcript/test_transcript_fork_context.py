@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 from tests.transcript.test_transcript_properties import OPS, _apply
 
 from sessionkeeper.compaction._successor import build_successor_entries
+from sessionkeeper.records._codec import encode_entry
+from sessionkeeper.records._entries import CompactionEntry, MessageEntry
+from sessionkeeper.records._messages import AssistantMessage, TextContent, UserMessage
 from sessionkeeper.store._fork import fork_transcript_lines
 from sessionkeeper.testing import FakeClock
 from sessionkeeper.transcript import TranscriptManager, load_transcript_bytes
-from sessionkeeper.transcript._codec import encode_entry
-from sessionkeeper.transcript._entries import CompactionEntry, MessageEntry
-from sessionkeeper.transcript._messages import AssistantMessage, TextContent, UserMessage
 
 
 pytestmark = pytest.mark.anyio

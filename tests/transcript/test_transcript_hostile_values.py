@@ -13,6 +13,9 @@ from tests import _pi_oracle
 from tests._pi_oracle import PiOracle
 
 from sessionkeeper.cli._main import cli
+from sessionkeeper.records._codec import decode_json_line, message_to_builtins
+from sessionkeeper.records._jscompat import js_date_ms
+from sessionkeeper.records._messages import UserMessage
 from sessionkeeper.transcript import (
     TranscriptManager,
     calculate_context_tokens,
@@ -21,9 +24,6 @@ from sessionkeeper.transcript import (
     load_transcript,
     load_transcript_bytes,
 )
-from sessionkeeper.transcript._codec import decode_json_line, message_to_builtins
-from sessionkeeper.transcript._messages import UserMessage
-from sessionkeeper.transcript._time import js_date_ms
 
 
 pi_oracle = _pi_oracle.pi_oracle

@@ -29,15 +29,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
+from sessionkeeper._lockfile import iso_ms, parse_lock_payload
 from sessionkeeper.exceptions import LockNotHeldError, SessionBusyError, TranscriptNotFoundError
+from sessionkeeper.records._jscompat import iso_from_ms
 from sessionkeeper.testing import FakeClock
 from sessionkeeper.transcript import TranscriptManager, UserMessage, load_transcript
 from sessionkeeper.transcript import _manager as manager_module
 from sessionkeeper.transcript._io import InlineWriteGate
 from sessionkeeper.transcript._lock import SessionWriteLock, run_locked, run_locked_now
-from sessionkeeper.transcript._lock_inspect import iso_ms, parse_lock_payload
 from sessionkeeper.transcript._lock_settings import WriteLockSettings
-from sessionkeeper.transcript._time import iso_from_ms
 
 
 pytestmark = pytest.mark.anyio

@@ -28,8 +28,8 @@ import pytest
 from tests import _pi_oracle
 from tests._pi_oracle import PiOracle
 
+from sessionkeeper.records._entries import key_to_json
 from sessionkeeper.transcript import TreeNode, build_tree, load_transcript
-from sessionkeeper.transcript._entries import key_to_json
 
 
 pi_oracle = _pi_oracle.pi_oracle  # the session-scoped fixture, made visible to this module

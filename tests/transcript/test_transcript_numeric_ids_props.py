@@ -17,8 +17,8 @@ from tests import _pi_oracle
 from tests._pi_oracle import PiOracle
 from tests.transcript.test_transcript_numeric_ids_oracle import DATA, _exact, _header, _user, ours, run_probe
 
+from sessionkeeper.records._entries import BooleanId, NumberId, entry_key, key_to_json
 from sessionkeeper.transcript import TranscriptManager, UserMessage, load_transcript_bytes
-from sessionkeeper.transcript._entries import BooleanId, NumberId, entry_key, key_to_json
 
 
 pi_oracle = _pi_oracle.pi_oracle  # the session-scoped fixture, made visible to this module

@@ -7,10 +7,10 @@ import json
 import msgspec
 import pytest
 
+from sessionkeeper.records._codec import encode_entry, entry_from_json, message_from_json
+from sessionkeeper.records._entries import SessionHeader
+from sessionkeeper.records._messages import TextContent, ToolCall, UnknownMessage
 from sessionkeeper.transcript import load_transcript_bytes
-from sessionkeeper.transcript._codec import encode_entry, entry_from_json, message_from_json
-from sessionkeeper.transcript._entries import SessionHeader
-from sessionkeeper.transcript._messages import TextContent, ToolCall, UnknownMessage
 
 
 SAMPLE = b"\n".join(

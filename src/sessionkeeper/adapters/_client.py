@@ -16,8 +16,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from sessionkeeper._model_client import ModelRequest, ModelResponse
-from sessionkeeper._silent import SilentReplyStreamFilter
+from sessionkeeper import ModelRequest, ModelResponse, SilentReplyStreamFilter
 from sessionkeeper.adapters._common import JsonDict, text_of
 from sessionkeeper.exceptions import ModelProviderError
 from sessionkeeper.transcript import AssistantMessage

@@ -17,7 +17,7 @@ from typing import Any, cast
 
 import anthropic
 
-from sessionkeeper._model_client import ModelRequest
+from sessionkeeper import ModelRequest
 from sessionkeeper.adapters._anthropic import (
     ANTHROPIC_API,
     AnthropicStream,

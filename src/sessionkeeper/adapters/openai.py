@@ -22,7 +22,7 @@ from typing import Any, cast
 
 import openai
 
-from sessionkeeper._model_client import ModelRequest
+from sessionkeeper import ModelRequest
 from sessionkeeper.adapters._chat import (
     CHAT_COMPLETIONS_API,
     ChatCompletionsStream,

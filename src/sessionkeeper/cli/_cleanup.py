@@ -48,11 +48,11 @@ from sessionkeeper.store import (
     MaintenanceReport,
     MaintenanceSettings,
     SessionStore,
+    is_store_url,
+    redact_url,
     resolve_store_location,
     run_maintenance,
 )
-from sessionkeeper.store._remote import redact_url
-from sessionkeeper.store._urls import is_store_url
 
 
 __all__ = ("COMMANDS", "LARGE_STORE_FILES", "cleanup_command", "parse_now", "progress_wanted")

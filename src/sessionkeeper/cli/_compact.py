@@ -54,7 +54,7 @@ from sessionkeeper.compaction import (
 )
 from sessionkeeper.exceptions import SessionKeeperError
 from sessionkeeper.store import SQLITE_FILE_NAME, STORE_FILE_NAME, SessionEntry, SessionStore
-from sessionkeeper.transcript._manager import TranscriptManager
+from sessionkeeper.transcript import TranscriptManager
 
 
 __all__ = ("COMMANDS", "compact_command", "record_compaction_in_store")

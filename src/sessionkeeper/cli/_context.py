@@ -25,6 +25,7 @@ import msgspec
 
 from sessionkeeper.cli._json import json_text
 from sessionkeeper.cli._main import EXIT_BAD_INPUT, fail
+from sessionkeeper.records import NonStringId, entry_key
 from sessionkeeper.transcript import (
     AgentMessage,
     TranscriptIndex,
@@ -35,13 +36,12 @@ from sessionkeeper.transcript import (
     read_last_messages,
     try_read_tail_context,
 )
-from sessionkeeper.transcript._entries import NonStringId, entry_key
 
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from sessionkeeper.transcript._usage_estimate import ContextTokenEstimate
+    from sessionkeeper.transcript import ContextTokenEstimate
 
 
 __all__ = ("COMMANDS", "context_command")
@@ -168,7 +168,7 @@ def context_command(file: Path, leaf: str | None, as_json: bool, llm: bool, last
     from rich.markup import escape  # noqa: PLC0415 - the JSON path does not pay for rich (issue 11)
 
     from sessionkeeper.cli._output import console_for_stdout  # noqa: PLC0415
-    from sessionkeeper.transcript._usage_estimate import estimate_context_usage  # noqa: PLC0415
+    from sessionkeeper.transcript import estimate_context_usage  # noqa: PLC0415
 
     console = console_for_stdout()
     estimate = estimate_context_usage(ctx.messages)

@@ -38,6 +38,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from sessionkeeper._fs import atomic_write_bytes, backup_file
+from sessionkeeper._lockfile import LockInspection
 from sessionkeeper.cli._doctor_checks import (
     ConfigCheck,
     ConfigTarget,
@@ -60,7 +61,6 @@ from sessionkeeper.cli._main import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_OK, fail
 from sessionkeeper.cli._output import console_for_stdout, print_table
 from sessionkeeper.exceptions import SessionBusyError, SymlinkRefusedError, TranscriptFormatError
 from sessionkeeper.transcript import SessionWriteLock, TranscriptDiagnostics
-from sessionkeeper.transcript._lock_inspect import LockInspection
 
 
 __all__ = (

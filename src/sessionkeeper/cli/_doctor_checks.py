@@ -21,7 +21,9 @@ import attrs
 import msgspec
 
 from sessionkeeper._clock import SYSTEM_CLOCK
+from sessionkeeper._lockfile import LockInspection, inspect_lock_file
 from sessionkeeper.exceptions import SessionKeeperError, TranscriptFormatError
+from sessionkeeper.records import decode_json_line
 from sessionkeeper.store import (
     SQLITE_FILE_NAME,
     STORE_FILE_NAME,
@@ -36,8 +38,6 @@ from sessionkeeper.transcript import (
     find_orphan_tool_results,
     load_transcript_bytes,
 )
-from sessionkeeper.transcript._codec import decode_json_line
-from sessionkeeper.transcript._lock_inspect import LockInspection, inspect_lock_file
 
 
 __all__ = (

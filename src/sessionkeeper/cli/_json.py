@@ -42,7 +42,7 @@ def json_text(value: Any, *, indent: int | None = None, default: Callable[[Any],
             raises :class:`TypeError` for it.
     """
     # a RawJsonValue exists only once the store's module is loaded: do not import it here (start-up)
-    raw_type = getattr(sys.modules.get("sessionkeeper.store._jsontext"), "RawJsonValue", None)
+    raw_type = getattr(sys.modules.get("sessionkeeper.store"), "RawJsonValue", None)
     out: list[str] = []
     item_sep = "," if indent is not None else ", "
     work: list[tuple[bool, Any, int]] = [(False, value, 0)]

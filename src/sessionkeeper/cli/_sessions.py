@@ -24,16 +24,16 @@ from sessionkeeper.cli._json import json_text
 from sessionkeeper.cli._main import EXIT_ERROR, fail
 from sessionkeeper.cli._output import console_for_stdout, escape_controls, print_table
 from sessionkeeper.store import (
+    JsonFileStoreBackend,
     PostgresStoreBackend,
+    RawJsonValue,
     RedisStoreBackend,
     SessionEntry,
     SessionStore,
+    is_store_url,
+    redact_url,
     session_entry_to_dict,
 )
-from sessionkeeper.store._json import JsonFileStoreBackend
-from sessionkeeper.store._jsontext import RawJsonValue
-from sessionkeeper.store._remote import redact_url
-from sessionkeeper.store._urls import is_store_url
 
 
 __all__ = ("COMMANDS", "session_row", "sessions_group", "status_command", "store_options")

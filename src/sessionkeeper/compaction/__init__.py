@@ -29,7 +29,12 @@ from sessionkeeper.compaction._chunking import (
     chunk_messages_by_max_tokens,
     split_messages_by_token_share,
 )
-from sessionkeeper.compaction._compactor import CompactionResult, CompactionStatus, Compactor
+from sessionkeeper.compaction._compactor import (
+    CompactionResult,
+    CompactionStatus,
+    Compactor,
+    check_provider_configured,
+)
 from sessionkeeper.compaction._cut import CutPoint, find_cut_point, find_turn_start_index, is_cut_point
 from sessionkeeper.compaction._extractive import extract_identifiers, extractive_summary
 from sessionkeeper.compaction._memo import clear_token_memo
@@ -73,6 +78,7 @@ __all__ = (
     "SummaryRequest",
     "adaptive_chunk_ratio",
     "build_successor_entries",
+    "check_provider_configured",
     "chunk_messages_by_max_tokens",
     "clear_token_memo",
     "collect_entries_for_branch_summary",

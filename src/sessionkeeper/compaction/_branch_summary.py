@@ -31,9 +31,9 @@ from sessionkeeper.transcript import (
     BranchSummaryEntry,
     TextContent,
     TranscriptEntry,
+    TranscriptManager,
     UserMessage,
 )
-from sessionkeeper.transcript._manager import TranscriptManager
 
 
 __all__ = (

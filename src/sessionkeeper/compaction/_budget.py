@@ -15,6 +15,7 @@ from typing import Final
 
 import attrs
 
+from sessionkeeper._window import DEFAULT_CONTEXT_WINDOW_TOKENS, window_or_default
 from sessionkeeper.compaction._settings import DEFAULT_RESERVE_TOKENS, CompactionSettings
 
 
@@ -40,14 +41,13 @@ SUMMARY_CHARS_SHARE: Final = 0.3
 """D9: the written summary (suffix included) holds at most this share of the prompt budget (x4 chars)."""
 _MAX_SUMMARY_CHARS: Final = 16_000  # OpenClaw's MAX_COMPACTION_SUMMARY_CHARS, the cap for large windows
 
-DEFAULT_CONTEXT_WINDOW = 200_000
-"""Context window assumed when the model's is unknown (DESIGN D5)."""
-
 _MIN_PROMPT_CAP = 8000
 
 
-def _window(context_window: int | None) -> int:
-    return context_window if context_window and context_window > 0 else DEFAULT_CONTEXT_WINDOW
+DEFAULT_CONTEXT_WINDOW: Final = DEFAULT_CONTEXT_WINDOW_TOKENS
+"""Context window assumed when the model's is unknown, in tokens (DESIGN D5)."""
+
+_window = window_or_default
 
 
 def effective_reserve_tokens(

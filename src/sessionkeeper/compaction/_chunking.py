@@ -15,7 +15,7 @@ import attrs
 
 from sessionkeeper.compaction._cut import message_role
 from sessionkeeper.compaction._memo import message_tokens
-from sessionkeeper.transcript._messages import (
+from sessionkeeper.records import (
     AgentMessage,
     AssistantMessage,
     ToolCall,
@@ -338,7 +338,7 @@ def prune_history_for_context_share(
             the newest timestamp among ``messages``, so the result does not depend on the clock.
     """
     # imported here: the pruning layer (below this one) is not needed to import compaction
-    from sessionkeeper.pruning._tool_repair import repair_tool_use_result_pairing  # noqa: PLC0415
+    from sessionkeeper.pruning import repair_tool_use_result_pairing  # noqa: PLC0415
 
     budget = max(1, math.floor(context_window * max_history_share))
     kept = list(messages)

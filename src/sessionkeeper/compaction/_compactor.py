@@ -55,14 +55,14 @@ from sessionkeeper.compaction._suffix import (
     safeguard_suffix,
 )
 from sessionkeeper.exceptions import CompactionCancelled, CompactionError, ConfigError, ModelClientError
+from sessionkeeper.records import key_to_json
 from sessionkeeper.transcript import (
     CompactionEntry,
     CompactionSummaryMessage,
     TranscriptEntry,
+    TranscriptManager,
     estimate_tokens,
 )
-from sessionkeeper.transcript._entries import key_to_json
-from sessionkeeper.transcript._manager import TranscriptManager
 
 
 __all__ = ("CompactionResult", "CompactionStatus", "Compactor", "check_provider_configured")

@@ -14,31 +14,29 @@ from collections.abc import Sequence
 import attrs
 
 from sessionkeeper.compaction._memo import message_tokens
-from sessionkeeper.transcript import message_from_json
-from sessionkeeper.transcript._entries import (
+from sessionkeeper.records import (
+    AgentMessage,
+    AssistantMessage,
+    BashExecutionMessage,
     BranchSummaryEntry,
+    BranchSummaryMessage,
     CompactionEntry,
+    CompactionSummaryMessage,
     CustomEntry,
+    CustomMessage,
     CustomMessageEntry,
     LabelEntry,
     MessageEntry,
     ModelChangeEntry,
     SessionInfoEntry,
     ThinkingLevelChangeEntry,
+    ToolResultMessage,
     TranscriptEntry,
     UnknownEntry,
-)
-from sessionkeeper.transcript._messages import (
-    AgentMessage,
-    AssistantMessage,
-    BashExecutionMessage,
-    BranchSummaryMessage,
-    CompactionSummaryMessage,
-    CustomMessage,
-    ToolResultMessage,
     UnknownMessage,
     UserMessage,
 )
+from sessionkeeper.transcript import message_from_json
 
 
 __all__ = (

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from sessionkeeper.compaction._cut import message_role
-from sessionkeeper.transcript._messages import (
+from sessionkeeper.records import (
     AgentMessage,
     AssistantMessage,
     BashExecutionMessage,

@@ -39,7 +39,7 @@ import anyio
 import anyio.lowlevel
 import attrs
 
-from sessionkeeper.transcript._lock_inspect import (
+from sessionkeeper._lockfile import (
     format_lock_payload,
     is_pid_alive,
     parse_lock_payload,
@@ -47,7 +47,7 @@ from sessionkeeper.transcript._lock_inspect import (
     read_lock_snapshot,
     remove_if_unchanged,
 )
-from sessionkeeper.transcript._manager import TranscriptManager
+from sessionkeeper.transcript import TranscriptManager
 
 
 __all__ = ("CLAIM_SUFFIX", "Flight", "claim_path_for", "flight")

@@ -35,8 +35,7 @@ import anyio
 import attrs
 
 from sessionkeeper.compaction._cut import entry_kind
-from sessionkeeper.transcript import CompactionEntry, TranscriptEntry
-from sessionkeeper.transcript._manager import TranscriptManager
+from sessionkeeper.transcript import CompactionEntry, TranscriptEntry, TranscriptManager
 
 
 __all__ = (

@@ -69,7 +69,7 @@ from sessionkeeper.compaction._quality import audit_summary, extract_opaque_iden
 from sessionkeeper.compaction._serialize import serialize_conversation
 from sessionkeeper.compaction._settings import CompactionSettings
 from sessionkeeper.exceptions import CompactionCancelled, CompactionError, ModelClientError
-from sessionkeeper.transcript._messages import AgentMessage, TextContent, UserMessage
+from sessionkeeper.records import AgentMessage, TextContent, UserMessage
 
 
 __all__ = ("LlmSummarizer", "SafeguardBody")

@@ -31,31 +31,29 @@ from sessionkeeper.compaction._cut import (
     message_of,
 )
 from sessionkeeper.compaction._memo import message_tokens
+from sessionkeeper.records import (
+    AgentMessage,
+    AssistantMessage,
+    BranchSummaryEntry,
+    BranchSummaryMessage,
+    CompactionEntry,
+    CompactionSummaryMessage,
+    CustomMessage,
+    CustomMessageEntry,
+    MessageEntry,
+    ToolCall,
+    ToolResultMessage,
+    TranscriptEntry,
+    UnknownEntry,
+    UnknownMessage,
+    entry_key,
+    key_to_json,
+    parse_iso_ms,
+)
 from sessionkeeper.transcript import (
     estimate_context_tokens,
     message_from_json,
 )
-from sessionkeeper.transcript._entries import (
-    BranchSummaryEntry,
-    CompactionEntry,
-    CustomMessageEntry,
-    MessageEntry,
-    TranscriptEntry,
-    UnknownEntry,
-    entry_key,
-    key_to_json,
-)
-from sessionkeeper.transcript._messages import (
-    AgentMessage,
-    AssistantMessage,
-    BranchSummaryMessage,
-    CompactionSummaryMessage,
-    CustomMessage,
-    ToolCall,
-    ToolResultMessage,
-    UnknownMessage,
-)
-from sessionkeeper.transcript._time import parse_iso_ms
 
 
 __all__ = (

@@ -18,7 +18,7 @@ import attrs
 
 from sessionkeeper.compaction._settings import IdentifierPolicy
 from sessionkeeper.exceptions import DuplicateProviderError, ProviderError, UnknownProviderError
-from sessionkeeper.transcript._messages import AgentMessage
+from sessionkeeper.records import AgentMessage
 
 
 __all__ = ("ENTRY_POINT_GROUP", "CompactionProvider", "CompactionProviderRegistry", "SummaryRequest")

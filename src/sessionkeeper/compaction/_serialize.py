@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sessionkeeper.transcript import convert_to_llm
-from sessionkeeper.transcript._estimate import js_json_stringify
-from sessionkeeper.transcript._messages import (
+from sessionkeeper.records import (
     AgentMessage,
     AssistantMessage,
     TextContent,
@@ -21,20 +19,16 @@ from sessionkeeper.transcript._messages import (
     ToolResultMessage,
     UnknownMessage,
     UserMessage,
+    js_json_stringify,
+    utf16_len,
 )
+from sessionkeeper.transcript import convert_to_llm
 
 
-__all__ = ("TOOL_RESULT_MAX_CHARS", "serialize_conversation", "truncate_utf16", "utf16_len")
+__all__ = ("TOOL_RESULT_MAX_CHARS", "serialize_conversation", "truncate_utf16")
 
 TOOL_RESULT_MAX_CHARS = 2000
 """Tool results longer than this (UTF-16 code units) are cut in summariser input (pi #1796)."""
-
-
-def utf16_len(text: str) -> int:
-    """Length in UTF-16 code units (JavaScript's ``string.length``)."""
-    if text.isascii():
-        return len(text)
-    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def truncate_utf16(text: str, max_units: int) -> tuple[str, int]:

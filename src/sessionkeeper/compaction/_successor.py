@@ -25,6 +25,7 @@ from sessionkeeper._clock import SYSTEM_CLOCK, Clock
 from sessionkeeper._fs import atomic_write_bytes
 from sessionkeeper.compaction._cut import entry_kind, message_of
 from sessionkeeper.compaction._landing import locked_and_current
+from sessionkeeper.records import encode_header, iso_from_ms, uuid7
 from sessionkeeper.transcript import (
     AssistantMessage,
     CompactionEntry,
@@ -33,15 +34,13 @@ from sessionkeeper.transcript import (
     ToolCall,
     ToolResultMessage,
     TranscriptEntry,
+    TranscriptManager,
     UserMessage,
     encode_entry,
     entry_from_json,
     entry_to_builtins,
+    relink_kept_entries,
 )
-from sessionkeeper.transcript._codec import encode_header
-from sessionkeeper.transcript._copy import relink_kept_entries
-from sessionkeeper.transcript._manager import TranscriptManager, uuid7
-from sessionkeeper.transcript._time import iso_from_ms
 
 
 __all__ = (

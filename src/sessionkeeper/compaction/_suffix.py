@@ -16,9 +16,9 @@ from typing import Any
 from sessionkeeper.compaction._cut import message_role
 from sessionkeeper.compaction._extractive import message_text
 from sessionkeeper.compaction._prepare import CompactionPreparation
-from sessionkeeper.compaction._serialize import truncate_utf16, utf16_len
+from sessionkeeper.compaction._serialize import truncate_utf16
 from sessionkeeper.compaction._settings import CompactionSettings
-from sessionkeeper.transcript._messages import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage
+from sessionkeeper.records import AgentMessage, AssistantMessage, ToolCall, ToolResultMessage, utf16_len
 
 
 __all__ = (

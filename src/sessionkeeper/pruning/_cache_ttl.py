@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from sessionkeeper.transcript._entries import CustomEntry, TranscriptEntry, UnknownEntry
+from sessionkeeper.records import CustomEntry, TranscriptEntry, UnknownEntry
 
 
 __all__ = (

@@ -14,14 +14,13 @@ equal OpenClaw's own on the same input (checked against ``tools/openclaw-oracle/
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 import msgspec
 
-from sessionkeeper.transcript._messages import (
+from sessionkeeper.records import (
     AgentMessage,
     AssistantMessage,
     ImageContent,
@@ -30,6 +29,8 @@ from sessionkeeper.transcript._messages import (
     ToolResultMessage,
     UnknownMessage,
     UserMessage,
+    js_number_to_string,
+    utf16_len,
 )
 
 
@@ -39,9 +40,6 @@ __all__ = (
     "estimate_context_chars",
     "estimate_message_chars",
     "estimate_string_chars",
-    "js_number_to_string",
-    "slice_utf16_safe",
-    "utf16_len",
 )
 
 IMAGE_CHAR_ESTIMATE: Final = 8000
@@ -60,18 +58,6 @@ _NON_LATIN = re.compile(
 # OpenClaw's CJK_SURROGATE_HIGH_RE counts pairs whose high surrogate is D840-D87E, i.e. the code
 # points U+20000-U+2FBFF (a slightly wider range than the ideograph class above: reproduced as is).
 _CJK_ASTRAL = re.compile("[\U00020000-\U0002fbff]")
-_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
-
-
-def utf16_len(text: str) -> int:
-    """
-    Return the length of ``text`` in UTF-16 code units (JavaScript's ``String.length``).
-
-    Astral characters (emoji, CJK Extension B) count 2; everything else 1.
-    """
-    if text.isascii():
-        return len(text)
-    return len(text) + len(_ASTRAL.findall(text))
 
 
 def estimate_string_chars(text: str) -> int:
@@ -92,76 +78,7 @@ def estimate_string_chars(text: str) -> int:
     return length - len(_CJK_ASTRAL.findall(text)) + non_latin * 3
 
 
-def slice_utf16_safe(text: str, start: int, end: int | None = None) -> str:
-    """
-    Slice ``text`` by UTF-16 code-unit offsets without leaving half a surrogate pair at either edge.
-
-    Mirrors OpenClaw's ``sliceUtf16Safe``: negative offsets count from the end; a start that falls
-    inside a pair moves forward past it, an end that falls inside a pair moves back before it.
-
-    Args:
-        text: The string.
-        start: First code unit (negative: from the end).
-        end: One past the last code unit (negative: from the end; ``None``: the end).
-    """
-    length = utf16_len(text)
-    lo = max(length + start, 0) if start < 0 else min(start, length)
-    hi = length if end is None else (max(length + end, 0) if end < 0 else min(end, length))
-    if hi <= lo:
-        return ""
-    if length == len(text):  # no astral characters: code units are code points
-        return text[lo:hi]
-    units = text.encode("utf-16-le", "surrogatepass")
-
-    def unit(i: int) -> int:
-        return units[2 * i] | (units[2 * i + 1] << 8)
-
-    if 0 < lo < length and 0xDC00 <= unit(lo) <= 0xDFFF and 0xD800 <= unit(lo - 1) <= 0xDBFF:
-        lo += 1
-    if 0 < hi < length and 0xD800 <= unit(hi - 1) <= 0xDBFF and 0xDC00 <= unit(hi) <= 0xDFFF:
-        hi -= 1
-    if hi <= lo:
-        return ""
-    return units[2 * lo : 2 * hi].decode("utf-16-le", "surrogatepass")
-
-
 _JS_SAFE_INT: Final = 2**53
-
-
-def js_number_to_string(value: float) -> str:
-    """
-    Return JavaScript's ``Number.prototype.toString()`` of ``value`` (what ``JSON.stringify`` writes).
-
-    Integral values print without a fraction (``1.0`` -> ``"1"``, ``-0.0`` -> ``"0"``, ``1e20`` ->
-    ``"100000000000000000000"``), exponents start at 1e21 and below 1e-6 (``"1e+21"``, ``"1e-7"``,
-    ``"1.5e-7"``), with the shortest round-trip digits (Python's ``repr``, which picks the same
-    digits). Not finite: ``"null"`` (``JSON.stringify``'s rendering).
-    """
-    if not math.isfinite(value):
-        return "null"
-    if value == 0:
-        return "0"
-    sign = "-" if value < 0 else ""
-    mantissa, _, exp_text = repr(abs(value)).partition("e")
-    whole, _, fraction = mantissa.partition(".")
-    digits = whole + fraction  # value = 0.<digits> x 10^point
-    point = len(whole) + int(exp_text or 0)
-    stripped = digits.lstrip("0")
-    point -= len(digits) - len(stripped)
-    digits = stripped.rstrip("0")
-    k = len(digits)
-    if k <= point <= 21:
-        text = digits + "0" * (point - k)
-    elif 0 < point <= 21:
-        text = f"{digits[:point]}.{digits[point:]}"
-    elif -6 < point <= 0:
-        text = "0." + "0" * -point + digits
-    else:
-        exponent = point - 1
-        mark = "+" if exponent >= 0 else "-"
-        head = digits if k == 1 else f"{digits[0]}.{digits[1:]}"
-        text = f"{head}e{mark}{abs(exponent)}"
-    return sign + text
 
 
 def _number_len_delta(value: Any) -> int:

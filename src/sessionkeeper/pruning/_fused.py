@@ -40,7 +40,7 @@ from sessionkeeper.pruning._turns import (
     _latest_assistant,
     _strip_signatures,
 )
-from sessionkeeper.transcript._messages import (
+from sessionkeeper.records import (
     AgentMessage,
     AssistantMessage,
     BashExecutionMessage,

@@ -58,7 +58,7 @@ from sessionkeeper.pruning._turns import (
     validate_anthropic_turns,
     validate_gemini_turns,
 )
-from sessionkeeper.transcript._messages import (
+from sessionkeeper.records import (
     AgentMessage,
     AssistantMessage,
     ImageContent,

@@ -10,7 +10,6 @@ large, eligible results are replaced by a placeholder, oldest first.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Sequence
 from typing import Literal
 
@@ -18,25 +17,31 @@ import attrs
 import msgspec
 
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
+from sessionkeeper._window import (
+    DEFAULT_CONTEXT_WINDOW_TOKENS,
+    ContextWindowSource,
+    choose_context_window,
+    positive_tokens,
+)
 from sessionkeeper.pruning._cache_ttl import is_cache_ttl_eligible_provider, is_cache_ttl_expired
 from sessionkeeper.pruning._estimate import (
     IMAGE_CHAR_ESTIMATE,
     estimate_context_chars,
     estimate_message_chars,
     estimate_string_chars,
-    slice_utf16_safe,
-    utf16_len,
 )
 from sessionkeeper.pruning._replay_policy import resolve_replay_policy
 from sessionkeeper.pruning._settings import PruningSettings, SoftTrimSettings, make_tool_predicate
 from sessionkeeper.pruning._stable import PruneLedger
 from sessionkeeper.pruning._thinking import drop_thinking_blocks, message_role
-from sessionkeeper.transcript._messages import (
+from sessionkeeper.records import (
     AgentMessage,
     ImageContent,
     TextContent,
     ToolResultMessage,
     UnknownMessage,
+    slice_utf16_safe,
+    utf16_len,
 )
 
 
@@ -57,9 +62,6 @@ _log = logging.getLogger("sessionkeeper.pruning")
 
 PRUNED_IMAGE_MARKER = "[image removed during context pruning]"
 """Text that replaces an image of a pruned tool result (field report B16)."""
-
-DEFAULT_CONTEXT_WINDOW_TOKENS = 200_000
-"""Context window assumed when neither the config nor the model gives one (DESIGN D5)."""
 
 PruneSkipReason = Literal[
     "mode-off",
@@ -113,57 +115,6 @@ class PruneResult:
     def chars_saved(self) -> int:
         """``chars_before - chars_after`` (weighted chars)."""
         return self.chars_before - self.chars_after
-
-
-def positive_tokens(value: float | None) -> int | None:
-    """A token count as OpenClaw reads one: floored; absent, non-finite, boolean or ``<= 0`` -> ``None``."""
-    if value is None or isinstance(value, bool) or not math.isfinite(value):
-        return None
-    number = math.floor(value)
-    return number if number > 0 else None
-
-
-ContextWindowSource = Literal["override", "catalogue", "default", "cap"]
-"""Where a context window came from (see :func:`choose_context_window`)."""
-
-
-def choose_context_window(
-    *,
-    override: float | None = None,
-    model_context_tokens: float | None = None,
-    model_context_window: float | None = None,
-    cap: float | None = None,
-    default: int = DEFAULT_CONTEXT_WINDOW_TOKENS,
-) -> tuple[int, ContextWindowSource, int | None]:
-    """
-    The context-window rule of OpenClaw's ``resolveContextWindowInfo`` (spec §5.3, §7; DESIGN D5), shared
-    by pruning (:func:`resolve_context_window_tokens`) and the runtime
-    (:func:`sessionkeeper.runtime.resolve_context_window`).
-
-    The first positive value (:func:`positive_tokens`) of: ``override`` (the models config entry),
-    the model's ``contextTokens``, the model's ``contextWindow``, ``default`` (200000 when ``default`` is
-    not positive either); then ``cap`` (``agents.defaults.contextTokens``) lowers it when smaller. All
-    values in tokens.
-
-    Returns:
-        ``(tokens, source, uncapped)``: the window, where it came from (``"override"``, ``"catalogue"``,
-        ``"default"`` or ``"cap"``), and the window before the cap when the cap lowered it (else
-        ``None``).
-    """
-    explicit = positive_tokens(override)
-    catalogue = positive_tokens(model_context_tokens) or positive_tokens(model_context_window)
-    tokens: int
-    source: ContextWindowSource
-    if explicit is not None:
-        tokens, source = explicit, "override"
-    elif catalogue is not None:
-        tokens, source = catalogue, "catalogue"
-    else:
-        tokens, source = positive_tokens(default) or DEFAULT_CONTEXT_WINDOW_TOKENS, "default"
-    limit = positive_tokens(cap)
-    if limit is not None and limit < tokens:
-        return limit, "cap", tokens
-    return tokens, source, None
 
 
 def resolve_context_window_tokens(

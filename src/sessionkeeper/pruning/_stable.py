@@ -30,7 +30,7 @@ from typing import Any, Final, Literal
 import attrs
 
 from sessionkeeper.pruning._settings import DEFAULT_HARD_CLEAR_PLACEHOLDER, SoftTrimSettings
-from sessionkeeper.transcript._entries import CustomEntry, TranscriptEntry, UnknownEntry
+from sessionkeeper.records import CustomEntry, TranscriptEntry, UnknownEntry
 
 
 __all__ = (

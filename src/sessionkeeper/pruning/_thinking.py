@@ -12,7 +12,7 @@ from typing import Any, Final
 
 import msgspec
 
-from sessionkeeper.transcript._messages import (
+from sessionkeeper.records import (
     AgentMessage,
     AssistantMessage,
     TextContent,

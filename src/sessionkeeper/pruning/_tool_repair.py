@@ -25,7 +25,7 @@ from typing import Final, Literal
 import attrs
 import msgspec
 
-from sessionkeeper.transcript._messages import (
+from sessionkeeper.records import (
     AgentMessage,
     AssistantMessage,
     TextContent,

@@ -30,7 +30,7 @@ from sessionkeeper.pruning._thinking import (
     message_role,
     preserve_current_tool_turn,
 )
-from sessionkeeper.transcript._messages import (
+from sessionkeeper.records import (
     AgentMessage,
     AssistantMessage,
     CompactionSummaryMessage,

@@ -15,14 +15,14 @@ from typing import Final, Self
 import attrs
 
 from sessionkeeper._config import Config, setting, structure_settings
-from sessionkeeper.exceptions import ConfigError
-from sessionkeeper.pruning._pruner import (
+from sessionkeeper._window import (
     DEFAULT_CONTEXT_WINDOW_TOKENS,
     ContextWindowSource,
     choose_context_window,
     positive_tokens,
 )
-from sessionkeeper.transcript._usage_estimate import ContextTokenEstimate, estimate_context_usage
+from sessionkeeper.exceptions import ConfigError
+from sessionkeeper.transcript import ContextTokenEstimate, estimate_context_usage
 
 
 __all__ = (

@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+from sessionkeeper.records import js_json_stringify
 from sessionkeeper.transcript import (
     BRANCH_SUMMARY_PREFIX,
     BRANCH_SUMMARY_SUFFIX,
@@ -25,7 +26,6 @@ from sessionkeeper.transcript import (
     message_to_builtins,
     utf16_len,
 )
-from sessionkeeper.transcript._estimate import js_json_stringify
 
 
 __all__ = ("estimate_prompt_pressure",)

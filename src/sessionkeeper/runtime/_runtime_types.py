@@ -20,7 +20,7 @@ from sessionkeeper.runtime._budget import ContextWindowSettings
 from sessionkeeper.runtime._memory_flush import MemoryFlushDecision, MemoryFlushPlan, MemoryFlushSettings
 from sessionkeeper.runtime._overflow import OverflowRecoverySettings, SyntheticTokenCount
 from sessionkeeper.runtime._triggers import MidTurnPrecheckSettings, PromptBudgetDecision
-from sessionkeeper.store._reset import ResetPolicy
+from sessionkeeper.store import ResetPolicy
 from sessionkeeper.transcript import AgentMessage, TranscriptEntry
 
 

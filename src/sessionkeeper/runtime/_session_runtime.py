@@ -40,8 +40,12 @@ from sessionkeeper._fs import ensure_dir
 from sessionkeeper._hooks import HookRegistry, MemoryFlushEndEvent, MemoryFlushStartEvent
 from sessionkeeper._model_client import ModelClient, ModelRequest
 from sessionkeeper._silent import is_silent_reply_payload, strip_silent_token
-from sessionkeeper.compaction import CompactionProviderRegistry, Compactor, compaction_threshold
-from sessionkeeper.compaction._compactor import check_provider_configured
+from sessionkeeper.compaction import (
+    CompactionProviderRegistry,
+    Compactor,
+    check_provider_configured,
+    compaction_threshold,
+)
 from sessionkeeper.exceptions import (
     CompactionCancelled,
     CompactionError,
@@ -58,6 +62,7 @@ from sessionkeeper.pruning import (
     resolve_replay_policy,
     sanitize_replay_history,
 )
+from sessionkeeper.records import UnknownEntry, entry_key
 from sessionkeeper.runtime._budget import estimate_context_usage, resolve_context_window
 from sessionkeeper.runtime._memory_flush import MemoryFlushDecision, MemoryFlushPolicy
 from sessionkeeper.runtime._overflow import OverflowRecoveryState, SyntheticTokenCount, plan_overflow_recovery
@@ -82,8 +87,14 @@ from sessionkeeper.runtime._triggers import (
     decide_timeout_compaction,
     mid_turn_precheck,
 )
-from sessionkeeper.store import SessionEntry, SessionStore
-from sessionkeeper.store._reset import ResetContext, SessionEvent, SessionResolution, resolve_session
+from sessionkeeper.store import (
+    ResetContext,
+    SessionEntry,
+    SessionEvent,
+    SessionResolution,
+    SessionStore,
+    resolve_session,
+)
 from sessionkeeper.transcript import (
     AgentMessage,
     AssistantMessage,
@@ -95,9 +106,8 @@ from sessionkeeper.transcript import (
     TranscriptManager,
     UserMessage,
     estimate_tokens,
+    read_header,
 )
-from sessionkeeper.transcript._entries import UnknownEntry, entry_key
-from sessionkeeper.transcript._tail import read_header
 
 
 __all__ = ("RuntimeSession", "SessionRuntime")

@@ -18,9 +18,9 @@ from typing import Literal, Self
 import attrs
 
 from sessionkeeper._config import Config, setting, structure_settings
+from sessionkeeper._window import window_or_default
 from sessionkeeper.compaction import CompactionSettings, compaction_threshold, effective_reserve_tokens
 from sessionkeeper.exceptions import ConfigError
-from sessionkeeper.runtime._budget import DEFAULT_CONTEXT_WINDOW_TOKENS
 from sessionkeeper.runtime._overflow import OverflowRecoverySettings
 
 
@@ -38,8 +38,7 @@ __all__ = (
 )
 
 
-def _window(context_window: int | None) -> int:
-    return context_window if context_window and context_window > 0 else DEFAULT_CONTEXT_WINDOW_TOKENS
+_window = window_or_default
 
 
 CompactionTrigger = Literal["threshold", "preflight", "timeout"]

@@ -120,7 +120,7 @@ from sessionkeeper.store._paths import (
 )
 from sessionkeeper.store._postgres import POSTGRES_SCHEMA_VERSION, PostgresStoreBackend
 from sessionkeeper.store._redis import RedisStoreBackend
-from sessionkeeper.store._remote import RevisionedEntry
+from sessionkeeper.store._remote import RevisionedEntry, redact_url
 from sessionkeeper.store._reset import (
     EffectiveResetPolicy,
     Freshness,
@@ -138,6 +138,7 @@ from sessionkeeper.store._reset import (
 )
 from sessionkeeper.store._sqlite import SQLITE_FILE_NAME, SqliteStoreBackend
 from sessionkeeper.store._store import RESET_CLEARED_FIELDS, BackendName, SessionStore, resolve_store_location
+from sessionkeeper.store._urls import is_store_url
 
 
 __all__ = (
@@ -230,6 +231,7 @@ __all__ = (
     "is_protected_session_entry",
     "is_safe_store_session_id",
     "is_store_file_name",
+    "is_store_url",
     "is_subagent_session_key",
     "is_synthetic_session_key",
     "is_telegram_topic_session_key",
@@ -248,6 +250,7 @@ __all__ = (
     "plan_cron_run_retention",
     "plan_maintenance",
     "read_transcript_usage",
+    "redact_url",
     "refused_session_files",
     "resolve_cron_session",
     "resolve_reset_type",

@@ -36,8 +36,13 @@ from sessionkeeper.store._fork_size import (
     read_transcript_usage,
 )
 from sessionkeeper.store._store import SessionStore
-from sessionkeeper.transcript import CURRENT_SESSION_VERSION, TranscriptManager, is_locked, read_lock_owner
-from sessionkeeper.transcript._copy import copy_path
+from sessionkeeper.transcript import (
+    CURRENT_SESSION_VERSION,
+    TranscriptManager,
+    copy_path,
+    is_locked,
+    read_lock_owner,
+)
 
 
 __all__ = ("ParentForkResult", "apply_parent_fork", "fork_transcript_lines")

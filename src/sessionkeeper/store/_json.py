@@ -34,6 +34,7 @@ import msgspec
 
 from sessionkeeper._fs import FILE_MODE, atomic_write_bytes, backup_file, ensure_dir
 from sessionkeeper.exceptions import SessionBusyError, StoreCorruptError, StoreError, SymlinkRefusedError
+from sessionkeeper.records import js_number_to_string as _js_number  # Number#toString
 from sessionkeeper.store._backend import (
     EntryUpdater,
     LoadReport,
@@ -49,7 +50,6 @@ from sessionkeeper.store._entry import (
 )
 from sessionkeeper.store._jsontext import dump_js, parse_store_json
 from sessionkeeper.store._turns import FifoTurns
-from sessionkeeper.transcript._estimate import _js_number  # JavaScript's Number#toString
 
 
 __all__ = ("STORE_FILE_NAME", "JsonFileStoreBackend")

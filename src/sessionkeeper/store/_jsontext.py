@@ -227,7 +227,7 @@ def dump_js(value: Any, level: int = 0) -> str:
     ``JSON.stringify(value, null, 2)`` as if ``value`` sat ``level`` levels deep, iteratively (any
     depth): JavaScript's number format, lone surrogates escaped, :class:`RawJsonValue` text verbatim.
     """
-    from sessionkeeper.transcript._estimate import _js_number  # noqa: PLC0415 - layer-safe, lazy
+    from sessionkeeper.records import js_number_to_string as _js_number  # noqa: PLC0415
 
     out: list[str] = []
     # work items: ("v", value, level) to write a value; ("s", text) to write text

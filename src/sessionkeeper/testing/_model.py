@@ -13,7 +13,7 @@ from msgspec import UNSET
 
 from sessionkeeper._clock import Clock
 from sessionkeeper._model_client import ModelRequest, ModelResponse
-from sessionkeeper.transcript._messages import (
+from sessionkeeper.records import (
     AgentMessage,
     AssistantContent,
     AssistantMessage,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from sessionkeeper._tokens import _message_parts
-from sessionkeeper.transcript._messages import AgentMessage
+from sessionkeeper.records import AgentMessage
 
 
 __all__ = ("FakeTokenCounter",)

@@ -6,13 +6,54 @@ See ``docs/transcripts.md`` and pi-format spec §1-12.
 
 from __future__ import annotations
 
-from sessionkeeper.transcript._codec import (
+from sessionkeeper._estimate import (
+    ContextEstimate,
+    calculate_context_tokens,
+    estimate_context_tokens,
+    estimate_tokens,
+)
+from sessionkeeper._lockfile import LockInspection, LockOwner, lock_path_for
+from sessionkeeper.records import (
+    CURRENT_SESSION_VERSION,
+    AgentMessage,
+    AssistantContent,
+    AssistantMessage,
+    BashExecutionMessage,
+    BranchSummaryEntry,
+    BranchSummaryMessage,
+    CompactionEntry,
+    CompactionSummaryMessage,
+    ContentBlock,
+    Cost,
+    CustomEntry,
+    CustomMessage,
+    CustomMessageEntry,
+    ImageContent,
+    LabelEntry,
+    MessageEntry,
+    ModelChangeEntry,
+    SessionHeader,
+    SessionInfoEntry,
+    StopReason,
+    TextContent,
+    ThinkingContent,
+    ThinkingLevel,
+    ThinkingLevelChangeEntry,
+    ToolCall,
+    ToolResultMessage,
+    TranscriptEntry,
+    UnknownEntry,
+    UnknownMessage,
+    Usage,
+    UserContent,
+    UserMessage,
     encode_entry,
     encode_message,
     entry_from_json,
     entry_to_builtins,
     message_from_json,
     message_to_builtins,
+    utf16_len,
 )
 from sessionkeeper.transcript._context import (
     ModelRef,
@@ -29,30 +70,8 @@ from sessionkeeper.transcript._convert import (
     bash_execution_to_text,
     convert_to_llm,
 )
+from sessionkeeper.transcript._copy import copy_path, relink_kept_entries
 from sessionkeeper.transcript._diagnostics import TornTail, TranscriptDiagnostics
-from sessionkeeper.transcript._entries import (
-    CURRENT_SESSION_VERSION,
-    BranchSummaryEntry,
-    CompactionEntry,
-    CustomEntry,
-    CustomMessageEntry,
-    LabelEntry,
-    MessageEntry,
-    ModelChangeEntry,
-    SessionHeader,
-    SessionInfoEntry,
-    ThinkingLevel,
-    ThinkingLevelChangeEntry,
-    TranscriptEntry,
-    UnknownEntry,
-)
-from sessionkeeper.transcript._estimate import (
-    ContextEstimate,
-    calculate_context_tokens,
-    estimate_context_tokens,
-    estimate_tokens,
-    utf16_len,
-)
 from sessionkeeper.transcript._index_cache import (
     IndexCacheStats,
     TranscriptIndexCache,
@@ -73,7 +92,6 @@ from sessionkeeper.transcript._load import (
     scan_transcript,
 )
 from sessionkeeper.transcript._lock import LockAcquisition, SessionWriteLock, run_locked
-from sessionkeeper.transcript._lock_inspect import LockInspection, LockOwner, lock_path_for
 from sessionkeeper.transcript._lock_settings import WriteLockSettings
 from sessionkeeper.transcript._lock_tools import (
     StaleLockReport,
@@ -82,36 +100,17 @@ from sessionkeeper.transcript._lock_tools import (
     read_lock_owner,
 )
 from sessionkeeper.transcript._manager import Durability, TranscriptManager
-from sessionkeeper.transcript._messages import (
-    AgentMessage,
-    AssistantContent,
-    AssistantMessage,
-    BashExecutionMessage,
-    BranchSummaryMessage,
-    CompactionSummaryMessage,
-    ContentBlock,
-    Cost,
-    CustomMessage,
-    ImageContent,
-    StopReason,
-    TextContent,
-    ThinkingContent,
-    ToolCall,
-    ToolResultMessage,
-    UnknownMessage,
-    Usage,
-    UserContent,
-    UserMessage,
-)
 from sessionkeeper.transcript._tail import (
     TailContext,
     aread_last_messages,
     aread_tail_context,
+    read_header,
     read_last_messages,
     read_tail_context,
     try_read_tail_context,
 )
 from sessionkeeper.transcript._tree import TreeNode, build_tree
+from sessionkeeper.transcript._usage_estimate import ContextTokenEstimate, estimate_context_usage
 
 
 __all__ = (
@@ -130,6 +129,7 @@ __all__ = (
     "CompactionSummaryMessage",
     "ContentBlock",
     "ContextEstimate",
+    "ContextTokenEstimate",
     "Cost",
     "CustomEntry",
     "CustomMessage",
@@ -182,11 +182,13 @@ __all__ = (
     "calculate_context_tokens",
     "clean_stale_lock_files",
     "convert_to_llm",
+    "copy_path",
     "encode_entry",
     "encode_message",
     "entry_from_json",
     "entry_to_builtins",
     "estimate_context_tokens",
+    "estimate_context_usage",
     "estimate_tokens",
     "find_orphan_tool_results",
     "is_locked",
@@ -196,10 +198,12 @@ __all__ = (
     "lock_path_for",
     "message_from_json",
     "message_to_builtins",
+    "read_header",
     "read_last_messages",
     "read_lock_owner",
     "read_tail_context",
     "read_transcript_info",
+    "relink_kept_entries",
     "run_locked",
     "scan_transcript",
     "shared_index_cache",

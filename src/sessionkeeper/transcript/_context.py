@@ -17,27 +17,27 @@ from typing import Any
 import attrs
 from msgspec import UNSET, UnsetType
 
-from sessionkeeper.transcript._codec import message_from_json, message_to_builtins
-from sessionkeeper.transcript._entries import (
+from sessionkeeper.records import (
+    AgentMessage,
+    AssistantMessage,
     BranchSummaryEntry,
+    BranchSummaryMessage,
     CompactionEntry,
+    CompactionSummaryMessage,
+    CustomMessage,
     CustomMessageEntry,
     MessageEntry,
     ModelChangeEntry,
     ThinkingLevelChangeEntry,
     TranscriptEntry,
     UnknownEntry,
-    entry_key,
-)
-from sessionkeeper.transcript._messages import (
-    AgentMessage,
-    AssistantMessage,
-    BranchSummaryMessage,
-    CompactionSummaryMessage,
-    CustomMessage,
     UnknownMessage,
+    entry_key,
+    js_date_ms,
+    message_from_json,
+    message_to_builtins,
+    parse_iso_ms,
 )
-from sessionkeeper.transcript._time import js_date_ms, parse_iso_ms
 
 
 __all__ = (

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Final
 
-from sessionkeeper.transcript._codec import message_from_json
-from sessionkeeper.transcript._messages import (
+from sessionkeeper.records import (
     AgentMessage,
     AssistantMessage,
     BashExecutionMessage,
@@ -22,6 +21,7 @@ from sessionkeeper.transcript._messages import (
     ToolResultMessage,
     UnknownMessage,
     UserMessage,
+    message_from_json,
 )
 
 

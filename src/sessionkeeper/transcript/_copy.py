@@ -21,15 +21,17 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
-from sessionkeeper.transcript._codec import encode_entry, entry_from_json, entry_to_builtins
-from sessionkeeper.transcript._context import entry_kind
-from sessionkeeper.transcript._entries import (
+from sessionkeeper.records import (
     CompactionEntry,
     TranscriptEntry,
     UnknownEntry,
+    encode_entry,
+    entry_from_json,
     entry_key,
+    entry_to_builtins,
     key_to_json,
 )
+from sessionkeeper.transcript._context import entry_kind
 from sessionkeeper.transcript._index import TranscriptIndex
 
 

@@ -34,12 +34,12 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from sessionkeeper.exceptions import TranscriptChangedError
-from sessionkeeper.transcript._codec import encode_entry
-from sessionkeeper.transcript._entries import (
+from sessionkeeper.records import (
     CURRENT_SESSION_VERSION,
     CompactionEntry,
     TranscriptEntry,
     UnknownEntry,
+    encode_entry,
 )
 from sessionkeeper.transcript._index import TranscriptIndex, new_entry_id
 from sessionkeeper.transcript._index_cache import _append_lines

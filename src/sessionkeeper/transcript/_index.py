@@ -14,7 +14,18 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from sessionkeeper.exceptions import EntryNotFoundError
-from sessionkeeper.transcript._codec import decode_json_line, entry_from_json
+from sessionkeeper.records import (
+    CURRENT_SESSION_VERSION,
+    CompactionEntry,
+    LabelEntry,
+    SessionHeader,
+    SessionInfoEntry,
+    TranscriptEntry,
+    UnknownEntry,
+    decode_json_line,
+    entry_from_json,
+    entry_key,
+)
 from sessionkeeper.transcript._context import (
     EMPTY_CONTEXT,
     SessionContext,
@@ -24,16 +35,6 @@ from sessionkeeper.transcript._context import (
     entry_thinking_level,
 )
 from sessionkeeper.transcript._diagnostics import TranscriptDiagnostics
-from sessionkeeper.transcript._entries import (
-    CURRENT_SESSION_VERSION,
-    CompactionEntry,
-    LabelEntry,
-    SessionHeader,
-    SessionInfoEntry,
-    TranscriptEntry,
-    UnknownEntry,
-    entry_key,
-)
 
 
 if TYPE_CHECKING:

@@ -28,7 +28,7 @@ import anyio
 import attrs
 
 from sessionkeeper.exceptions import TranscriptNotFoundError
-from sessionkeeper.transcript._codec import decode_json_line
+from sessionkeeper.records import decode_json_line
 from sessionkeeper.transcript._diagnostics import TornTail
 from sessionkeeper.transcript._index import TranscriptIndex
 from sessionkeeper.transcript._load import _Scan, load_transcript

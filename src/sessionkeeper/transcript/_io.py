@@ -36,7 +36,7 @@ from sessionkeeper._fs import (
     temp_name,
 )
 from sessionkeeper.exceptions import SymlinkRefusedError, TranscriptNotFoundError
-from sessionkeeper.transcript._codec import decode_json_line
+from sessionkeeper.records import decode_json_line
 
 
 __all__ = (

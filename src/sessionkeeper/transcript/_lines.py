@@ -14,8 +14,7 @@ from typing import Any, Final
 
 import msgspec
 
-from sessionkeeper.transcript._codec import decode_json_line, entry_from_json
-from sessionkeeper.transcript._entries import TranscriptEntry, entry_key
+from sessionkeeper.records import TranscriptEntry, decode_json_line, entry_from_json, entry_key
 from sessionkeeper.transcript._index import decode_line
 
 

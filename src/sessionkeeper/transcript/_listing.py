@@ -21,11 +21,10 @@ import anyio
 import attrs
 import msgspec
 
-from sessionkeeper.transcript._entries import key_to_json
+from sessionkeeper.records import key_to_json, parse_iso_ms
 from sessionkeeper.transcript._index import decode_line, js_trim
 from sessionkeeper.transcript._lines import chunk_heads
 from sessionkeeper.transcript._tail import TailReader, TailRecord, parse_entry_line, read_header
-from sessionkeeper.transcript._time import parse_iso_ms
 
 
 __all__ = ("TranscriptInfo", "alist_transcripts", "list_transcripts", "read_transcript_info")

@@ -41,17 +41,19 @@ import attrs
 import msgspec
 
 from sessionkeeper.exceptions import TranscriptFormatError, TranscriptNotFoundError
-from sessionkeeper.transcript._codec import decode_json_line, header_from_json
-from sessionkeeper.transcript._diagnostics import TornTail, TranscriptDiagnostics
-from sessionkeeper.transcript._entries import CURRENT_SESSION_VERSION, entry_key
-from sessionkeeper.transcript._index import TranscriptIndex, decode_line, js_trim, new_entry_id
-from sessionkeeper.transcript._messages import (
+from sessionkeeper.records import (
+    CURRENT_SESSION_VERSION,
     AgentMessage,
     AssistantMessage,
     ToolCall,
     ToolResultMessage,
     UnknownMessage,
+    decode_json_line,
+    entry_key,
+    header_from_json,
 )
+from sessionkeeper.transcript._diagnostics import TornTail, TranscriptDiagnostics
+from sessionkeeper.transcript._index import TranscriptIndex, decode_line, js_trim, new_entry_id
 
 
 __all__ = (

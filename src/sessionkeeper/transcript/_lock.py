@@ -55,8 +55,7 @@ from typing import Any, Final, Literal, NoReturn, TypeVar
 import anyio
 
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
-from sessionkeeper.exceptions import LockError, LockNotHeldError, SessionBusyError, StaleLockError
-from sessionkeeper.transcript._lock_inspect import (
+from sessionkeeper._lockfile import (
     ORPHAN_GRACE_MS,
     SHORT_TIMEOUT_ORPHAN_GRACE_MS,
     LockInspection,
@@ -67,6 +66,7 @@ from sessionkeeper.transcript._lock_inspect import (
     parse_lock_payload,
     remove_if_unchanged,
 )
+from sessionkeeper.exceptions import LockError, LockNotHeldError, SessionBusyError, StaleLockError
 from sessionkeeper.transcript._lock_registry import (
     Attempt,
     Held,

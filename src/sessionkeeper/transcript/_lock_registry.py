@@ -29,8 +29,7 @@ import attrs
 
 from sessionkeeper._clock import Clock
 from sessionkeeper._fs import DIR_MODE, FILE_MODE, temp_name
-from sessionkeeper.exceptions import LockError
-from sessionkeeper.transcript._lock_inspect import (
+from sessionkeeper._lockfile import (
     LockInspection,
     LockOwner,
     LockSnapshot,
@@ -41,6 +40,7 @@ from sessionkeeper.transcript._lock_inspect import (
     reclaim_decision,
     remove_if_unchanged,
 )
+from sessionkeeper.exceptions import LockError
 from sessionkeeper.transcript._lock_settings import (
     ENV_ACQUIRE_TIMEOUT_MS,
     ENV_MAX_HOLD_MS,

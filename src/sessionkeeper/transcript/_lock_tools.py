@@ -14,7 +14,7 @@ import anyio
 import attrs
 
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
-from sessionkeeper.transcript._lock_inspect import (
+from sessionkeeper._lockfile import (
     LockInspection,
     LockOwner,
     inspect_lock_file,
@@ -24,7 +24,7 @@ from sessionkeeper.transcript._lock_inspect import (
     reclaim_decision,
     remove_if_unchanged,
 )
-from sessionkeeper.transcript._lock_inspect import (
+from sessionkeeper._lockfile import (
     is_locked as _file_is_locked,
 )
 from sessionkeeper.transcript._lock_registry import default_settings, held_here

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import uuid
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeAlias, cast
@@ -26,15 +25,15 @@ from msgspec import UNSET, UnsetType
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
 from sessionkeeper._fs import check_safe_name
 from sessionkeeper.exceptions import EntryNotFoundError, TranscriptChangedError, TranscriptFormatError
-from sessionkeeper.transcript._codec import encode_entry, encode_header, entry_from_json
-from sessionkeeper.transcript._context import SessionContext
-from sessionkeeper.transcript._copy import copy_path
-from sessionkeeper.transcript._diagnostics import TranscriptDiagnostics
-from sessionkeeper.transcript._entries import (
+from sessionkeeper.records import (
     CURRENT_SESSION_VERSION,
+    AgentMessage,
     BranchSummaryEntry,
+    BranchSummaryMessage,
     CompactionEntry,
+    CompactionSummaryMessage,
     CustomEntry,
+    CustomMessage,
     CustomMessageEntry,
     LabelEntry,
     MessageEntry,
@@ -43,7 +42,17 @@ from sessionkeeper.transcript._entries import (
     SessionInfoEntry,
     ThinkingLevelChangeEntry,
     TranscriptEntry,
+    UserContent,
+    UserMessage,
+    encode_entry,
+    encode_header,
+    entry_from_json,
+    iso_from_ms,
+    uuid7,
 )
+from sessionkeeper.transcript._context import SessionContext
+from sessionkeeper.transcript._copy import copy_path
+from sessionkeeper.transcript._diagnostics import TranscriptDiagnostics
 from sessionkeeper.transcript._follow import (
     FileMark,
     ForeignLines,
@@ -66,19 +75,10 @@ from sessionkeeper.transcript._lock import SessionWriteLock, run_locked, run_loc
 from sessionkeeper.transcript._lock_local import ThreadSafeEvent, ThreadSafeLock
 from sessionkeeper.transcript._lock_registry import default_settings
 from sessionkeeper.transcript._lock_settings import WriteLockSettings
-from sessionkeeper.transcript._messages import (
-    AgentMessage,
-    BranchSummaryMessage,
-    CompactionSummaryMessage,
-    CustomMessage,
-    UserContent,
-    UserMessage,
-)
-from sessionkeeper.transcript._time import iso_from_ms
 from sessionkeeper.transcript._tree import TreeNode, build_tree
 
 
-__all__ = ("Durability", "TranscriptManager", "uuid7")
+__all__ = ("Durability", "TranscriptManager")
 
 
 def _new_write_lock() -> ThreadSafeLock:
@@ -102,17 +102,6 @@ changes the file size, so they flush the same metadata), so ``fsync`` it is.
 
 DEFAULT_INLINE_WRITE_BUDGET_MS = 1.0
 """Default :attr:`TranscriptManager.inline_write_budget_ms`."""
-
-
-def uuid7(now_ms: int) -> str:
-    """A time-ordered UUID v7 string for ``now_ms`` (pi 0.73.1's session ids, spec §3)."""
-    rand = int.from_bytes(os.urandom(10), "big")
-    value = (now_ms & ((1 << 48) - 1)) << 80
-    value |= 0x7 << 76
-    value |= ((rand >> 62) & 0xFFF) << 64
-    value |= 0b10 << 62
-    value |= rand & ((1 << 62) - 1)
-    return str(uuid.UUID(int=value))
 
 
 def _draw_entry_id(taken: dict[str, int]) -> str:

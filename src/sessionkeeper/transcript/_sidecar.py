@@ -50,8 +50,8 @@ from typing import Any, Final, cast
 import msgspec
 
 from sessionkeeper._fs import atomic_write_bytes
+from sessionkeeper.records import entry_key, key_to_json
 from sessionkeeper.transcript._context import entry_thinking_level
-from sessionkeeper.transcript._entries import entry_key, key_to_json
 from sessionkeeper.transcript._lines import TailRecord, parse_entry_line
 
 

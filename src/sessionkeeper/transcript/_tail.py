@@ -30,7 +30,18 @@ import attrs
 import msgspec
 
 from sessionkeeper.exceptions import TranscriptFormatError, TranscriptNotFoundError
-from sessionkeeper.transcript._codec import header_from_json, message_from_json
+from sessionkeeper.records import (
+    CURRENT_SESSION_VERSION,
+    AgentMessage,
+    CompactionEntry,
+    MessageEntry,
+    SessionHeader,
+    TranscriptEntry,
+    UnknownEntry,
+    entry_key,
+    header_from_json,
+    message_from_json,
+)
 from sessionkeeper.transcript._context import (
     EMPTY_CONTEXT,
     SessionContext,
@@ -38,19 +49,9 @@ from sessionkeeper.transcript._context import (
     entry_model,
     entry_thinking_level,
 )
-from sessionkeeper.transcript._entries import (
-    CURRENT_SESSION_VERSION,
-    CompactionEntry,
-    MessageEntry,
-    SessionHeader,
-    TranscriptEntry,
-    UnknownEntry,
-    entry_key,
-)
 from sessionkeeper.transcript._index import TranscriptIndex, decode_line
 from sessionkeeper.transcript._lines import TailRecord, chunk_heads, decode_object, parse_entry_line
 from sessionkeeper.transcript._load import _header_version, load_transcript
-from sessionkeeper.transcript._messages import AgentMessage
 from sessionkeeper.transcript._sidecar import (
     AncestryIndex,
     CorruptIndexError,

@@ -9,8 +9,7 @@ from typing import Any
 
 import attrs
 
-from sessionkeeper.transcript._entries import TranscriptEntry
-from sessionkeeper.transcript._time import parse_iso_ms
+from sessionkeeper.records import TranscriptEntry, parse_iso_ms
 
 
 __all__ = ("TreeNode", "build_tree")

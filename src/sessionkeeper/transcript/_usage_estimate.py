@@ -14,8 +14,8 @@ from typing import Literal
 
 import attrs
 
-from sessionkeeper.transcript._estimate import calculate_context_tokens, estimate_tokens
-from sessionkeeper.transcript._messages import (
+from sessionkeeper._estimate import calculate_context_tokens, estimate_tokens
+from sessionkeeper.records import (
     AgentMessage,
     AssistantMessage,
     CompactionSummaryMessage,

@@ -10,13 +10,12 @@ follows it.
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any, TypeGuard
 
 import attrs
 
-from sessionkeeper.transcript._messages import (
+from sessionkeeper.records import (
     AgentMessage,
     AssistantMessage,
     BashExecutionMessage,
@@ -31,6 +30,8 @@ from sessionkeeper.transcript._messages import (
     UnknownMessage,
     Usage,
     UserMessage,
+    js_json_stringify,
+    utf16_len,
 )
 
 
@@ -40,74 +41,10 @@ __all__ = (
     "calculate_context_tokens",
     "estimate_context_tokens",
     "estimate_tokens",
-    "js_json_stringify",
-    "utf16_len",
 )
 
 IMAGE_CHARS = 4800
 """Chars counted for one image block in a tool result or custom message (pi: 1200 tokens)."""
-
-
-def utf16_len(text: str) -> int:
-    """
-    Return the length of ``text`` in UTF-16 code units (JavaScript's ``string.length``).
-
-    Astral characters (U+10000 and above) count 2; lone surrogates count 1.
-    """
-    if text.isascii():
-        return len(text)
-    return len(text.encode("utf-16-le", "surrogatepass")) // 2
-
-
-def _js_number(value: float) -> str:
-    if math.isnan(value) or math.isinf(value):
-        return "null"
-    if value == int(value) and abs(value) < 1e21:
-        return str(int(value))
-    text = repr(value)
-    if "e" not in text:
-        return text
-    mantissa, exponent = text.split("e")
-    exp = int(exponent)
-    if exp >= 21 or exp <= -7:
-        return f"{mantissa}e{'+' if exp > 0 else '-'}{abs(exp)}"
-    # JavaScript prints 1e-7 < |x| < 1e21 positionally; only small magnitudes reach here.
-    sign = "-" if mantissa.startswith("-") else ""
-    digits = mantissa.lstrip("-").replace(".", "")
-    return f"{sign}0.{'0' * (-exp - 1)}{digits}"
-
-
-def js_json_stringify(value: Any) -> str:
-    """
-    Return ``JSON.stringify(value)`` for a JSON value: compact, key order kept, non-ASCII raw, numbers
-    in JavaScript's form (``1`` not ``1.0``, ``1e-7``, ``1e+21``), lone surrogates as ``\\udXXX``.
-
-    Used for the length of tool-call arguments in :func:`estimate_tokens` (spec §12).
-    """
-    if isinstance(value, str):
-        text = json.dumps(value, ensure_ascii=False)
-        if not text.isascii() and any("\ud800" <= ch <= "\udfff" for ch in text):
-            text = "".join(f"\\u{ord(ch):04x}" if "\ud800" <= ch <= "\udfff" else ch for ch in text)
-        return text
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if value is None:
-        return "null"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return _js_number(value)
-    if isinstance(value, dict):
-        return (
-            "{"
-            + ",".join(f"{js_json_stringify(str(k))}:{js_json_stringify(v)}" for k, v in value.items())
-            + "}"
-        )
-    if isinstance(value, list | tuple):
-        return "[" + ",".join(js_json_stringify(v) for v in value) + "]"
-    return "null"
 
 
 def _args_len(arguments: Any) -> int:

@@ -23,7 +23,7 @@ from typing import Any, Final
 
 import msgspec
 
-from sessionkeeper.transcript._entries import (
+from sessionkeeper.records._entries import (
     BooleanId,
     BranchSummaryEntry,
     CompactionEntry,
@@ -39,7 +39,7 @@ from sessionkeeper.transcript._entries import (
     TranscriptEntry,
     UnknownEntry,
 )
-from sessionkeeper.transcript._messages import (
+from sessionkeeper.records._messages import (
     AgentMessage,
     AssistantMessage,
     BashExecutionMessage,

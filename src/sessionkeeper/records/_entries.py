@@ -16,8 +16,8 @@ from typing import Any, Literal, TypeAlias
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from sessionkeeper.transcript._estimate import js_json_stringify
-from sessionkeeper.transcript._messages import AgentMessage, UserContent
+from sessionkeeper.records._jscompat import js_json_stringify
+from sessionkeeper.records._messages import AgentMessage, UserContent
 
 
 __all__ = (
