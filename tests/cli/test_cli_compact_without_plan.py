@@ -1,8 +1,9 @@
-"""Regressions of ``sessionkeeper compact`` found by breaking it (engineer bb)."""
+"""``compact`` with nothing to compact: exit 0, says why, every plan field present, nothing written."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -60,3 +61,28 @@ def test_nothing_to_compact_appends_nothing_says_why_exits_0(
     assert data["reason"]
     assert data.keys() >= _DESIGN_PLAN_FIELDS
     assert file.read_bytes() == before
+
+
+def _compact_json(path: Path, *args: str) -> dict[str, object]:
+    result = CliRunner().invoke(cli, ["compact", str(path), "--json", *args], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert isinstance(data, dict)
+    return data
+
+
+def test_compact_json_has_every_plan_field_even_without_a_plan(tmp_path: Path, pi_samples: Path) -> None:
+    # docs/compaction.md: "the plan fields are present even without a plan (nulls and zeros)"; keptTokens,
+    # keepRecentTokens, piFirstKeptEntryId, strictCheckpoint and pendingToolCallIds were missing.
+    path = tmp_path / "s.jsonl"
+    shutil.copyfile(pi_samples / "full.jsonl", path)
+    planned = _compact_json(path, "--dry-run", "--keep-recent-tokens", "500")
+    written = _compact_json(path, "--keep-recent-tokens", "500")
+    plan_fields = set(planned) - {"status", "reason"}
+    for args in (("--dry-run",), ()):
+        again = _compact_json(path, *args)
+        assert again["status"] == "already_compacted"
+        assert plan_fields <= set(again), plan_fields - set(again)
+        assert again["keptTokens"] == 0 and again["pendingToolCallIds"] == []
+        assert again["piFirstKeptEntryId"] is None and again["strictCheckpoint"] is False
+    assert set(written) - {"reason"} <= set(_compact_json(path)) | {"hookErrors", "successor"}

@@ -12,6 +12,7 @@ import anyio
 import attrs
 import pytest
 from click.testing import CliRunner
+from tests._helpers import run_cli
 
 from sessionkeeper.cli._doctor import ConfigTarget, DoctorRegistry, Finding, default_registry, run_doctor
 from sessionkeeper.cli._doctor_config import read_config_file
@@ -286,3 +287,28 @@ def test_a_tree_strict_json_cannot_hold_is_not_rewritten(tmp_path: Path) -> None
     assert file["backupPath"] is None and file["fixed"] == []
     assert any("strict JSON cannot write" in f["message"] for f in file["findings"])
     assert path.read_text() == text
+
+
+def test_doctor_fix_writes_numbers_as_json_stringify_does(tmp_path: Path) -> None:
+    # JSON5 and JSON exponent/fraction forms of whole numbers (1e3, 2000., 0x10 stays an int) were
+    # rewritten as Python floats ("maxEntries": 1000.0); OpenClaw's doctor --fix writes JSON.stringify
+    path = tmp_path / "openclaw.json"
+    path.write_text(
+        "// legacy\n{ session: { rotateBytesX: 1, parentForkMaxTokens: 1000,\n"
+        "  maintenance: { maxEntries: 1e3, rotateBytes: '10mb' } },\n"
+        "  agents: { defaults: { compaction: { reserveTokensFloor: 2000., keepRecentTokens: 0x10 } } },\n"
+        "  x: [1.5, -0.0, 2.0, 1e21, 1e300] }\n"
+    )
+    result = run_cli("doctor", str(path), "--fix", "--json")
+    assert result.exit_code == 0, result.output
+    text = path.read_text()
+    tree = json.loads(text)
+    assert tree["session"]["maintenance"] == {"maxEntries": 1000}
+    assert '"maxEntries": 1000\n' in text
+    assert '"reserveTokensFloor": 2000,' in text
+    assert '"keepRecentTokens": 16\n' in text
+    assert "1.5,\n" in text
+    assert "-0.0" not in text
+    assert "2.0" not in text
+    assert "1e+21" in text  # JSON.stringify(1e21) is 1e+21, not 21 digits
+    assert "1e+300" in text

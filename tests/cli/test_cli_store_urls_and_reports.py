@@ -1,4 +1,4 @@
-"""Regressions found by a tester driving the CLI on hostile stores and database URLs (clihard)."""
+"""The CLI on hostile stores and database URLs: bad input is one error line, reports stay exact."""
 
 from __future__ import annotations
 

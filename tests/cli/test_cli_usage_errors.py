@@ -1,4 +1,4 @@
-"""Regressions of the CLI's error output found by breaking it (engineer bb)."""
+"""CLI usage errors and non-regular input files: one ``sessionkeeper: error:`` line on stderr, exit 2."""
 
 from __future__ import annotations
 

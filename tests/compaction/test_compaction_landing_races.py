@@ -1,7 +1,4 @@
-"""
-Regressions found by breaking compactions that land while other writers share the transcript. Both
-anyio backends.
-"""
+"""Compactions landing while tasks of the same manager or other writers append (both anyio backends)."""
 
 from __future__ import annotations
 
@@ -12,15 +9,17 @@ from pathlib import Path
 import anyio
 import anyio.from_thread
 import pytest
+from tests._helpers import user
 
 from sessionkeeper.compaction import CompactionProviderRegistry, CompactionSettings, Compactor, SummaryRequest
-from sessionkeeper.transcript import TranscriptManager, UserMessage, message_to_builtins
+from sessionkeeper.transcript import TranscriptManager, UserMessage, WriteLockSettings, message_to_builtins
 from sessionkeeper.transcript import _manager as manager_module
 from sessionkeeper.transcript._follow import FileMark, ForeignLines
 
 
 pytestmark = pytest.mark.anyio
 PAD = " words to summarise" * 300
+SHORT = WriteLockSettings(acquire_timeout_ms=2_000, watchdog_interval_ms=0)
 
 
 class _Fixed:
@@ -128,3 +127,61 @@ async def test_a_compaction_does_not_follow_a_line_written_without_the_lock_afte
     records = [json.loads(line) for line in path.read_bytes().splitlines()]
     assert [r["id"] for r in records[-2:]] == ["pi000001", result.entry.id]
     assert _texts(await TranscriptManager.open(path))[0] == "<summary>"
+
+
+def _ids_and_parents(path: Path) -> list[tuple[str, str | None]]:
+    records = [json.loads(line) for line in path.read_bytes().splitlines()][1:]
+    return [(r["id"], r["parentId"]) for r in records]
+
+
+class _Gated:
+    id = "gated"
+    label = "waits for the test"
+
+    def __init__(self) -> None:
+        self.started = anyio.Event()
+        self.go = anyio.Event()
+
+    async def summarize(self, request: SummaryRequest) -> str:
+        self.started.set()
+        await self.go.wait()
+        return "## Decisions\n- short summary"
+
+
+async def test_appends_of_one_manager_while_its_compaction_lands(tmp_path: Path) -> None:
+    # One manager, two tasks: a compaction lands while the other task appends. The landing holds the
+    # file lock and waits for the manager's own appends; an append already waiting for the file lock
+    # used to deadlock with it (SessionBusyError after acquire_timeout_ms).
+    path = tmp_path / "t.jsonl"
+    m = await TranscriptManager.create(path, cwd="/w")
+    m.write_lock_settings = SHORT
+    for i in range(6):
+        await m.append_message(user(f"turn {i}" + PAD))
+    provider = _Gated()
+    registry = CompactionProviderRegistry()
+    registry.register(provider)
+    compactor = Compactor(settings=CompactionSettings(provider="gated"), providers=registry)
+    results = []
+
+    async def compact() -> None:
+        results.append(await compactor.compact(m))
+
+    async def append() -> None:
+        await provider.started.wait()  # planned: what follows was written during the summary
+        for i in range(30):
+            if i == 2:
+                provider.go.set()
+            await m.append_message(user(f"during {i}"))
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(compact)
+            tg.start_soon(append)
+    assert results[0].status == "compacted"
+    chain = _ids_and_parents(path)
+    assert len(chain) == 6 + 30 + 1
+    for (_, parent), (previous, _) in zip(chain[1:], chain, strict=False):
+        assert parent == previous
+    texts = [getattr(msg, "content", None) for msg in m.build_session_context().messages]
+    missing = [i for i in range(30) if f"during {i}" not in texts]
+    assert not missing, (missing, chain, results[0].entry)

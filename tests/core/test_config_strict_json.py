@@ -1,4 +1,4 @@
-"""Regressions found by running the README's test line on a fresh clone (brkz)."""
+"""Config text parsing tells strict JSON from JSON5 (lone surrogate escapes, constants, NUL escapes)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The guides as a new user reads them: links resolve, imports exist, the CLI table is complete (brkz)."""
+"""The guides as a new user reads them: links resolve, imports exist, the CLI table is complete."""
 
 from __future__ import annotations
 

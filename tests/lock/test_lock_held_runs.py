@@ -1,7 +1,4 @@
-"""
-Regressions found by breaking several writers on one transcript (appends that follow the tip, locks
-held for a run, compactions landing). Both anyio backends.
-"""
+"""A write lock held for a run (``hold_write_lock``, reentrant or not) by tasks of one manager."""
 
 from __future__ import annotations
 
@@ -12,12 +9,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from sessionkeeper.compaction import CompactionProviderRegistry, CompactionSettings, Compactor, SummaryRequest
 from sessionkeeper.transcript import TranscriptManager, UserMessage, WriteLockSettings
 
 
 pytestmark = pytest.mark.anyio
-PAD = " words to summarise" * 300
 SHORT = WriteLockSettings(acquire_timeout_ms=2_000, watchdog_interval_ms=0)
 
 
@@ -71,59 +66,6 @@ async def test_hold_write_lock_while_an_append_of_the_same_manager_waits_for_the
     assert len(chain) == 2
     assert chain[1][1] == chain[0][0]  # one chain: the second append followed the first
     assert not path.with_name(path.name + ".lock").exists()
-
-
-class _Gated:
-    id = "gated"
-    label = "waits for the test"
-
-    def __init__(self) -> None:
-        self.started = anyio.Event()
-        self.go = anyio.Event()
-
-    async def summarize(self, request: SummaryRequest) -> str:
-        self.started.set()
-        await self.go.wait()
-        return "## Decisions\n- short summary"
-
-
-async def test_appends_of_one_manager_while_its_compaction_lands(tmp_path: Path) -> None:
-    # One manager, two tasks: a compaction lands while the other task appends. The landing holds the
-    # file lock and waits for the manager's own appends; an append already waiting for the file lock
-    # used to deadlock with it (SessionBusyError after acquire_timeout_ms).
-    path = tmp_path / "t.jsonl"
-    m = await TranscriptManager.create(path, cwd="/w")
-    m.write_lock_settings = SHORT
-    for i in range(6):
-        await m.append_message(_user(f"turn {i}" + PAD))
-    provider = _Gated()
-    registry = CompactionProviderRegistry()
-    registry.register(provider)
-    compactor = Compactor(settings=CompactionSettings(provider="gated"), providers=registry)
-    results = []
-
-    async def compact() -> None:
-        results.append(await compactor.compact(m))
-
-    async def append() -> None:
-        await provider.started.wait()  # planned: what follows was written during the summary
-        for i in range(30):
-            if i == 2:
-                provider.go.set()
-            await m.append_message(_user(f"during {i}"))
-
-    with anyio.fail_after(10):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(compact)
-            tg.start_soon(append)
-    assert results[0].status == "compacted"
-    chain = _ids_and_parents(path)
-    assert len(chain) == 6 + 30 + 1
-    for (_, parent), (previous, _) in zip(chain[1:], chain, strict=False):
-        assert parent == previous
-    texts = [getattr(msg, "content", None) for msg in m.build_session_context().messages]
-    missing = [i for i in range(30) if f"during {i}" not in texts]
-    assert not missing, (missing, chain, results[0].entry)
 
 
 async def test_nested_reentrant_hold_write_lock_keeps_the_outer_block_holding(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Regressions found by attacking the session write lock with hostile lock files."""
+"""The session write lock against hostile lock files (deeply nested payloads)."""
 
 from __future__ import annotations
 

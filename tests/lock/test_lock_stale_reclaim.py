@@ -1,4 +1,4 @@
-"""Field report B22: stale session write locks (cases/field-reports.md), with its expected values."""
+"""Stale session write locks are reclaimed, live ones never (field report B22, its expected values)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,18 @@
-"""Regressions found by following the README quickstart as a new user (brkz)."""
+"""Messages given without a timestamp (README quickstart) are dated, and their usage counts."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from tests.runtime._runtime_helpers import make_runtime
 
 from sessionkeeper import AssistantMessage, ModelInfo, SessionRuntime, SessionStore, TextContent
 from sessionkeeper.testing import FakeClock
 from sessionkeeper.transcript import MessageEntry, TranscriptManager, Usage
+
+
+KEY = "agent:main:main"
 
 
 def _reply(text: str, *, usage: Usage | None = None) -> AssistantMessage:
@@ -59,3 +63,23 @@ async def test_a_reply_without_timestamp_is_dated_and_its_usage_counts_after_a_c
         reopened = await TranscriptManager.open(session.transcript.path)
         last = [e for e in reopened.entries() if isinstance(e, MessageEntry)][-1]
         assert isinstance(last.message, AssistantMessage) and last.message.timestamp == clock.now_ms()
+
+
+@pytest.mark.anyio
+async def test_a_user_message_prompt_left_at_timestamp_zero_is_dated(tmp_path: Path) -> None:
+    # after_turn dates messages left at timestamp 0 (pi stamps every message); a UserMessage prompt
+    # given to before_model_call was written dated 1970.
+    from sessionkeeper.transcript import MessageEntry, TextContent, UserMessage
+
+    runtime, _, clock = make_runtime(tmp_path=tmp_path)
+    session = await runtime.open(KEY)
+    undated = UserMessage(content=[TextContent(text="hi")], timestamp=0)
+    plan = await runtime.before_model_call(session, prompt=undated)
+    entry = plan.prompt_entry
+    assert isinstance(entry, MessageEntry) and isinstance(entry.message, UserMessage)
+    assert entry.message.timestamp == clock.now_ms() != 0
+    dated = await runtime.before_model_call(
+        session, prompt=UserMessage(content=[TextContent(text="kept")], timestamp=1234)
+    )
+    assert isinstance(dated.prompt_entry, MessageEntry)
+    assert dated.prompt_entry.message.timestamp == 1234

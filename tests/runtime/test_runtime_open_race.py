@@ -20,6 +20,7 @@ from zoneinfo import ZoneInfo
 import anyio
 import pytest
 from tests._servers import pg_schema
+from tests.runtime._runtime_helpers import make_runtime
 
 from sessionkeeper.runtime import ModelInfo, RuntimeSettings, SessionRuntime
 from sessionkeeper.store import EntryUpdater, ResetPolicy, SessionEntry, SessionStore
@@ -299,3 +300,23 @@ async def test_compactions_from_several_processes_are_all_counted(tmp_path: Path
         written = sum(isinstance(e, CompactionEntry) for e in transcript.entries())
         assert written >= 2
         assert entry.compaction_count == written
+
+
+async def test_two_runtimes_opening_a_new_key_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Both runtimes saw no transcript file and created it: the second one's create raised a bare
+    # FileExistsError out of open(). It now opens the file the other one created.
+    import anyio
+
+    runtime_a, _, _ = make_runtime(tmp_path=tmp_path)
+    runtime_b, _, _ = make_runtime(tmp_path=tmp_path)
+    a = await runtime_a.open(KEY)
+
+    async def missing(self: anyio.Path) -> bool:
+        return False
+
+    monkeypatch.setattr(anyio.Path, "exists", missing)
+    b = await runtime_b.open(KEY)
+    assert b.transcript.path == a.transcript.path
+    assert b.session_id == a.session_id

@@ -1,4 +1,4 @@
-"""Regressions found by driving SessionRuntime through hostile sequences (a reset or delete mid-turn)."""
+"""A session reset or deleted by another writer mid-turn: a typed error, nothing lost or recreated."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Regressions found by following the README quickstart as a new user (brkz)."""
+"""Listing: a transcript's ``modified`` is its newest message time, as pi computes it."""
 
 from __future__ import annotations
 

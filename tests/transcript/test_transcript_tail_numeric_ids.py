@@ -1,4 +1,4 @@
-"""Regressions found by breaker brky: tail reads and the ancestry index on numeric and falsy entry ids."""
+"""Tail reads and the ancestry index on numeric and falsy entry ids, as the loader and pi read them."""
 
 from __future__ import annotations
 
