@@ -49,10 +49,10 @@ if TYPE_CHECKING:
     from sessionkeeper._model_client import ModelRequest as ModelRequest
     from sessionkeeper._model_client import ModelResponse as ModelResponse
     from sessionkeeper._silent import SILENT_REPLY_TOKEN as SILENT_REPLY_TOKEN
-    from sessionkeeper._silent import SilentReplyStreamFilter as SilentReplyStreamFilter
-    from sessionkeeper._silent import filter_silent_stream as filter_silent_stream
     from sessionkeeper._silent import is_silent_reply as is_silent_reply
     from sessionkeeper._silent import is_silent_reply_payload as is_silent_reply_payload
+    from sessionkeeper._silent_stream import SilentReplyStreamFilter as SilentReplyStreamFilter
+    from sessionkeeper._silent_stream import filter_silent_stream as filter_silent_stream
     from sessionkeeper._tokens import EstimateTokenCounter as EstimateTokenCounter
     from sessionkeeper._tokens import TiktokenCounter as TiktokenCounter
     from sessionkeeper._tokens import TokenCounter as TokenCounter
@@ -191,8 +191,8 @@ _LAZY: dict[str, str] = {
     "SILENT_REPLY_TOKEN": "sessionkeeper._silent",
     "is_silent_reply": "sessionkeeper._silent",
     "is_silent_reply_payload": "sessionkeeper._silent",
-    "SilentReplyStreamFilter": "sessionkeeper._silent",
-    "filter_silent_stream": "sessionkeeper._silent",
+    "SilentReplyStreamFilter": "sessionkeeper._silent_stream",
+    "filter_silent_stream": "sessionkeeper._silent_stream",
     "TranscriptManager": "sessionkeeper.transcript",
     "SessionHeader": "sessionkeeper.transcript",
     "TranscriptEntry": "sessionkeeper.transcript",

@@ -13,16 +13,15 @@ from hypothesis import strategies as st
 from sessionkeeper._silent import (
     HEARTBEAT_TOKEN,
     SILENT_REPLY_TOKEN,
-    SilentReplyStreamFilter,
     is_internal_formatting_artifact,
     is_silent_reply,
     is_silent_reply_payload,
     is_silent_reply_prefix,
     starts_with_silent_token,
-    streaming_decision,
     strip_leading_silent_token,
     strip_silent_token,
 )
+from sessionkeeper._silent_stream import SilentReplyStreamFilter, streaming_decision
 
 
 FIXTURE = Path(__file__).resolve().parent.parent / "data" / "oracle" / "silent.json"
@@ -270,7 +269,7 @@ def test_silent_texts_never_leak_and_others_are_substrings(text: str) -> None:
 async def test_filter_silent_stream_wraps_async_iterables() -> None:
     from collections.abc import AsyncIterator
 
-    from sessionkeeper._silent import filter_silent_stream
+    from sessionkeeper._silent_stream import filter_silent_stream
 
     async def source(chunks: list[str]) -> AsyncIterator[str]:
         for chunk in chunks:

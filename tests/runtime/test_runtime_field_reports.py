@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from sessionkeeper._silent import SilentReplyStreamFilter
+from sessionkeeper._silent_stream import SilentReplyStreamFilter
 from sessionkeeper.compaction import CompactionSettings, should_compact
 from sessionkeeper.runtime import (
     MemoryFlushPolicy,

@@ -34,7 +34,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from sessionkeeper._fs import ensure_dir
-from sessionkeeper._silent import SilentReplyStreamFilter
+from sessionkeeper._silent_stream import SilentReplyStreamFilter
 from sessionkeeper._tokens import EstimateTokenCounter
 from sessionkeeper.cli._demo_runtime import replay_sessions
 from sessionkeeper.cli._doctor import run_doctor
