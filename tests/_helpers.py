@@ -134,15 +134,21 @@ def jsonl(objs: list[Any], *, ensure_ascii: bool = True) -> bytes:
 # -- the CLI ---------------------------------------------------------------------------------------------
 
 
-def run_cli(*args: str, env: dict[str, str | None] | None = None, catch_exceptions: bool = True) -> Result:
+def run_cli(
+    *args: str, env: dict[str, str | None] | None = None, catch_exceptions: bool = True, obj: Any = None
+) -> Result:
     """Run ``sessionkeeper ARGS`` in-process (click's runner; ``result.output`` holds stderr too)."""
-    return CliRunner(env=env).invoke(cli, list(args), catch_exceptions=catch_exceptions)
+    return CliRunner(env=env).invoke(cli, list(args), catch_exceptions=catch_exceptions, obj=obj)
 
 
-def cli_output(*args: str, catch_exceptions: bool = True) -> tuple[int, str]:
-    """The exit code and the output to read: stdout alone with ``--json`` (stderr has warnings), else both."""
+def cli_output(*args: str, catch_exceptions: bool = True, stdout: bool | None = None) -> tuple[int, str]:
+    """
+    The exit code and the output to read: by default stdout alone with ``--json`` (stderr has warnings),
+    else stdout and stderr; ``stdout=True`` always reads stdout alone.
+    """
     result = run_cli(*args, catch_exceptions=catch_exceptions)
-    return result.exit_code, result.stdout if "--json" in args else result.output
+    only_stdout = "--json" in args if stdout is None else stdout
+    return result.exit_code, result.stdout if only_stdout else result.output
 
 
 # -- clocks ----------------------------------------------------------------------------------------------

@@ -9,12 +9,11 @@ from typing import Any, ClassVar
 
 import anyio
 import pytest
-from click.testing import CliRunner
 from rich.console import Console
+from tests._helpers import run_cli
 
 from sessionkeeper.cli import _cleanup
 from sessionkeeper.cli._cleanup import LARGE_STORE_FILES, progress_wanted
-from sessionkeeper.cli._main import cli
 from sessionkeeper.store import run_maintenance
 
 
@@ -95,7 +94,7 @@ def terminal(monkeypatch: pytest.MonkeyPatch) -> type[_Spy]:
 
 
 def _cleanup_cli(*args: str) -> Any:
-    return CliRunner().invoke(cli, ["sessions", "cleanup", *args, "--now", str(NOW_MS)])
+    return run_cli("sessions", "cleanup", *args, "--now", str(NOW_MS))
 
 
 def test_json_output_stays_pure_json_on_a_large_store_in_a_terminal(

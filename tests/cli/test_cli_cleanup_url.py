@@ -12,10 +12,9 @@ from typing import Any
 
 import anyio
 import pytest
-from click.testing import CliRunner
+from tests._helpers import run_cli
 from tests._servers import pg_schema, redis_prefix
 
-from sessionkeeper.cli._main import cli
 from sessionkeeper.exceptions import ConfigError
 from sessionkeeper.store import (
     PostgresStoreBackend,
@@ -90,8 +89,8 @@ def _url(kind: str, pg_schema: tuple[str, str], redis_prefix: tuple[str, str]) -
 
 def _cleanup(store: str, config: Path, *extra: str) -> dict[str, Any]:
     args = ["sessions", "cleanup", "--store", store, "--config", str(config), "--now", str(NOW_MS)]
-    result = CliRunner().invoke(
-        cli, [*args, "--active-key", "AGENT:MAIN:DIRECT:ACTIVE", "--json", *extra], catch_exceptions=False
+    result = run_cli(
+        *args, "--active-key", "AGENT:MAIN:DIRECT:ACTIVE", "--json", *extra, catch_exceptions=False
     )
     assert result.exit_code == 0, result.output
     report: dict[str, Any] = json.loads(result.stdout)
@@ -157,7 +156,7 @@ def test_cleanup_of_a_store_url_without_transcripts_maintains_the_entries(
     assert report["actions"]["agent:main:direct:old"] == "prune-stale"
     removed = sum(v != "keep" for v in report["actions"].values())
     assert report["afterCount"] == report["beforeCount"] - removed
-    result = CliRunner().invoke(cli, ["sessions", "cleanup", "--store", url, "--fix-missing"])
+    result = run_cli("sessions", "cleanup", "--store", url, "--fix-missing")
     assert result.exit_code != 0
     assert "--transcripts-dir" in result.output
 
@@ -183,9 +182,7 @@ def test_run_maintenance_takes_a_bare_backend(
 def test_transcripts_dir_is_refused_with_a_sessions_directory(tmp_path: Path) -> None:
     sessions = tmp_path / "sessions"
     sessions.mkdir()
-    result = CliRunner().invoke(
-        cli, ["sessions", "cleanup", "--store", str(sessions), "--transcripts-dir", str(tmp_path)]
-    )
+    result = run_cli("sessions", "cleanup", "--store", str(sessions), "--transcripts-dir", str(tmp_path))
     assert result.exit_code != 0
     assert "--transcripts-dir is for store URLs" in result.output
 

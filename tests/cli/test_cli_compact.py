@@ -7,11 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from tests import _pi_oracle
+from tests._helpers import run_cli
 from tests._pi_oracle import PiOracle
 
-from sessionkeeper.cli import cli
 from sessionkeeper.transcript import CompactionEntry
 from sessionkeeper.transcript._load import load_transcript
 
@@ -41,9 +40,7 @@ def _copy(pi_samples: Path, tmp_path: Path, name: str) -> Path:
 def test_dry_run_json_fields_and_no_write(pi_samples: Path, tmp_path: Path) -> None:
     file = _copy(pi_samples, tmp_path, "full")
     before = file.read_bytes()
-    out = CliRunner().invoke(
-        cli, ["compact", str(file), "--dry-run", "--json", "--keep-recent-tokens", "500"]
-    )
+    out = run_cli("compact", str(file), "--dry-run", "--json", "--keep-recent-tokens", "500")
     assert out.exit_code == 0, out.output
     plan = json.loads(out.output)
     assert plan.keys() >= PLAN_FIELDS
@@ -108,9 +105,7 @@ def test_dry_run_reports_b05_deviation(tmp_path: Path) -> None:
     )
     file = tmp_path / "b05.jsonl"
     file.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
-    out = CliRunner().invoke(
-        cli, ["compact", str(file), "--dry-run", "--json", "--keep-recent-tokens", "2000"]
-    )
+    out = run_cli("compact", str(file), "--dry-run", "--json", "--keep-recent-tokens", "2000")
     plan = json.loads(out.output)
     assert (
         plan["deviation"] == "B05" and plan["firstKeptEntryId"] == "e3" and plan["piFirstKeptEntryId"] == "e1"
@@ -119,7 +114,7 @@ def test_dry_run_reports_b05_deviation(tmp_path: Path) -> None:
 
 def test_real_run_writes_entry_and_reports_it(pi_samples: Path, tmp_path: Path) -> None:
     file = _copy(pi_samples, tmp_path, "full")
-    out = CliRunner().invoke(cli, ["compact", str(file), "--json", "--keep-recent-tokens", "500"])
+    out = run_cli("compact", str(file), "--json", "--keep-recent-tokens", "500")
     assert out.exit_code == 0, out.output
     data = json.loads(out.output)
     assert data["status"] == "compacted" and data["provider"] == "extractive"
@@ -127,12 +122,12 @@ def test_real_run_writes_entry_and_reports_it(pi_samples: Path, tmp_path: Path) 
     entry = index.get(data["entryId"])
     assert isinstance(entry, CompactionEntry) and entry.first_kept_entry_id == "564e6279"
     assert data["summaryChars"] == len(entry.summary)
-    again = CliRunner().invoke(cli, ["compact", str(file), "--json", "--keep-recent-tokens", "500"])
+    again = run_cli("compact", str(file), "--json", "--keep-recent-tokens", "500")
     assert again.exit_code == 0 and json.loads(again.output)["status"] == "already_compacted"
 
 
 def test_missing_file_is_bad_input(tmp_path: Path) -> None:
-    out = CliRunner().invoke(cli, ["compact", str(tmp_path / "nope.jsonl"), "--dry-run"])
+    out = run_cli("compact", str(tmp_path / "nope.jsonl"), "--dry-run")
     assert out.exit_code == 2
 
 
@@ -143,7 +138,7 @@ def test_pi_loads_our_compacted_file_with_our_context(
 ) -> None:
     file = _copy(pi_samples, tmp_path, name)
     args = ["compact", str(file), "--json"] + (["--keep-recent-tokens", keep] if keep else [])
-    out = CliRunner().invoke(cli, args)
+    out = run_cli(*args)
     assert out.exit_code == 0, out.output
     ours = load_transcript(file).build_context().to_json()
     theirs = pi_oracle.context(file)

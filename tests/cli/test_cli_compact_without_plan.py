@@ -7,9 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
-from sessionkeeper.cli import cli
+from tests._helpers import run_cli
 
 
 _HEADER = '{"type":"session","version":3,"id":"s1","timestamp":"2026-01-05T10:00:00.000Z","cwd":"/p"}'
@@ -53,7 +51,7 @@ def test_nothing_to_compact_appends_nothing_says_why_exits_0(
     args = ["compact", str(file), "--json"]
     args += ["--keep-recent-tokens", keep] if keep is not None else []
     args += ["--dry-run"] if dry_run else []
-    run = CliRunner().invoke(cli, args)
+    run = run_cli(*args)
     assert run.exit_code == 0, run.output
     data = json.loads(run.stdout)
     assert data["status"] == ("planned" if dry_run and status == "nothing_to_summarize" else status)
@@ -64,7 +62,7 @@ def test_nothing_to_compact_appends_nothing_says_why_exits_0(
 
 
 def _compact_json(path: Path, *args: str) -> dict[str, object]:
-    result = CliRunner().invoke(cli, ["compact", str(path), "--json", *args], catch_exceptions=False)
+    result = run_cli("compact", str(path), "--json", *args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert isinstance(data, dict)

@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from tests._helpers import run_cli
 
-from sessionkeeper.cli._main import cli
 from sessionkeeper.exceptions import TranscriptFormatError
 from sessionkeeper.transcript import load_transcript, message_to_builtins
 from sessionkeeper.transcript._tail import last_messages_of_index
@@ -20,10 +19,6 @@ from sessionkeeper.transcript._tail import last_messages_of_index
 def _cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SESSIONKEEPER_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("COLUMNS", "200")
-
-
-def _run(*args: str) -> Any:
-    return CliRunner().invoke(cli, list(args))
 
 
 def _samples(pi_samples: Path, openclaw_samples: Path) -> list[Path]:
@@ -41,16 +36,16 @@ def test_default_leaf_output_equals_the_full_load_on_every_sample(
         try:
             leaf = load_transcript(sample).leaf_id
         except TranscriptFormatError:  # not a transcript: the command says so (bad input)
-            assert _run("context", str(sample), "--json").exit_code == 2
+            assert run_cli("context", str(sample), "--json").exit_code == 2
             continue
         expected = load_transcript(sample).build_context().to_json()
-        assert json.loads(_run("context", str(sample), "--json").output) == expected, sample
+        assert json.loads(run_cli("context", str(sample), "--json").output) == expected, sample
         if load_transcript(sample).migrated:  # ids of a migrated v1/v2 file are new on every load
             continue
         forced = ["--leaf", leaf if leaf is not None else "null"]
         for options in (["--json"], ["--json", "--llm"], []):
-            tail = _run("context", str(sample), *options)
-            full = _run("context", str(sample), *options, *forced)
+            tail = run_cli("context", str(sample), *options)
+            full = run_cli("context", str(sample), *options, *forced)
             assert tail.exit_code == full.exit_code == 0, (sample, tail.output)
             assert tail.output == full.output, sample
         checked += 1
@@ -61,17 +56,15 @@ def test_the_default_leaf_does_not_load_the_whole_file(
     pi_samples: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sample = pi_samples / "full.jsonl"
-    expected = _run("context", str(sample), "--json").output
+    expected = run_cli("context", str(sample), "--json").output
 
     def refuse(file: Path) -> Any:
         raise AssertionError("the full loader was used")
 
     monkeypatch.setattr("sessionkeeper.cli._context._load", refuse)
-    assert _run("context", str(sample), "--json").output == expected
+    assert run_cli("context", str(sample), "--json").output == expected
     with pytest.raises(AssertionError, match="full loader"):
-        CliRunner().invoke(
-            cli, ["context", str(sample), "--leaf", "null"], catch_exceptions=False
-        )  # --leaf: the full load
+        run_cli("context", str(sample), "--leaf", "null", catch_exceptions=False)  # --leaf: the full load
 
 
 def _line(obj: Any) -> bytes:
@@ -99,8 +92,8 @@ def test_settings_at_the_start_through_the_cli(tmp_path: Path) -> None:
     path = tmp_path / "b.jsonl"
     _scenario_b(path, 6000)  # 12 MB: past the tail budget, the ancestry index answers
     for _ in range(2):
-        tail = _run("context", str(path), "--json")
-        full = _run("context", str(path), "--json", "--leaf", "m1")
+        tail = run_cli("context", str(path), "--json")
+        full = run_cli("context", str(path), "--json", "--leaf", "m1")
         assert tail.output == full.output
         assert json.loads(tail.output)["thinkingLevel"] == "high"
     assert any((tmp_path / "cache" / "tail-index").iterdir())
@@ -111,12 +104,12 @@ def test_last_n_messages(pi_samples: Path) -> None:
         sample = pi_samples / f"{name}.jsonl"
         index = load_transcript(sample)
         for n in (1, 3, 1000):
-            result = _run("context", str(sample), "--last", str(n), "--json")
+            result = run_cli("context", str(sample), "--last", str(n), "--json")
             assert result.exit_code == 0, result.output
             expected = [message_to_builtins(m) for m in last_messages_of_index(index, n)]
             assert json.loads(result.stdout) == {"messages": expected}
             assert result.output.count("\n") == 1
-        text = _run("context", str(sample), "--last", "2")
+        text = run_cli("context", str(sample), "--last", "2")
         assert text.exit_code == 0
         assert "last 2 messages of the current branch" in text.output
         assert len(text.output.strip().splitlines()) == 3
@@ -126,17 +119,17 @@ def test_last_n_messages(pi_samples: Path) -> None:
     "args", [["--last", "0"], ["--last", "2", "--leaf", "null"], ["--last", "2", "--json", "--llm"]]
 )
 def test_last_bad_input_exit_2(pi_samples: Path, args: list[str]) -> None:
-    result = _run("context", str(pi_samples / "basic.jsonl"), *args)
+    result = run_cli("context", str(pi_samples / "basic.jsonl"), *args)
     assert result.exit_code == 2
     assert "sessionkeeper: error:" in result.output
 
 
 def test_missing_file_and_fifo_are_bad_input(tmp_path: Path) -> None:
-    missing = _run("context", str(tmp_path / "nope.jsonl"))
+    missing = run_cli("context", str(tmp_path / "nope.jsonl"))
     assert missing.exit_code == 2
     fifo = tmp_path / "pipe.jsonl"
     os.mkfifo(fifo)
     for args in (["--json"], ["--last", "3"]):
-        result = _run("context", str(fifo), *args)  # would block forever if it were opened
+        result = run_cli("context", str(fifo), *args)  # would block forever if it were opened
         assert result.exit_code == 2, result.output
         assert "not a regular file" in result.output

@@ -11,10 +11,9 @@ import re
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from tests._helpers import run_cli
 from tests.runtime._runtime_helpers import make_runtime, reply
 
-from sessionkeeper.cli._main import cli
 from sessionkeeper.runtime import CompactionOutcome, RuntimeSession, SessionRuntime
 from sessionkeeper.testing import FakeClock
 from sessionkeeper.transcript import UserMessage, estimate_tokens, load_transcript
@@ -26,7 +25,7 @@ KEY = "agent:main:main"
 
 
 def _context_line(path: Path) -> tuple[int, str]:
-    result = CliRunner(env={"COLUMNS": "200"}).invoke(cli, ["context", str(path)])
+    result = run_cli("context", str(path), env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     found = re.search(r"~(\d+) context tokens(?: \(([^)]*)\))?", result.stdout)
     assert found is not None, result.stdout

@@ -10,10 +10,9 @@ import sys
 from pathlib import Path
 
 import anyio
-from click.testing import CliRunner
+from tests._helpers import run_cli
 
 from sessionkeeper.cli._demo import DEMO_STEPS, DemoContext, DemoStep, StepResult, run_demo
-from sessionkeeper.cli._main import cli
 
 
 def _bundled_digest() -> str:
@@ -27,7 +26,7 @@ def _bundled_digest() -> str:
 
 def test_demo_json_runs_every_step_ok() -> None:
     before = _bundled_digest()
-    result = CliRunner().invoke(cli, ["demo", "--json"], catch_exceptions=False)
+    result = run_cli("demo", "--json", catch_exceptions=False)
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["ok"] is True
@@ -50,7 +49,7 @@ def test_demo_json_runs_every_step_ok() -> None:
 
 def test_demo_human_report_and_kept_workdir(tmp_path: Path) -> None:
     workdir = tmp_path / "work"
-    result = CliRunner().invoke(cli, ["demo", "--workdir", str(workdir)], catch_exceptions=False)
+    result = run_cli("demo", "--workdir", str(workdir), catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert f"{len(DEMO_STEPS)} of {len(DEMO_STEPS)} steps ok" in result.stdout
     assert "Silent replies" in result.stdout
@@ -66,7 +65,7 @@ def test_demo_human_report_and_kept_workdir(tmp_path: Path) -> None:
 def test_demo_rejects_a_file_as_workdir(tmp_path: Path) -> None:
     file = tmp_path / "file"
     file.write_text("x")
-    result = CliRunner().invoke(cli, ["demo", "--workdir", str(file)])
+    result = run_cli("demo", "--workdir", str(file))
     assert result.exit_code == 2
 
 

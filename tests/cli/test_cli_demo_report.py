@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from tests._helpers import run_cli
 
-from sessionkeeper.cli._main import cli
 from sessionkeeper.runtime import ModelInfo, SessionRuntime
 from sessionkeeper.store import SessionStore
 
@@ -22,7 +21,7 @@ PIPE = {"TTY_COMPATIBLE": None, "FORCE_COLOR": None, "COLUMNS": "100"}
 
 
 def _demo(*args: str) -> str:
-    result = CliRunner(env=PIPE).invoke(cli, ["demo", *args], catch_exceptions=False)
+    result = run_cli("demo", *args, env=PIPE, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return result.stdout
 

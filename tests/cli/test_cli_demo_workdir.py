@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from click.testing import CliRunner
-
-from sessionkeeper.cli._main import cli
+from tests._helpers import run_cli
 
 
 def test_demo_never_overwrites_files_in_a_used_workdir(tmp_path: Path) -> None:
@@ -15,7 +13,7 @@ def test_demo_never_overwrites_files_in_a_used_workdir(tmp_path: Path) -> None:
     (workdir / "sessions").mkdir(parents=True)
     mine = workdir / "sessions" / "basic.jsonl"
     mine.write_bytes(b"precious\n")
-    result = CliRunner().invoke(cli, ["demo", "--json", "--workdir", str(workdir)])
+    result = run_cli("demo", "--json", "--workdir", str(workdir))
     assert result.exit_code == 2
     assert "not empty" in result.stderr
     assert result.stderr.count("\n") == 1
@@ -24,6 +22,6 @@ def test_demo_never_overwrites_files_in_a_used_workdir(tmp_path: Path) -> None:
 
 
 def test_demo_accepts_an_existing_empty_workdir(tmp_path: Path) -> None:
-    result = CliRunner().invoke(cli, ["demo", "--json", "--workdir", str(tmp_path)], catch_exceptions=False)
+    result = run_cli("demo", "--json", "--workdir", str(tmp_path), catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert (tmp_path / "sessions" / "basic.jsonl").is_file()

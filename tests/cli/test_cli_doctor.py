@@ -9,9 +9,9 @@ from typing import Any
 
 import anyio
 import pytest
-from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests._helpers import run_cli
 
 from sessionkeeper.cli._doctor import (
     DoctorRegistry,
@@ -21,7 +21,6 @@ from sessionkeeper.cli._doctor import (
     repair_transcript_bytes,
     run_doctor,
 )
-from sessionkeeper.cli._main import cli
 from sessionkeeper.transcript import load_transcript
 from sessionkeeper.transcript._lock import SessionWriteLock
 
@@ -57,12 +56,8 @@ def _write(tmp_path: Path, lines: list[str] | bytes, name: str = "s.jsonl", *, n
     return path
 
 
-def _run(*args: str) -> Any:
-    return CliRunner().invoke(cli, ["doctor", *args], catch_exceptions=False)
-
-
 def _json(*args: str) -> tuple[int, dict[str, Any]]:
-    result = _run(*args, "--json")
+    result = run_cli("doctor", *args, "--json", catch_exceptions=False)
     return result.exit_code, json.loads(result.stdout)
 
 
@@ -81,7 +76,7 @@ def test_healthy_transcript_exits_0(tmp_path: Path) -> None:
     assert report["files"][0]["status"] == "healthy"
     assert report["summary"] == {"files": 1, "healthy": 1, "fixed": 0, "problems": 0}
     assert report["exitCode"] == 0
-    result = _run(str(path))
+    result = run_cli("doctor", str(path), catch_exceptions=False)
     assert result.exit_code == 0
     assert "1 healthy" in result.stdout
 
@@ -184,13 +179,13 @@ def test_repeated_header_is_info_only(tmp_path: Path) -> None:
 
 
 def test_bad_input_exits_2(tmp_path: Path) -> None:
-    assert _run(str(tmp_path / "missing.jsonl")).exit_code == 2
+    assert run_cli("doctor", str(tmp_path / "missing.jsonl"), catch_exceptions=False).exit_code == 2
     notes = tmp_path / "notes.jsonl"
     notes.write_text("hello\n")
-    result = _run(str(notes))
+    result = run_cli("doctor", str(notes), catch_exceptions=False)
     assert result.exit_code == 2
     assert "not a pi session transcript" in result.stderr
-    assert _run(str(notes), "--fix").exit_code == 2
+    assert run_cli("doctor", str(notes), "--fix", catch_exceptions=False).exit_code == 2
     assert notes.read_text() == "hello\n"
 
 
@@ -209,14 +204,14 @@ def test_directory_scan(tmp_path: Path) -> None:
     assert statuses == {"a.jsonl": "healthy", "b.jsonl": "fixed", "c.jsonl": "not-a-transcript"}
     assert code == 1  # c.jsonl still is not a transcript
     assert (tmp_path / "c.jsonl").read_bytes() == b"not a transcript\n"
-    result = _run(str(tmp_path))
+    result = run_cli("doctor", str(tmp_path), catch_exceptions=False)
     assert "not-a-transcript" in result.stdout
     assert "c.jsonl" in result.stdout
 
 
 def test_rich_output_escapes_markup(tmp_path: Path) -> None:
     path = _write(tmp_path, [*GOOD, "[bold]x"], "[red]odd.jsonl")
-    result = _run(str(path))
+    result = run_cli("doctor", str(path), catch_exceptions=False)
     assert result.exit_code == 1
     assert "[red]odd.jsonl" in result.stdout
     assert "problems" in result.stdout

@@ -11,12 +11,10 @@ from typing import Any
 import anyio
 import attrs
 import pytest
-from click.testing import CliRunner
 from tests._helpers import run_cli
 
 from sessionkeeper.cli._doctor import ConfigTarget, DoctorRegistry, Finding, default_registry, run_doctor
 from sessionkeeper.cli._doctor_config import read_config_file
-from sessionkeeper.cli._main import cli
 
 
 LEGACY = {
@@ -39,7 +37,7 @@ def _write(tmp_path: Path, tree: Any, name: str = "openclaw.json") -> Path:
 
 
 def _doctor(*args: str) -> tuple[int, dict[str, Any]]:
-    result = CliRunner().invoke(cli, ["doctor", *args, "--json"])
+    result = run_cli("doctor", *args, "--json")
     return result.exit_code, json.loads(result.stdout)
 
 
@@ -64,7 +62,7 @@ def test_config_files_are_recognised_by_content(tmp_path: Path) -> None:
     broken = tmp_path / "broken.json"
     broken.write_text("{\n  session: {\n}\n")
     assert read_config_file(broken) is None  # not JSON5
-    result = CliRunner().invoke(cli, ["doctor", str(tmp_path / "package.json")])
+    result = run_cli("doctor", str(tmp_path / "package.json"))
     assert result.exit_code == 2  # neither a transcript nor a config: bad input
 
 
@@ -189,7 +187,7 @@ def test_fix_with_invalid_values_still_drops_legacy_keys(tmp_path: Path) -> None
 
 def test_healthy_config_and_text_output(tmp_path: Path) -> None:
     path = _write(tmp_path, {"session": {"reset": {"mode": "idle", "idleMinutes": 30}}, "agents": {}})
-    result = CliRunner().invoke(cli, ["doctor", str(path)])
+    result = run_cli("doctor", str(path))
     assert result.exit_code == 0
     assert "1 config file: 1 healthy" in result.output
 
@@ -265,7 +263,7 @@ def test_json5_config_is_checked_and_fix_says_comments_were_not_kept(tmp_path: P
 def test_json5_note_shows_in_the_text_output(tmp_path: Path) -> None:
     path = tmp_path / "openclaw.json"
     path.write_text(_JSON5_LEGACY)
-    result = CliRunner().invoke(cli, ["doctor", str(path), "--fix"], env={"COLUMNS": "400"})
+    result = run_cli("doctor", str(path), "--fix", env={"COLUMNS": "400"})
     assert result.exit_code == 0
     assert "comments and JSON5 formatting were not kept" in result.output
     assert "1 fixed" in result.output

@@ -11,17 +11,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
-
-from sessionkeeper.cli._main import cli
+from tests._helpers import run_cli
 
 
 NOW = 1_790_000_000_000
 PIPE = {"TTY_COMPATIBLE": None, "FORCE_COLOR": None}
-
-
-def _invoke(*args: str) -> Result:
-    return CliRunner(env=PIPE).invoke(cli, list(args))
 
 
 def _sessions(tmp_path: Path, pi_samples: Path, store: dict[str, object] | None) -> Path:
@@ -47,14 +41,14 @@ def test_doctor_dir_reports_an_unreadable_transcript_and_checks_the_others(
     directory = _sessions(tmp_path, pi_samples, None)
     bad = directory / "aaa-unreadable.jsonl"  # sorted first: the old doctor stopped there
     _unreadable(bad)
-    result = _invoke("doctor", str(directory), "--json")
+    result = run_cli("doctor", str(directory), "--json", env=PIPE)
     assert result.exit_code == 1, result.output
     files = {Path(f["path"]).name: f for f in json.loads(result.stdout)["files"]}
     assert sorted(files) == ["aaa-unreadable.jsonl", "basic-id.jsonl", "branchy-id.jsonl", "full-id.jsonl"]
     assert [f["check"] for f in files["aaa-unreadable.jsonl"]["findings"]] == ["unreadable"]
     assert "Input/output error" in files["aaa-unreadable.jsonl"]["findings"][0]["message"]
     assert {files[n]["status"] for n in files if n != "aaa-unreadable.jsonl"} == {"healthy"}
-    lines = _invoke("doctor", str(directory)).stdout.splitlines()
+    lines = run_cli("doctor", str(directory), env=PIPE).stdout.splitlines()
     assert sum("\thealthy\t" in line for line in lines) == 3
     assert any(line.startswith(f"{bad}\tproblems\terror: cannot read the file") for line in lines)
 
@@ -64,7 +58,7 @@ def test_doctor_fix_goes_on_past_an_unreadable_transcript(tmp_path: Path, pi_sam
     _unreadable(directory / "aaa-unreadable.jsonl")
     torn = directory / "torn.jsonl"
     torn.write_bytes((pi_samples / "basic.jsonl").read_bytes() + b'{"type":"message","id":"x","parentId":')
-    result = _invoke("doctor", str(directory), "--fix", "--json")
+    result = run_cli("doctor", str(directory), "--fix", "--json", env=PIPE)
     statuses = {Path(f["path"]).name: f["status"] for f in json.loads(result.stdout)["files"]}
     assert statuses["torn.jsonl"] == "fixed"
     assert statuses["aaa-unreadable.jsonl"] == "problems"
@@ -79,7 +73,7 @@ def test_doctor_dir_checks_the_store(tmp_path: Path, pi_samples: Path) -> None:
     }
     directory = _sessions(tmp_path, pi_samples, store)
     before = sorted(os.listdir(directory))
-    result = _invoke("doctor", str(directory), "--json")
+    result = run_cli("doctor", str(directory), "--json", env=PIPE)
     assert result.exit_code == 1, result.output
     findings = [f for f in json.loads(result.stdout)["directoryFindings"] if f["check"] == "store"]
     assert [(f["severity"], f["ids"]) for f in findings] == [
@@ -88,7 +82,7 @@ def test_doctor_dir_checks_the_store(tmp_path: Path, pi_samples: Path) -> None:
     ]
     assert "--fix-missing" in findings[1]["message"]
     assert sorted(os.listdir(directory)) == before  # read-only: no backup, nothing created
-    text = _invoke("doctor", str(directory)).stdout
+    text = run_cli("doctor", str(directory), env=PIPE).stdout
     assert "warning: store: 1 of 3 entries have no transcript file: agent:main:gone" in text
     assert text.rstrip().endswith("; 2 store/directory problems")
 
@@ -96,9 +90,9 @@ def test_doctor_dir_checks_the_store(tmp_path: Path, pi_samples: Path) -> None:
 def test_doctor_dir_reports_a_store_that_sessions_list_cannot_read(tmp_path: Path, pi_samples: Path) -> None:
     directory = _sessions(tmp_path, pi_samples, None)
     (directory / "sessions.json").write_text("{not json")
-    listed = _invoke("sessions", "list", "--store", str(directory))
+    listed = run_cli("sessions", "list", "--store", str(directory), env=PIPE)
     assert listed.exit_code == 1
-    result = _invoke("doctor", str(directory), "--json")
+    result = run_cli("doctor", str(directory), "--json", env=PIPE)
     assert result.exit_code == 1
     report = json.loads(result.stdout)
     store = [f for f in report["directoryFindings"] if f["check"] == "store"]
@@ -112,7 +106,7 @@ def test_doctor_dir_reports_a_store_that_sessions_list_cannot_read(tmp_path: Pat
 def test_a_healthy_store_adds_no_finding(tmp_path: Path, pi_samples: Path) -> None:
     store = {"agent:main:main": {"sessionId": "basic-id", "updatedAt": NOW}}
     directory = _sessions(tmp_path, pi_samples, store)
-    result = _invoke("doctor", str(directory), "--json")
+    result = run_cli("doctor", str(directory), "--json", env=PIPE)
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["directoryFindings"] == []
 
@@ -125,7 +119,7 @@ def test_a_store_file_given_for_a_transcript_says_what_to_run(
     directory = _sessions(tmp_path, pi_samples, store)
     for path in (directory / "sessions.json", tmp_path / "store-backup.json"):
         shutil.copyfile(directory / "sessions.json", tmp_path / "store-backup.json")
-        result = _invoke(command, str(path))
+        result = run_cli(command, str(path), env=PIPE)
         assert result.exit_code == 2
         assert result.stderr.startswith(f"sessionkeeper: error: {path} is a session store (sessions.json)")
         assert result.stderr.count("\n") == 1
@@ -138,6 +132,6 @@ def test_a_store_file_given_for_a_transcript_says_what_to_run(
 def test_a_transcript_that_is_not_a_store_keeps_the_loader_message(tmp_path: Path) -> None:
     path = tmp_path / "notes.json"
     path.write_text('{"title": "not a store", "items": []}\n')
-    result = _invoke("compact", str(path))
+    result = run_cli("compact", str(path), env=PIPE)
     assert result.exit_code == 2
     assert "session store" not in result.stderr and "not a pi session transcript" in result.stderr

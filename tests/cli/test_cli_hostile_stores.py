@@ -8,10 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from tests._helpers import run_cli
 
 from sessionkeeper._config import load_config
-from sessionkeeper.cli._main import cli
 from sessionkeeper.exceptions import ConfigError
 
 
@@ -24,7 +23,7 @@ def _store(tmp_path: Path, text: str) -> Path:
 def test_lone_surrogate_key_is_printed_escaped_not_a_traceback(tmp_path: Path, args: list[str]) -> None:
     # JavaScript writes lone surrogates as \udXXX escapes; the store reads them, the CLI must print them
     store = _store(tmp_path, '{\n  "k\\ud800": {\n    "sessionId": "abc",\n    "updatedAt": 1\n  }\n}')
-    result = CliRunner().invoke(cli, [*args, "--store", str(store)])
+    result = run_cli(*args, "--store", str(store))
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert result.exit_code == 0
     assert "k\\ud800" in result.output
@@ -32,10 +31,10 @@ def test_lone_surrogate_key_is_printed_escaped_not_a_traceback(tmp_path: Path, a
 
 def test_status_with_updated_at_beyond_datetime_range(tmp_path: Path) -> None:
     store = _store(tmp_path, json.dumps({"k": {"sessionId": "abc", "updatedAt": 1e300}}))
-    result = CliRunner().invoke(cli, ["status", "k", "--store", str(store)])
+    result = run_cli("status", "k", "--store", str(store))
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert result.exit_code == 0
-    result = CliRunner().invoke(cli, ["sessions", "list", "--store", str(store)])
+    result = run_cli("sessions", "list", "--store", str(store))
     assert result.exit_code == 0, result.output
 
 
@@ -77,9 +76,7 @@ def test_maintenance_reads_deeply_nested_lock_and_transcript(tmp_path: Path) -> 
     (tmp_path / "abc.jsonl.lock").write_text(_DEEP)
     store = _store(tmp_path, json.dumps({"k": {"sessionId": "abc", "updatedAt": 1}}))
     for mode in ("--dry-run", "--enforce"):
-        result = CliRunner().invoke(
-            cli, ["sessions", "cleanup", mode, "--fix-missing", "--json", "--store", str(store)]
-        )
+        result = run_cli("sessions", "cleanup", mode, "--fix-missing", "--json", "--store", str(store))
         assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
         assert result.exit_code == 0, result.output
 
@@ -94,9 +91,7 @@ def test_cleanup_config_file_undecodable_is_bad_input(tmp_path: Path, content: b
     with pytest.raises(ConfigError, match=message):
         load_config(config)
     store = _store(tmp_path, "{}")
-    result = CliRunner().invoke(
-        cli, ["sessions", "cleanup", "--dry-run", "--store", str(store), "--config", str(config)]
-    )
+    result = run_cli("sessions", "cleanup", "--dry-run", "--store", str(store), "--config", str(config))
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert result.exit_code == 2
 
@@ -115,7 +110,7 @@ def test_stored_text_is_not_rich_markup_nor_terminal_escapes(tmp_path: Path, arg
         "esc\x1b[31mred": {"sessionId": "def", "updatedAt": 1789990000000},
     }
     store = _store(tmp_path, json.dumps(raw))
-    result = CliRunner().invoke(cli, [*args, "--store", str(store)])
+    result = run_cli(*args, "--store", str(store))
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     assert result.exit_code == 0
     assert "k[/bold]x" in result.output
@@ -126,14 +121,10 @@ def test_cleanup_now_beyond_year_9999_is_bad_input(tmp_path: Path) -> None:
     store = _store(tmp_path, json.dumps({"k": {"sessionId": "abc", "updatedAt": 1}}))
     (tmp_path / "abc.jsonl").write_text("{}\n")
     for now in ("99999999999999999", "253402300800000"):
-        result = CliRunner().invoke(
-            cli, ["sessions", "cleanup", "--dry-run", "--store", str(store), "--now", now]
-        )
+        result = run_cli("sessions", "cleanup", "--dry-run", "--store", str(store), "--now", now)
         assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
         assert result.exit_code == 2
-    result = CliRunner().invoke(
-        cli, ["sessions", "cleanup", "--dry-run", "--store", str(store), "--now", "253402300799999"]
-    )
+    result = run_cli("sessions", "cleanup", "--dry-run", "--store", str(store), "--now", "253402300799999")
     assert result.exit_code == 0, result.output
 
 
@@ -146,8 +137,8 @@ def test_cleanup_bytes_after_counts_numbers_as_written(tmp_path: Path) -> None:
     )
     store = _store(tmp_path, text)
     args = ["sessions", "cleanup", "--store", str(store), "--json", "--now", "1789992000000"]
-    planned = json.loads(CliRunner().invoke(cli, [*args, "--dry-run"]).output)
-    done = json.loads(CliRunner().invoke(cli, [*args, "--enforce"]).output)
+    planned = json.loads(run_cli(*args, "--dry-run").output)
+    done = json.loads(run_cli(*args, "--enforce").output)
     size = (store / "sessions.json").stat().st_size
     assert planned["bytesAfter"] == done["bytesAfter"] == size
 
@@ -156,7 +147,7 @@ def test_cleanup_bytes_after_counts_numbers_as_written(tmp_path: Path) -> None:
 def test_read_commands_on_a_missing_store_are_bad_input(tmp_path: Path, command: str) -> None:
     """Like `sessions cleanup`: a missing --store is a usage error (exit 2), never an empty store."""
     missing = tmp_path / "nope"
-    result = CliRunner().invoke(cli, command.format(missing).split())
+    result = run_cli(*command.format(missing).split())
     assert result.exit_code == 2
     assert not missing.exists()
 
@@ -166,7 +157,7 @@ def test_store_that_is_another_file_is_bad_input(tmp_path: Path) -> None:
     other = tmp_path / "notes.txt"
     other.write_text("x")
     for args in (["sessions", "list"], ["status", "k"], ["sessions", "cleanup", "--dry-run"]):
-        result = CliRunner().invoke(cli, [*args[:2], "--store", str(other), *args[2:]])
+        result = run_cli(*args[:2], "--store", str(other), *args[2:])
         assert result.exit_code == 2, (args, result.output)
         assert "not a sessions directory" in result.stderr
     assert other.read_text() == "x"
@@ -185,7 +176,7 @@ def test_read_only_commands_write_no_backup_of_a_corrupt_store(
     # README: `sessions list`, `status` and `sessions cleanup --dry-run` never modify the store; store.md:
     # a read-only open writes no backup. Each wrote sessions.json.bak.<stamp> beside a corrupt store.
     (tmp_path / "sessions.json").write_text(content)
-    result = CliRunner().invoke(cli, [*args[:2], "--store", str(tmp_path), *args[2:]])
+    result = run_cli(*args[:2], "--store", str(tmp_path), *args[2:])
     assert result.exit_code == 1, result.output
     assert result.stderr.startswith("sessionkeeper: error: ") and result.stderr.count("\n") == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sessions.json"]

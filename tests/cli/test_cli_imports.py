@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 import pytest
+from tests._helpers import run_cli
 
 import sessionkeeper
 from sessionkeeper.cli._main import _LAZY_COMMANDS, cli
@@ -107,9 +108,7 @@ def test_every_lazy_command_loads_and_is_listed(name: str) -> None:
 
 
 def test_help_lists_every_command() -> None:
-    from click.testing import CliRunner
-
-    result = CliRunner().invoke(cli, ["--help"])
+    result = run_cli("--help")
     assert result.exit_code == 0
     listed = {line.split()[0] for line in result.stdout.split("Commands:")[1].splitlines() if line.strip()}
     assert listed == set(_LAZY_COMMANDS)

@@ -11,12 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
+from tests._helpers import run_cli
 
 from sessionkeeper.cli._json import json_text
-from sessionkeeper.cli._main import cli
 from sessionkeeper.store._jsontext import RawJsonValue
 
 
@@ -63,7 +62,7 @@ def _hostile(tmp_path: Path) -> Path:
 )
 def test_json_output_of_a_hostile_transcript_is_strict(tmp_path: Path, args: list[str]) -> None:
     file = _hostile(tmp_path)
-    result = CliRunner().invoke(cli, [str(file) if a == "{file}" else a for a in args])
+    result = run_cli(*[str(file) if a == "{file}" else a for a in args])
     assert result.exception is None or isinstance(result.exception, SystemExit), result.output
     document = _strict(result.stdout)
     if args[0] in ("prune", "context"):

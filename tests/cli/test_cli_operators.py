@@ -9,11 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from tests._helpers import run_cli
 
 import sessionkeeper
 from sessionkeeper import TiktokenCounter
-from sessionkeeper.cli._main import cli
 from sessionkeeper.exceptions import ConfigError
 
 
@@ -25,24 +24,20 @@ def small_store(openclaw_samples: Path, tmp_path: Path) -> Path:
 
 
 def test_status_of_an_unknown_key_is_one_error_line(small_store: Path) -> None:
-    result = CliRunner().invoke(cli, ["status", "--store", str(small_store), "agent:main:nope"])
+    result = run_cli("status", "--store", str(small_store), "agent:main:nope")
     assert result.exit_code == 1
     assert result.stdout == ""
     assert result.stderr.startswith("sessionkeeper: error: no session for key 'agent:main:nope'")
     assert result.stderr.count("\n") == 1
 
 
-def _invoke(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args))
-
-
 def test_context_llm_without_json_lists_the_messages_sent_to_the_model(pi_samples: Path) -> None:
     sample = pi_samples / "full.jsonl"
-    plain_view = _invoke("context", str(sample))
-    llm_view = _invoke("context", str(sample), "--llm")
+    plain_view = run_cli("context", str(sample))
+    llm_view = run_cli("context", str(sample), "--llm")
     assert plain_view.exit_code == llm_view.exit_code == 0
     assert llm_view.stdout != plain_view.stdout
-    payload = json.loads(_invoke("context", str(sample), "--json", "--llm").stdout)
+    payload = json.loads(run_cli("context", str(sample), "--json", "--llm").stdout)
     roles = {m["role"] for m in payload["messages"]} - {m["role"] for m in payload["llmMessages"]}
     assert roles, "the sample has messages convertToLlm turns into user messages"
     assert f"as sent to the model (convertToLlm): {len(payload['llmMessages'])} messages" in llm_view.stdout
@@ -53,18 +48,18 @@ def test_context_llm_without_json_lists_the_messages_sent_to_the_model(pi_sample
 
 def test_prune_says_why_nothing_changed_when_the_algorithm_ran(pi_samples: Path) -> None:
     sample = str(pi_samples / "large-2000.jsonl")
-    result = _invoke("prune", sample, "--context-window", "60000", "--ttl-expired", "--json")
+    result = run_cli("prune", sample, "--context-window", "60000", "--ttl-expired", "--json")
     data = json.loads(result.stdout)
     assert (data["changed"], data["skipped"]) == (False, None)
     assert "softTrimRatio 0.3" in data["reason"] and "softTrim.maxChars 4000" in data["reason"]
     assert "hardClearRatio 0.5" in data["reason"]
-    text = _invoke("prune", sample, "--context-window", "60000", "--ttl-expired").stdout
+    text = run_cli("prune", sample, "--context-window", "60000", "--ttl-expired").stdout
     assert f"reason: {data['reason']}\n" in text
-    gated = json.loads(_invoke("prune", sample, "--context-window", "60000", "--json").stdout)
+    gated = json.loads(run_cli("prune", sample, "--context-window", "60000", "--json").stdout)
     if gated["skipped"] is not None:  # a gate stopped it: the reason names the way around it
         assert "--ttl-expired" in gated["reason"]
     below = json.loads(
-        _invoke("prune", sample, "--context-window", "200000", "--ttl-expired", "--json").stdout
+        run_cli("prune", sample, "--context-window", "200000", "--ttl-expired", "--json").stdout
     )
     assert below["skipped"] == "below-soft-trim-ratio"
     assert "context at 0.110 of the window < softTrimRatio 0.3" in below["reason"]
@@ -94,7 +89,7 @@ def test_compact_counts_the_compaction_in_the_store_entry_of_the_file(
     tmp_path: Path, pi_samples: Path
 ) -> None:
     sessions, transcript = _sessions_dir(tmp_path, pi_samples)
-    result = _invoke("compact", str(transcript), "--json")
+    result = run_cli("compact", str(transcript), "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["status"] == "compacted"
@@ -105,7 +100,7 @@ def test_compact_counts_the_compaction_in_the_store_entry_of_the_file(
     assert store["agent:main:main"]["totalTokensFresh"] is True
     assert 0 < store["agent:main:main"]["totalTokens"] < 150_000
     assert "compactionCount" not in store["agent:main:other"]
-    status = json.loads(_invoke("status", "--store", str(sessions), "agent:main:main", "--json").stdout)
+    status = json.loads(run_cli("status", "--store", str(sessions), "agent:main:main", "--json").stdout)
     assert status["entry"]["compactionCount"] == 3
 
 
@@ -116,7 +111,7 @@ def test_compact_of_a_file_without_store_entry_leaves_the_store_alone(
     stray = sessions / "not-in-the-store.jsonl"
     shutil.copyfile(pi_samples / "large-2000.jsonl", stray)
     before = (sessions / "sessions.json").read_bytes()
-    data = json.loads(_invoke("compact", str(stray), "--json").stdout)
+    data = json.loads(run_cli("compact", str(stray), "--json").stdout)
     assert data["status"] == "compacted" and data["storeEntry"] is None
     assert (sessions / "sessions.json").read_bytes() == before
 

@@ -10,9 +10,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
-
-from sessionkeeper.cli._main import cli
+from click.testing import Result
+from tests._helpers import run_cli
 
 
 LONG_KEY = "agent:main:explicit:model-run-ed26bf69-0403-492f-be6f-401a48c4d88c"
@@ -28,7 +27,7 @@ def small_store(openclaw_samples: Path, tmp_path: Path) -> Path:
 
 
 def _invoke(env: dict[str, str | None], *args: str) -> Result:
-    result = CliRunner(env=env).invoke(cli, list(args))
+    result = run_cli(*args, env=env)
     assert result.exit_code in (0, 1), result.output
     return result
 

@@ -7,9 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from tests._helpers import cli_output
 
-from sessionkeeper.cli._main import cli
 from sessionkeeper.cli._prune import parse_now
 from sessionkeeper.pruning import (
     PRUNE_RECORD_CUSTOM_TYPE,
@@ -30,15 +29,11 @@ DATA = Path(__file__).resolve().parents[1] / "data"
 LARGE = DATA / "pi" / "large-2000.jsonl"
 
 
-def _run(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, ["prune", *args], catch_exceptions=False)
-    # --json output is parsed from stdout alone (CliRunner.output also holds stderr's warnings)
-    return result.exit_code, result.stdout if "--json" in args else result.output
-
-
 def test_json_shape_and_file_untouched(tmp_path: Path) -> None:
     before = LARGE.read_bytes()
-    code, out = _run(str(LARGE), "--context-window", "30000", "--ttl-expired", "--json")
+    code, out = cli_output(
+        "prune", str(LARGE), "--context-window", "30000", "--ttl-expired", "--json", catch_exceptions=False
+    )
     assert code == 0
     data = json.loads(out)
     assert list(data) == [
@@ -66,8 +61,16 @@ def test_cli_output_equals_openclaw_on_the_sample(tmp_path: Path) -> None:
     """The oracle case ``sample-large-2000-30000`` run through the CLI with the same settings."""
     config = tmp_path / "openclaw.json"
     config.write_text(json.dumps({"agents": {"defaults": {"contextPruning": {"minPrunableToolChars": 0}}}}))
-    code, out = _run(
-        str(LARGE), "--context-window", "30000", "--ttl-expired", "--config", str(config), "--json"
+    code, out = cli_output(
+        "prune",
+        str(LARGE),
+        "--context-window",
+        "30000",
+        "--ttl-expired",
+        "--config",
+        str(config),
+        "--json",
+        catch_exceptions=False,
     )
     assert code == 0
     ours = json.loads(out)["messages"]
@@ -101,21 +104,56 @@ def _with_marker(tmp_path: Path, stamp: int) -> Path:
 def test_marker_and_now_decide_the_ttl_gate(tmp_path: Path) -> None:
     stamp = 1_800_000_000_000
     marked = _with_marker(tmp_path, stamp)
-    code, out = _run(str(marked), "--context-window", "30000", "--now", str(stamp + 299_999), "--json")
+    code, out = cli_output(
+        "prune",
+        str(marked),
+        "--context-window",
+        "30000",
+        "--now",
+        str(stamp + 299_999),
+        "--json",
+        catch_exceptions=False,
+    )
     assert code == 0 and json.loads(out)["skipped"] == "ttl-not-expired"
-    code, out = _run(str(marked), "--context-window", "30000", "--now", str(stamp + 300_000), "--json")
+    code, out = cli_output(
+        "prune",
+        str(marked),
+        "--context-window",
+        "30000",
+        "--now",
+        str(stamp + 300_000),
+        "--json",
+        catch_exceptions=False,
+    )
     assert json.loads(out)["changed"] is True
-    code, out = _run(str(LARGE), "--context-window", "30000", "--json")  # no marker: expired (D11)
+    code, out = cli_output(
+        "prune", str(LARGE), "--context-window", "30000", "--json", catch_exceptions=False
+    )  # no marker: expired (D11)
     assert json.loads(out)["skipped"] is None and json.loads(out)["changed"] is True
 
 
 def test_text_output_and_errors(tmp_path: Path) -> None:
-    code, out = _run(str(LARGE), "--context-window", "30000", "--ttl-expired")
+    code, out = cli_output(
+        "prune", str(LARGE), "--context-window", "30000", "--ttl-expired", catch_exceptions=False
+    )
     assert code == 0 and "changed: yes" in out and "hard-cleared: 31" in out
-    assert _run(str(tmp_path / "missing.jsonl"), "--context-window", "5")[0] == 2
-    assert _run(str(LARGE), "--context-window", "0")[0] == 2
-    assert _run(str(LARGE), "--context-window", "5", "--now", "soon")[0] == 2
-    assert _run(str(LARGE), "--context-window", "5", "--leaf", "ffffffff")[0] == 1
+    assert (
+        cli_output("prune", str(tmp_path / "missing.jsonl"), "--context-window", "5", catch_exceptions=False)[
+            0
+        ]
+        == 2
+    )
+    assert cli_output("prune", str(LARGE), "--context-window", "0", catch_exceptions=False)[0] == 2
+    assert (
+        cli_output("prune", str(LARGE), "--context-window", "5", "--now", "soon", catch_exceptions=False)[0]
+        == 2
+    )
+    assert (
+        cli_output(
+            "prune", str(LARGE), "--context-window", "5", "--leaf", "ffffffff", catch_exceptions=False
+        )[0]
+        == 1
+    )
 
 
 @pytest.mark.parametrize(
@@ -159,11 +197,22 @@ def test_earlier_prunes_recorded_in_the_file_are_shown_re_applied(tmp_path: Path
     )
     with marked.open("ab") as handle:
         handle.write(json.dumps(entry_to_builtins(record)).encode() + b"\n")
-    code, out = _run(str(marked), "--context-window", "30000", "--now", str(stamp + 1000), "--json")
+    code, out = cli_output(
+        "prune",
+        str(marked),
+        "--context-window",
+        "30000",
+        "--now",
+        str(stamp + 1000),
+        "--json",
+        catch_exceptions=False,
+    )
     payload = json.loads(out)
     assert code == 0 and payload["skipped"] == "ttl-not-expired"
     assert payload["reapplied"] == [call_id] and payload["changed"] is True
     sent = next(m for m in payload["messages"] if m.get("toolCallId") == call_id)
     assert "[Tool result trimmed: kept first 50 chars and last 50 chars" in sent["content"][0]["text"]
-    code, text = _run(str(marked), "--context-window", "30000", "--now", str(stamp + 1000))
+    code, text = cli_output(
+        "prune", str(marked), "--context-window", "30000", "--now", str(stamp + 1000), catch_exceptions=False
+    )
     assert f"re-applied (earlier prunes, D11): 1 {call_id}" in text

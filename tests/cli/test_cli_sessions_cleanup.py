@@ -9,10 +9,9 @@ from pathlib import Path
 
 import click
 import pytest
-from click.testing import CliRunner
+from tests._helpers import cli_output
 
 from sessionkeeper.cli._cleanup import parse_now
-from sessionkeeper.cli._main import cli
 
 
 SAMPLES = Path(__file__).resolve().parent.parent / "data" / "openclaw"
@@ -28,15 +27,20 @@ def _sample(tmp_path: Path, name: str = "small") -> Path:
     return target
 
 
-def _run(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, ["sessions", "cleanup", *args])
-    return result.exit_code, result.stdout
-
-
 def test_enforce_json_has_openclaws_fields_and_values(tmp_path):
     store = _sample(tmp_path)
-    code, out = _run(
-        "--store", str(store), "--enforce", "--now", NOW, "--active-key", "agent:main:main", "--json"
+    code, out = cli_output(
+        "sessions",
+        "cleanup",
+        "--store",
+        str(store),
+        "--enforce",
+        "--now",
+        NOW,
+        "--active-key",
+        "agent:main:main",
+        "--json",
+        stdout=True,
     )
     assert code == 0
     data = json.loads(out)
@@ -64,7 +68,7 @@ def test_fix_missing_matches_openclaw(tmp_path):
         "--active-key",
         "agent:main:main",
     )
-    code, out = _run(*args, "--json")
+    code, out = cli_output("sessions", "cleanup", *args, "--json", stdout=True)
     assert code == 0
     data = json.loads(out)
     expected = json.loads((SAMPLES / "small.enforce-fix-missing.json").read_text())
@@ -77,7 +81,17 @@ def test_fix_missing_matches_openclaw(tmp_path):
 def test_dry_run_changes_nothing_and_reports_the_enforce_plan(tmp_path):
     store = _sample(tmp_path)
     before = {n: (store / n).read_bytes() for n in os.listdir(store)}
-    code, out = _run("--store", str(store), "--dry-run", "--now", "2026-09-21T12:00:00Z", "--json")
+    code, out = cli_output(
+        "sessions",
+        "cleanup",
+        "--store",
+        str(store),
+        "--dry-run",
+        "--now",
+        "2026-09-21T12:00:00Z",
+        "--json",
+        stdout=True,
+    )
     assert code == 0
     data = json.loads(out)
     assert data["dryRun"] is True
@@ -91,14 +105,37 @@ def test_configured_warn_mode_applies_nothing_unless_enforced(tmp_path):
     store = _sample(tmp_path)
     config = tmp_path / "openclaw.json"
     config.write_text(json.dumps({"session": {"maintenance": {"mode": "warn"}}}))
-    code, out = _run("--store", str(store), "--config", str(config), "--now", NOW, "--json")
+    code, out = cli_output(
+        "sessions",
+        "cleanup",
+        "--store",
+        str(store),
+        "--config",
+        str(config),
+        "--now",
+        NOW,
+        "--json",
+        stdout=True,
+    )
     assert code == 0
     data = json.loads(out)
     assert data["mode"] == "warn"
     assert "applied" not in data
     assert data["pruned"] == 6  # what enforce would do
     assert "agent:main:direct:erin346" in json.loads((store / "sessions.json").read_text())
-    code, out = _run("--store", str(store), "--config", str(config), "--now", NOW, "--enforce", "--json")
+    code, out = cli_output(
+        "sessions",
+        "cleanup",
+        "--store",
+        str(store),
+        "--config",
+        str(config),
+        "--now",
+        NOW,
+        "--enforce",
+        "--json",
+        stdout=True,
+    )
     assert code == 0
     assert json.loads(out)["applied"] is True
     assert "agent:main:direct:erin346" not in json.loads((store / "sessions.json").read_text())
@@ -106,7 +143,9 @@ def test_configured_warn_mode_applies_nothing_unless_enforced(tmp_path):
 
 def test_human_output_lists_actions(tmp_path):
     store = _sample(tmp_path)
-    code, out = _run("--store", str(store), "--dry-run", "--now", NOW)
+    code, out = cli_output(
+        "sessions", "cleanup", "--store", str(store), "--dry-run", "--now", NOW, stdout=True
+    )
     assert code == 0
     assert "prune-stale" in out
     assert "entries 19 -> 13" in out
@@ -114,12 +153,12 @@ def test_human_output_lists_actions(tmp_path):
 
 def test_bad_input_exit_codes(tmp_path):
     store = _sample(tmp_path)
-    code, _ = _run("--store", str(store), "--now", "yesterday")
+    code, _ = cli_output("sessions", "cleanup", "--store", str(store), "--now", "yesterday", stdout=True)
     assert code == 2
-    code, _ = _run("--store", str(tmp_path / "missing"))
+    code, _ = cli_output("sessions", "cleanup", "--store", str(tmp_path / "missing"), stdout=True)
     assert code == 2
     (store / "sessions.json").write_text("[1, 2]")
-    code, _ = _run("--store", str(store), "--now", NOW)
+    code, _ = cli_output("sessions", "cleanup", "--store", str(store), "--now", NOW, stdout=True)
     assert code == 1  # StoreCorruptError
 
 
@@ -138,11 +177,24 @@ def test_unsafe_rows_alone_dry_run_and_enforce_agree_with_the_file(tmp_path):
     store = tmp_path / "agents" / "main" / "sessions"
     shutil.copytree(oracle / "unsafe", store)
     original = (store / "sessions.json").read_bytes()
-    code, out = _run("--store", str(store), "--dry-run", "--enforce", "--now", NOW, "--json")
+    code, out = cli_output(
+        "sessions",
+        "cleanup",
+        "--store",
+        str(store),
+        "--dry-run",
+        "--enforce",
+        "--now",
+        NOW,
+        "--json",
+        stdout=True,
+    )
     assert code == 0
     dry = json.loads(out)
     assert (store / "sessions.json").read_bytes() == original
-    code, out = _run("--store", str(store), "--enforce", "--now", NOW, "--json")
+    code, out = cli_output(
+        "sessions", "cleanup", "--store", str(store), "--enforce", "--now", NOW, "--json", stdout=True
+    )
     assert code == 0
     real = json.loads(out)
     for field in ("actions", "droppedOnLoad", "files", "bytesAfter", "beforeCount", "afterCount"):

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import anyio
 import pytest
-from click.testing import CliRunner
+from tests._helpers import cli_output
 
-from sessionkeeper.cli._main import cli
 from sessionkeeper.store import SessionStore
 
 
@@ -21,14 +20,8 @@ def small_store(openclaw_samples: Path, tmp_path: Path) -> Path:
     return dest
 
 
-def _run(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, list(args))
-    # --json output is parsed from stdout alone (CliRunner.output also holds stderr's warnings)
-    return result.exit_code, result.stdout if "--json" in args else result.output
-
-
 def test_sessions_list_json_is_sorted_and_stable(small_store: Path) -> None:
-    code, out = _run("sessions", "list", "--store", str(small_store), "--json")
+    code, out = cli_output("sessions", "list", "--store", str(small_store), "--json")
     assert code == 0
     payload = json.loads(out)
     expected_count = (
@@ -71,30 +64,30 @@ def test_sessions_list_archived_and_pinned(tmp_path: Path) -> None:
             await store.pin("a")
 
     anyio.run(seed)
-    code, out = _run("sessions", "list", "--store", str(tmp_path), "--json")
+    code, out = cli_output("sessions", "list", "--store", str(tmp_path), "--json")
     assert code == 0
     payload = json.loads(out)
     assert payload["backend"] == "sqlite"
     assert [r["key"] for r in payload["sessions"]] == ["a", "c"]
     assert payload["sessions"][0]["pinned"] is True
-    code, out = _run("sessions", "list", "--store", str(tmp_path), "--archived", "--json")
+    code, out = cli_output("sessions", "list", "--store", str(tmp_path), "--archived", "--json")
     assert [r["key"] for r in json.loads(out)["sessions"]] == ["b"]
-    code, out = _run("sessions", "list", "--store", str(tmp_path), "--all", "--limit", "2", "--json")
+    code, out = cli_output("sessions", "list", "--store", str(tmp_path), "--all", "--limit", "2", "--json")
     assert [r["key"] for r in json.loads(out)["sessions"]] == ["a", "c"]
-    code, out = _run("sessions", "list", "--store", str(tmp_path))
+    code, out = cli_output("sessions", "list", "--store", str(tmp_path))
     assert code == 0
     assert "2 sessions" in out
 
 
 def test_sessions_list_table(small_store: Path) -> None:
-    code, out = _run("sessions", "list", "--store", str(small_store / "sessions.json"))
+    code, out = cli_output("sessions", "list", "--store", str(small_store / "sessions.json"))
     assert code == 0
     assert "sessions in" in out
     assert "invalid entries ignored" in out
 
 
 def test_status_json(small_store: Path) -> None:
-    code, out = _run("status", "--store", str(small_store), "agent:main:main", "--json")
+    code, out = cli_output("status", "--store", str(small_store), "agent:main:main", "--json")
     assert code == 0
     payload = json.loads(out)
     raw = json.loads((small_store / "sessions.json").read_text())["agent:main:main"]
@@ -106,17 +99,17 @@ def test_status_json(small_store: Path) -> None:
 
 
 def test_status_table_and_missing_key(small_store: Path) -> None:
-    code, out = _run("status", "--store", str(small_store), "agent:main:main")
+    code, out = cli_output("status", "--store", str(small_store), "agent:main:main")
     assert code == 0
     assert "sessionId" in out
-    code, out = _run("status", "--store", str(small_store), "agent:main:nope", "--json")
+    code, out = cli_output("status", "--store", str(small_store), "agent:main:nope", "--json")
     assert code == 1
     assert json.loads(out) == {"key": "agent:main:nope", "found": False}
 
 
 def test_corrupt_store_exits_1_with_one_line(tmp_path: Path) -> None:
     (tmp_path / "sessions.json").write_text("{not json")
-    code, out = _run("sessions", "list", "--store", str(tmp_path))
+    code, out = cli_output("sessions", "list", "--store", str(tmp_path))
     assert code == 1
     assert "sessionkeeper: error:" in out
     assert "backup" in out
@@ -126,8 +119,8 @@ def test_corrupt_store_exits_1_with_one_line(tmp_path: Path) -> None:
 def test_both_store_files_is_bad_input(tmp_path: Path) -> None:
     (tmp_path / "sessions.json").write_text("{}")
     (tmp_path / "sessions.sqlite").write_bytes(b"")
-    code, out = _run("sessions", "list", "--store", str(tmp_path))
+    code, out = cli_output("sessions", "list", "--store", str(tmp_path))
     assert code == 2
     assert "both" in out
-    code, out = _run("sessions", "list", "--store", str(tmp_path), "--backend", "json", "--json")
+    code, out = cli_output("sessions", "list", "--store", str(tmp_path), "--backend", "json", "--json")
     assert code == 0

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from tests._helpers import run_cli
 from tests._servers import new_name, require_postgres
 
-from sessionkeeper.cli._main import _Entry, cli
+from sessionkeeper.cli._main import _Entry
 from sessionkeeper.cli._prune import prune_reason
 from sessionkeeper.exceptions import ConfigError, StoreUnavailableError
 from sessionkeeper.pruning import HardClearSettings, PruneResult, PruningSettings
@@ -35,7 +35,7 @@ def _raw_store(tmp_path: Path) -> Path:
 def test_status_prints_raw_json_values_as_their_text(tmp_path: Path, as_json: bool) -> None:
     store = _raw_store(tmp_path)
     args = ["status", "--store", str(store), "agent:main:main", *(["--json"] if as_json else [])]
-    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    result = run_cli(*args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert result.stderr == ""
     if as_json:
@@ -58,7 +58,7 @@ def test_status_piped_output_escapes_control_characters_as_the_doc_says(tmp_path
     (tmp_path / "sessions.json").write_text(
         json.dumps({"agent:main:main": {"sessionId": "s1", "updatedAt": 1, "label": "a\tb\nc\x1b[31m"}})
     )
-    listed = CliRunner().invoke(cli, ["sessions", "list", "--store", str(tmp_path)])
+    listed = run_cli("sessions", "list", "--store", str(tmp_path))
     assert "a\\tb\\nc\\x1b[31m" in listed.stdout
     assert "\\x09" not in listed.stdout and "\\x0a" not in listed.stdout
 
@@ -101,7 +101,7 @@ def test_redact_url_keeps_urls_without_credentials() -> None:
 def test_cli_never_prints_a_query_parameter_password(url: str) -> None:
     # Port 1: nothing listens; the error line names the URL, masked.
     for args in (["sessions", "list", "--store", url], ["status", "--store", url, "k"]):
-        result = CliRunner().invoke(cli, args)
+        result = run_cli(*args)
         assert result.exit_code == 1, result.output
         assert "s3cr3t" not in result.output
         assert "password=***" in result.stderr or "://" not in result.stderr
@@ -124,7 +124,7 @@ def test_doctor_reports_dropped_entries_once(tmp_path: Path, as_json: bool) -> N
         '{"type":"session","version":3,"id":"s1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}\n'
     )
     args = ["doctor", str(tmp_path), *(["--json"] if as_json else [])]
-    result = CliRunner().invoke(cli, args, obj=_Entry())  # obj: logging set up as the script does
+    result = run_cli(*args, obj=_Entry())  # obj: logging set up as the script does
     assert "agent:main:bad" not in result.stderr, result.stderr
     assert result.stdout.count("1 entries fail the load-time shape check") == 1, result.stdout
 
@@ -168,7 +168,7 @@ def test_cleanup_reports_transcript_links_it_leaves(tmp_path: Path, as_json: boo
     store = {f"agent:main:k{i}": {"sessionId": sid, "updatedAt": 1000 + i} for i, sid in enumerate(ids)}
     (sessions / "sessions.json").write_text(json.dumps(store))
     args = ["sessions", "cleanup", "--store", str(sessions), "--enforce", *(["--json"] if as_json else [])]
-    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    result = run_cli(*args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert json.loads((sessions / "sessions.json").read_text()) == {}
     assert all((sessions / f"{sid}.jsonl").is_symlink() for sid in ids)  # never removed through a link
@@ -213,7 +213,7 @@ async def test_an_unknown_libpq_parameter_is_a_config_error() -> None:
 def test_cli_reports_a_postgres_connection_failure_in_one_line(query: str, code: int, cause: str) -> None:
     url = f"postgresql://127.0.0.1:1/test{query}"
     for args in (["sessions", "list", "--store", url], ["status", "--store", url, "k", "--json"]):
-        result = CliRunner().invoke(cli, args, obj=_Entry())  # obj: logging set up as the script does
+        result = run_cli(*args, obj=_Entry())  # obj: logging set up as the script does
         assert result.exit_code == code, result.output
         assert result.stderr.startswith("sessionkeeper: error: ")
         assert result.stderr.count("\n") == 1, result.stderr  # no psycopg_pool "error connecting" lines
@@ -262,7 +262,7 @@ def test_sessions_list_title_and_json_store_mask_a_query_password(as_json: bool)
     sep = "&" if "?" in dsn else "?"
     url = f"{dsn}{sep}password=s3cr3t&schema={new_name('skclih')}"  # read-only: nothing is created
     args = ["sessions", "list", "--store", url, *(["--json"] if as_json else [])]
-    result = CliRunner().invoke(cli, args, catch_exceptions=False)
+    result = run_cli(*args, catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert "s3cr3t" not in result.output
     shown = json.loads(result.stdout)["store"] if as_json else result.stdout.splitlines()[0]

@@ -10,12 +10,10 @@ import re
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.cells import cell_len
-
-from sessionkeeper.cli._main import cli
+from tests._helpers import run_cli
 
 
 _HEADER = {
@@ -89,7 +87,7 @@ def _nested(depth: int) -> list[int | None]:
 
 
 def _tree(path: Path, width: int, *extra: str) -> list[str]:
-    run = CliRunner().invoke(cli, ["tree", str(path), *extra], env={"COLUMNS": str(width)})
+    run = run_cli("tree", str(path), *extra, env={"COLUMNS": str(width)})
     assert run.exit_code == 0, run.output
     return run.stdout.splitlines()
 
@@ -173,7 +171,7 @@ def test_tree_width_option_and_tiny_width_keep_ids_whole(tmp_path: Path) -> None
 
 def test_tree_width_zero_is_bad_input(tmp_path: Path) -> None:
     path = _write(tmp_path / "t.jsonl", _chain(2))
-    run = CliRunner().invoke(cli, ["tree", str(path), "--width", "0"])
+    run = run_cli("tree", str(path), "--width", "0")
     assert run.exit_code == 2
 
 
@@ -196,8 +194,8 @@ def test_tree_any_shape_any_width_every_entry_once(
 def test_tree_styled_on_a_terminal_is_the_plain_text_with_colours(tmp_path: Path) -> None:
     path = _write(tmp_path / "t.jsonl", _nested(6), labels={2: "mark"})
     args = ["tree", str(path), "--width", "50"]
-    plain = CliRunner().invoke(cli, args)
-    styled = CliRunner().invoke(cli, args, env={"FORCE_COLOR": "1"})
+    plain = run_cli(*args)
+    styled = run_cli(*args, env={"FORCE_COLOR": "1"})
     assert styled.exit_code == plain.exit_code == 0
     assert "\x1b[" in styled.stdout and "\x1b[" not in plain.stdout
     assert re.sub(r"\x1b\[[0-9;]*m", "", styled.stdout) == plain.stdout

@@ -6,9 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
-from sessionkeeper.cli import cli
+from tests._helpers import run_cli
 
 
 @pytest.mark.parametrize(
@@ -27,7 +25,7 @@ from sessionkeeper.cli import cli
 )
 def test_usage_errors_are_one_stderr_line_exit_2(tmp_path: Path, args: list[str]) -> None:
     argv = [a.replace("{dir}", str(tmp_path)) for a in args]
-    run = CliRunner().invoke(cli, argv)
+    run = run_cli(*argv)
     assert run.exit_code == 2
     assert run.stdout == ""
     lines = run.stderr.splitlines()
@@ -35,8 +33,8 @@ def test_usage_errors_are_one_stderr_line_exit_2(tmp_path: Path, args: list[str]
 
 
 def test_help_and_version_are_unchanged() -> None:
-    assert CliRunner().invoke(cli, ["context", "--help"]).output.startswith("Usage: ")
-    assert CliRunner().invoke(cli, ["--version"]).exit_code == 0
+    assert run_cli("context", "--help").output.startswith("Usage: ")
+    assert run_cli("--version").exit_code == 0
 
 
 @pytest.mark.parametrize("command", ["context", "tree", "doctor", "compact", "prune"])
@@ -44,6 +42,6 @@ def test_a_fifo_is_bad_input_not_a_hang(tmp_path: Path, command: str) -> None:
     fifo = tmp_path / "t.jsonl"
     os.mkfifo(fifo)
     extra = ["--context-window", "1000"] if command == "prune" else []
-    run = CliRunner().invoke(cli, [command, str(fifo), *extra])
+    run = run_cli(command, str(fifo), *extra)
     assert run.exit_code == 2
     assert "not a regular file" in run.stderr and len(run.stderr.splitlines()) == 1

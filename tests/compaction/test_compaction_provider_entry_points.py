@@ -13,9 +13,8 @@ from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from tests._helpers import run_cli
 
-from sessionkeeper.cli import cli
 from sessionkeeper.compaction import ENTRY_POINT_GROUP, CompactionProviderRegistry, SummaryRequest
 from sessionkeeper.compaction import _providers as providers_module
 from sessionkeeper.exceptions import DuplicateProviderError, ProviderError
@@ -87,9 +86,7 @@ def test_cli_compact_uses_an_installed_provider(
     _points(monkeypatch, mine="sk_test_plugin:factory")
     file = tmp_path / "s.jsonl"
     shutil.copy(pi_samples / "large-2000.jsonl", file)
-    out = CliRunner().invoke(
-        cli, ["compact", str(file), "--json", "--keep-recent-tokens", "500", "--provider", "from-factory"]
-    )
+    out = run_cli("compact", str(file), "--json", "--keep-recent-tokens", "500", "--provider", "from-factory")
     assert out.exit_code == 0, out.output
     data = json.loads(out.stdout)
     assert data["status"] == "compacted" and data["provider"] == "from-factory"
@@ -104,7 +101,7 @@ def test_cli_compact_with_an_unknown_provider_is_bad_input_and_writes_nothing(
     file = tmp_path / "s.jsonl"
     shutil.copy(pi_samples / "large-2000.jsonl", file)
     before = file.read_bytes()
-    out = CliRunner().invoke(cli, ["compact", str(file), "--json", "--provider", "nope"])
+    out = run_cli("compact", str(file), "--json", "--provider", "nope")
     assert out.exit_code == 2
     assert "no compaction provider 'nope' is installed (installed: from-factory)" in out.stderr
     assert file.read_bytes() == before

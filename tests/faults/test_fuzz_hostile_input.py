@@ -37,9 +37,8 @@ from typing import Any
 
 import anyio
 import pytest
-from click.testing import CliRunner
+from tests._helpers import run_cli
 
-from sessionkeeper.cli._main import cli
 from sessionkeeper.exceptions import SessionKeeperError
 from sessionkeeper.store import SessionStore
 from sessionkeeper.transcript import (
@@ -303,7 +302,7 @@ def _guard(failures: list[str], label: str, call: Callable[[], object]) -> None:
 
 
 def _cli(failures: list[str], label: str, args: list[str]) -> None:
-    result = CliRunner().invoke(cli, args)
+    result = run_cli(*args)
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         err = result.exception
         if isinstance(err, _Hang):

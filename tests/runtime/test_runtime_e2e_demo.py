@@ -8,12 +8,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from tests import _pi_oracle
+from tests._helpers import run_cli
 from tests._pi_oracle import PiOracle
 
 from sessionkeeper.cli._demo_runtime import DEMO_CONTEXT_WINDOW, replay_sessions
-from sessionkeeper.cli._main import cli
 from sessionkeeper.pruning import PRUNE_RECORD_CUSTOM_TYPE
 from sessionkeeper.store import SessionStore
 from sessionkeeper.transcript import CompactionEntry, CustomEntry, TranscriptManager
@@ -93,7 +92,7 @@ def test_pi_loads_the_demo_transcripts_with_our_context(pi_oracle: PiOracle, tmp
 
 def test_cli_demo_json_shows_pruning_flush_threshold_compaction_and_overflow_recovery(tmp_path: Path) -> None:
     work = tmp_path / "work"
-    result = CliRunner().invoke(cli, ["demo", "--json", "--workdir", str(work)], catch_exceptions=False)
+    result = run_cli("demo", "--json", "--workdir", str(work), catch_exceptions=False)
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     step = next(s for s in report["steps"] if s["name"] == "runtime")

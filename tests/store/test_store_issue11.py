@@ -10,9 +10,8 @@ from typing import Any
 
 import anyio
 import pytest
-from click.testing import CliRunner
+from tests._helpers import run_cli
 
-from sessionkeeper.cli._main import cli
 from sessionkeeper.exceptions import SessionArchivedError, StoreCorruptError, StoreError
 from sessionkeeper.runtime import ModelInfo, SessionRuntime
 from sessionkeeper.store import (
@@ -264,7 +263,7 @@ def test_cleanup_dry_run_on_an_empty_or_corrupt_store_writes_nothing(tmp_path: P
     (store / "s1.jsonl").write_text('{"type":"session","version":3,"id":"s1"}\n')
     before = sorted(os.listdir(store))
     for extra in (["--dry-run"], ["--dry-run", "--enforce"], ["--dry-run", "--json"]):
-        result = CliRunner().invoke(cli, ["sessions", "cleanup", "--store", str(store), *extra])
+        result = run_cli("sessions", "cleanup", "--store", str(store), *extra)
         assert result.exit_code != 0
         assert sorted(os.listdir(store)) == before, extra
     assert (store / "sessions.json").read_bytes() == content

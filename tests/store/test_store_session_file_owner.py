@@ -16,11 +16,10 @@ from typing import Any
 
 import anyio
 import pytest
-from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
+from tests._helpers import run_cli
 
-from sessionkeeper.cli import cli
 from sessionkeeper.exceptions import UnsafePathError
 from sessionkeeper.store import SessionStore, resolve_session_file
 from sessionkeeper.store._maintenance_run import run_maintenance
@@ -118,9 +117,8 @@ async def test_reset_still_archives_the_entrys_own_transcript(tmp_path: Path) ->
 
 
 def _enforce(directory: Path) -> dict[str, Any]:
-    result = CliRunner().invoke(
-        cli,
-        ["sessions", "cleanup", "--store", str(directory), "--enforce", "--json", "--now", str(NOW)],
+    result = run_cli(
+        "sessions", "cleanup", "--store", str(directory), "--enforce", "--json", "--now", str(NOW)
     )
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
@@ -257,7 +255,7 @@ def test_status_json_reports_a_lone_surrogate_as_bad_input(tmp_path: Path) -> No
     (directory / "sessions.json").write_text(
         json.dumps({OTHER: {"sessionId": "bob-id", "updatedAt": NOW, "sessionFile": "\ud83d.jsonl"}})
     )
-    result = CliRunner().invoke(cli, ["status", "--store", str(directory), "--json", OTHER])
+    result = run_cli("status", "--store", str(directory), "--json", OTHER)
     assert result.exit_code == 2, result.output
     assert "not valid Unicode" in result.output
     assert not isinstance(result.exception, UnicodeEncodeError)
@@ -277,7 +275,7 @@ def test_doctor_reports_refused_session_files_and_changes_nothing(tmp_path: Path
         },
     )
     before = _snapshot(directory)
-    result = CliRunner().invoke(cli, ["doctor", str(directory), "--json"])
+    result = run_cli("doctor", str(directory), "--json")
     assert result.exit_code == 1, result.output
     findings = json.loads(result.stdout)["directoryFindings"]
     assert [(f["check"], f["ids"]) for f in findings] == [
@@ -314,7 +312,7 @@ def test_doctor_reports_refused_session_files_of_a_sqlite_store(tmp_path: Path) 
         return {p.name: p.read_bytes() for p in directory.iterdir() if not p.name.endswith(("-wal", "-shm"))}
 
     before = files()
-    result = CliRunner().invoke(cli, ["doctor", str(directory), "--json"])
+    result = run_cli("doctor", str(directory), "--json")
     assert result.exit_code == 1, result.output
     findings = [f for f in json.loads(result.stdout)["directoryFindings"] if f["check"] == "session-file"]
     assert [f["ids"] for f in findings] == [[OTHER], ["agent:main:direct:eve"]]

@@ -13,9 +13,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from tests._helpers import run_cli
 
-from sessionkeeper.cli._main import cli
 from sessionkeeper.exceptions import StoreCorruptError, StoreError
 from sessionkeeper.store import JsonFileStoreBackend, SessionEntry, SessionStore, SqliteStoreBackend
 
@@ -52,7 +51,7 @@ def _blank_sqlite(path: Path) -> None:
 
 
 def _cli(*args: str) -> tuple[int, str, str]:
-    result = CliRunner().invoke(cli, list(args))
+    result = run_cli(*args)
     return result.exit_code, result.stdout, result.stderr
 
 

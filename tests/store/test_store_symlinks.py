@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
+from tests._helpers import run_cli
 
 from sessionkeeper._fs import atomic_write_bytes
 from sessionkeeper.exceptions import SymlinkRefusedError, UnsafePathError
@@ -116,24 +117,16 @@ async def test_reset_refuses_to_create_a_transcript_through_a_dangling_link(tmp_
 
 
 def test_symlink_error_is_bad_input_for_the_cli(tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    from sessionkeeper.cli import cli
-
     sessions, outside = _dirs(tmp_path)
     (sessions / "sessions.json").write_text("{}")
     (sessions / "sessions.json.lock").symlink_to(outside / "planted.lock")
-    result = CliRunner().invoke(cli, ["sessions", "cleanup", "--store", str(sessions), "--enforce"])
+    result = run_cli("sessions", "cleanup", "--store", str(sessions), "--enforce")
     assert result.exit_code == 2, result.output
     assert "symbolic link" in result.output
     assert list(outside.iterdir()) == []
 
 
 def test_doctor_reports_links_at_write_paths_and_touches_nothing(tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    from sessionkeeper.cli import cli
-
     sessions, outside = _dirs(tmp_path)
     (sessions / "sessions.json").write_text("{}")
     (sessions / "sessions.json.lock").symlink_to(outside / "planted.lock")
@@ -143,7 +136,7 @@ def test_doctor_reports_links_at_write_paths_and_touches_nothing(tmp_path: Path)
     )
     (sessions / "s1.jsonl").symlink_to(real)
     (sessions / "notes.txt").symlink_to(real)  # not a name sessionkeeper writes: not reported
-    result = CliRunner().invoke(cli, ["doctor", str(sessions), "--json"])
+    result = run_cli("doctor", str(sessions), "--json")
     findings = [f for f in json.loads(result.stdout)["directoryFindings"] if f["check"] == "symlink"]
     assert [(f["ids"], "dangling" in f["message"]) for f in findings] == [
         (["s1.jsonl"], False),
@@ -154,17 +147,13 @@ def test_doctor_reports_links_at_write_paths_and_touches_nothing(tmp_path: Path)
 
 
 def test_doctor_fix_skips_a_linked_transcript_and_fixes_the_others(tmp_path: Path) -> None:
-    from click.testing import CliRunner
-
-    from sessionkeeper.cli import cli
-
     sessions, outside = _dirs(tmp_path)
     header = '{"type":"session","version":3,"id":"%s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}\n'
     real = outside / "real.jsonl"
     real.write_text(header % "s1" + '{"type":"mess')
     (sessions / "s1.jsonl").symlink_to(real)
     (sessions / "s2.jsonl").write_text(header % "s2" + '{"type":"mess')
-    result = CliRunner().invoke(cli, ["doctor", str(sessions), "--fix", "--json"])
+    result = run_cli("doctor", str(sessions), "--fix", "--json")
     assert result.exit_code == 1, result.output
     files = {Path(f["path"]).name: f for f in json.loads(result.stdout)["files"]}
     assert files["s2.jsonl"]["status"] == "fixed"

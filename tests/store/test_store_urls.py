@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from tests._helpers import cli_output
 from tests._servers import pg_schema, redis_prefix
 
 from sessionkeeper.exceptions import ConfigError
@@ -76,16 +77,6 @@ def test_bad_combinations_are_config_errors(tmp_path: Path) -> None:
         open_store_url("postgresql://127.0.0.1/test?schema=a-b")
 
 
-def _cli(*args: str) -> tuple[int, str]:
-    from click.testing import CliRunner
-
-    from sessionkeeper.cli._main import cli
-
-    result = CliRunner().invoke(cli, list(args))
-    # --json output is parsed from stdout alone (CliRunner.output also holds stderr's warnings)
-    return result.exit_code, result.stdout if "--json" in args else result.output
-
-
 def _seed(url: str) -> None:
     async def run() -> None:
         async with SessionStore.open(url) as store:
@@ -104,27 +95,27 @@ def test_cli_sessions_list_and_status_on_a_store_url(kind: str, request: pytest.
         base, prefix = request.getfixturevalue("redis_prefix")
         url = f"{base}?prefix={prefix}&store=cli"
     _seed(url)
-    code, out = _cli("sessions", "list", "--store", url, "--json")
+    code, out = cli_output("sessions", "list", "--store", url, "--json")
     assert code == 0, out
     listed = json.loads(out)
     assert listed["backend"] == kind and listed["store"] == url and listed["count"] == 2
     assert {row["key"] for row in listed["sessions"]} == {"agent:main:main", "agent:main:cron:1"}
-    code, out = _cli("status", "--store", url, "agent:main:main", "--json")
+    code, out = cli_output("status", "--store", url, "agent:main:main", "--json")
     assert code == 0, out
     status = json.loads(out)
     assert status["found"] is True and status["entry"]["label"] == "Main" and status["transcript"] is None
-    code, out = _cli("status", "--store", url, "agent:main:nope")
+    code, out = cli_output("status", "--store", url, "agent:main:nope")
     assert code == 1 and "no session for key" in out
 
 
 def test_cli_store_url_never_shows_the_password(pg_schema: tuple[str, str]) -> None:
     dsn, schema = pg_schema
     url = dsn.replace("postgresql://", "postgresql://root:s3cret@") + f"?schema={schema}"
-    code, out = _cli("sessions", "list", "--store", url, "--json")
+    code, out = cli_output("sessions", "list", "--store", url, "--json")
     assert code == 0, out
     assert "s3cret" not in out and json.loads(out)["store"].startswith("postgresql://root:***@")
 
 
 def test_cli_store_path_that_is_not_a_url_must_exist(tmp_path: Path) -> None:
-    code, out = _cli("sessions", "list", "--store", str(tmp_path / "missing"))
+    code, out = cli_output("sessions", "list", "--store", str(tmp_path / "missing"))
     assert code == 2 and "does not exist" in out

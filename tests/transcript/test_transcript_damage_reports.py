@@ -6,9 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from click.testing import CliRunner
+from tests._helpers import run_cli
 
-from sessionkeeper.cli._main import cli
 from sessionkeeper.transcript import (
     list_transcripts,
     load_transcript,
@@ -95,7 +94,7 @@ def test_doctor_reports_stale_leaf_and_unreachable_first_kept(tmp_path: Path) ->
         _file(_user("a1", None), _user("a2", "a1"), _compaction("c1", "a2", "x"), _label("l1", "a1", "a1"))
     )
     before = path.read_bytes()
-    result = CliRunner().invoke(cli, ["doctor", str(path), "--json"])
+    result = run_cli("doctor", str(path), "--json")
     assert path.read_bytes() == before
     assert "stale-leaf" in result.output
     assert "unreachable-first-kept" in result.output

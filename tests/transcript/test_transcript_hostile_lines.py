@@ -7,9 +7,8 @@ from pathlib import Path
 
 import anyio
 import pytest
-from click.testing import CliRunner
+from tests._helpers import run_cli
 
-from sessionkeeper.cli import cli
 from sessionkeeper.exceptions import TranscriptFormatError
 from sessionkeeper.transcript import TranscriptManager, UserMessage, load_transcript
 
@@ -46,7 +45,7 @@ def test_deeply_nested_line_is_reported_not_a_crash(tmp_path: Path, depth: int) 
     assert index.diagnostics.invalid_lines == (3,)
     assert [m.content for m in index.build_context().messages] == ["c"]  # type: ignore[union-attr]
     for args in (["context", "--json"], ["tree"], ["doctor"], ["compact", "--dry-run"]):
-        run = CliRunner().invoke(cli, [args[0], str(file), *args[1:]])
+        run = run_cli(args[0], str(file), *args[1:])
         assert run.exception is None or isinstance(run.exception, SystemExit), args
         assert "Traceback" not in run.output
 

@@ -8,11 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 from tests import _pi_oracle
+from tests._helpers import run_cli
 from tests._pi_oracle import PiOracle
 
-from sessionkeeper.cli._main import cli
 from sessionkeeper.records._codec import decode_json_line, message_to_builtins
 from sessionkeeper.records._jscompat import js_date_ms
 from sessionkeeper.records._messages import UserMessage
@@ -92,11 +91,11 @@ async def test_append_and_branch_keep_a_huge_number_line_byte_for_byte(tmp_path:
 def test_cli_context_on_a_huge_integer_prints_json(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     path.write_bytes(_file(_user("a1", None), _user("a2", "a1", HUGE)))
-    result = CliRunner().invoke(cli, ["context", str(path), "--json"], catch_exceptions=False)
+    result = run_cli("context", str(path), "--json", catch_exceptions=False)
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     assert out["messages"][-1]["timestamp"] is None  # JSON.stringify(Infinity) is null
-    doctor = CliRunner().invoke(cli, ["doctor", str(path), "--json"], catch_exceptions=False)
+    doctor = run_cli("doctor", str(path), "--json", catch_exceptions=False)
     assert doctor.exit_code in (0, 1), doctor.output
     assert load_transcript(path).diagnostics.invalid_lines == ()
 
