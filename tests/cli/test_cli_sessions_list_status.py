@@ -8,7 +8,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from tests._helpers import cli_output
+from tests._helpers import TickingClock, cli_output
 
 from sessionkeeper.store import SessionStore
 
@@ -42,21 +42,11 @@ def test_sessions_list_json_is_sorted_and_stable(small_store: Path) -> None:
 
 
 def test_sessions_list_archived_and_pinned(tmp_path: Path) -> None:
-    class Clock:
-        now = 1_790_000_000_000
-
-        def now_ms(self) -> int:
-            self.now += 1000  # distinct updatedAt values: the order below does not rest on ties
-            return self.now
-
-        def monotonic(self) -> float:
-            return 0.0
-
-        async def sleep(self, seconds: float) -> None:
-            return None
-
     async def seed() -> None:
-        async with SessionStore.open(tmp_path, backend="sqlite", clock=Clock()) as store:
+        # a clock that ticks on every reading: distinct updatedAt values, so the order does not rest on ties
+        async with SessionStore.open(
+            tmp_path, backend="sqlite", clock=TickingClock(1_790_000_000_000)
+        ) as store:
             await store.patch("a", label="A")
             await store.patch("b", label="B")
             await store.patch("c", label="C")

@@ -7,32 +7,9 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import anyio.lowlevel
 import pytest
 
-
-class StepClock:
-    """A fake Clock: ``sleep`` advances time at once; ``advance`` moves it by hand."""
-
-    def __init__(self, now_ms: int = 1_780_000_000_000) -> None:
-        self.now = now_ms
-        self.mono = 1000.0
-        self.slept: list[float] = []
-
-    def now_ms(self) -> int:
-        return self.now
-
-    def monotonic(self) -> float:
-        return self.mono
-
-    def advance(self, ms: float) -> None:
-        self.now += round(ms)
-        self.mono += ms / 1000
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.advance(seconds * 1000)
-        await anyio.lowlevel.checkpoint()
+from sessionkeeper.testing import FakeClock
 
 
 def spawn_sleeper() -> subprocess.Popen[bytes]:
@@ -77,8 +54,9 @@ def spawn_holder(transcript: Path) -> subprocess.Popen[str]:
 
 
 @pytest.fixture
-def clock() -> StepClock:
-    return StepClock()
+def clock() -> FakeClock:
+    """A fake clock: ``sleep`` advances time at once, ``advance`` moves it by hand."""
+    return FakeClock(now_ms=1_780_000_000_000, monotonic=1000.0)
 
 
 @pytest.fixture

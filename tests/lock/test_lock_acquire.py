@@ -52,7 +52,7 @@ async def test_acquire_writes_openclaw_lock_file_and_release_removes_it(tmp_path
     payload = json.loads(lock_file.read_text())
     assert list(payload)[:3] == ["pid", "createdAt", "maxHoldMs"]
     assert payload["pid"] == os.getpid()
-    assert payload["createdAt"] == iso(clock.now)
+    assert payload["createdAt"] == iso(clock.now_ms())
     assert payload["maxHoldMs"] == 300_000
     assert payload.get("starttime") == process_start_time(os.getpid())
     assert lock_file.read_text().endswith("}\n")
@@ -156,7 +156,7 @@ async def test_in_process_timeout_raises_busy_with_details(tmp_path: Path, clock
     transcript = tmp_path / "s.jsonl"
     settings = WriteLockSettings(acquire_timeout_ms=500, watchdog_interval_ms=0)
     async with SessionWriteLock.acquire(transcript, settings=settings, clock=clock) as lock:
-        clock.advance(1234)
+        clock.advance(ms=1234)
         with pytest.raises(SessionBusyError) as info:
             await SessionWriteLock.acquire(transcript, settings=settings, clock=clock)
         assert lock.held
@@ -256,24 +256,24 @@ async def test_live_foreign_owner_times_out_and_is_untouched(
     transcript = tmp_path / "s.jsonl"
     lock_file = write_lock(
         transcript,
-        {"pid": sleeper.pid, "createdAt": iso(clock.now - 1000), "maxHoldMs": 300_000},
+        {"pid": sleeper.pid, "createdAt": iso(clock.now_ms() - 1000), "maxHoldMs": 300_000},
     )
     before = lock_file.read_bytes(), lock_file.stat().st_ino
     with pytest.raises(SessionBusyError) as info:
         await SessionWriteLock.acquire(transcript, settings=FAST, clock=clock)
     assert (lock_file.read_bytes(), lock_file.stat().st_ino) == before
     assert info.value.owner_pid == sleeper.pid
-    assert info.value.owner_created_at == clock.now - info.value.waited_ms - 1000
+    assert info.value.owner_created_at == clock.now_ms() - info.value.waited_ms - 1000
     assert 2000 <= info.value.waited_ms <= 2050
-    assert set(clock.slept) == {0.05}  # OpenClaw's constant 50 ms poll
+    assert set(clock.sleeps) == {0.05}  # OpenClaw's constant 50 ms poll
 
 
 async def test_dead_owner_is_reclaimed_at_once(tmp_path: Path, clock, reaped_pid: int) -> None:
     transcript = tmp_path / "s.jsonl"
-    write_lock(transcript, {"pid": reaped_pid, "createdAt": iso(clock.now - 1000), "maxHoldMs": 300_000})
+    write_lock(transcript, {"pid": reaped_pid, "createdAt": iso(clock.now_ms() - 1000), "maxHoldMs": 300_000})
     async with SessionWriteLock.acquire(transcript, settings=FAST, clock=clock) as lock:
         assert lock.owner.pid == os.getpid()
-    assert clock.slept == []
+    assert clock.sleeps == []
 
 
 @pytest.mark.skipif(process_start_time(os.getpid()) is None, reason="no /proc start times on this platform")
@@ -283,7 +283,12 @@ async def test_recycled_pid_is_reclaimed(tmp_path: Path, clock, sleeper: subproc
     assert real is not None
     write_lock(
         transcript,
-        {"pid": sleeper.pid, "createdAt": iso(clock.now - 1000), "maxHoldMs": 300_000, "starttime": real + 1},
+        {
+            "pid": sleeper.pid,
+            "createdAt": iso(clock.now_ms() - 1000),
+            "maxHoldMs": 300_000,
+            "starttime": real + 1,
+        },
     )
     async with SessionWriteLock.acquire(transcript, settings=FAST, clock=clock) as lock:
         assert lock.owner.pid == os.getpid()
@@ -292,14 +297,14 @@ async def test_recycled_pid_is_reclaimed(tmp_path: Path, clock, sleeper: subproc
 
 async def test_orphan_of_this_process_is_reclaimed(tmp_path: Path, clock) -> None:
     transcript = tmp_path / "s.jsonl"
-    payload: dict[str, object] = {"pid": os.getpid(), "createdAt": iso(clock.now), "maxHoldMs": 300_000}
+    payload: dict[str, object] = {"pid": os.getpid(), "createdAt": iso(clock.now_ms()), "maxHoldMs": 300_000}
     start = process_start_time(os.getpid())
     if start is not None:
         payload["starttime"] = start
     write_lock(transcript, payload)
     async with SessionWriteLock.acquire(transcript, settings=FAST, clock=clock):
         pass
-    assert clock.slept == []
+    assert clock.sleeps == []
 
 
 @pytest.mark.parametrize(
@@ -319,7 +324,7 @@ async def test_live_owner_past_its_time_is_reported_never_evicted(  # noqa: PLR0
     reasons: tuple[str, ...],
 ) -> None:
     transcript = tmp_path / "s.jsonl"
-    payload: dict[str, object] = {"pid": sleeper.pid, "createdAt": iso(clock.now - age_ms)}
+    payload: dict[str, object] = {"pid": sleeper.pid, "createdAt": iso(clock.now_ms() - age_ms)}
     if max_hold is not None:
         payload["maxHoldMs"] = max_hold
     lock_file = write_lock(transcript, payload)
@@ -335,13 +340,13 @@ async def test_live_owner_past_its_time_is_reported_never_evicted(  # noqa: PLR0
 
 async def test_empty_lock_file_waits_for_grace_then_is_removed(tmp_path: Path, clock) -> None:
     transcript = tmp_path / "s.jsonl"
-    clock.now = time.time_ns() // 1_000_000
+    clock.set_now_ms(time.time_ns() // 1_000_000)
     lock_file = tmp_path / "s.jsonl.lock"
     lock_file.write_bytes(b"")
     settings = WriteLockSettings(acquire_timeout_ms=20_000, watchdog_interval_ms=0)  # < 30 s: grace 5 s
     async with SessionWriteLock.acquire(transcript, settings=settings, clock=clock):
         pass
-    waited = sum(clock.slept)
+    waited = sum(clock.sleeps)
     assert waited == pytest.approx(5.05, abs=0.051)  # grace 5 s, then one 50 ms poll at most
 
 
@@ -353,9 +358,12 @@ async def test_lock_rewritten_between_inspection_and_removal_is_kept(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     transcript = tmp_path / "s.jsonl"
-    lock_file = write_lock(transcript, {"pid": reaped_pid, "createdAt": iso(clock.now), "maxHoldMs": 300_000})
+    lock_file = write_lock(
+        transcript, {"pid": reaped_pid, "createdAt": iso(clock.now_ms()), "maxHoldMs": 300_000}
+    )
     fresh = (
-        json.dumps({"pid": sleeper.pid, "createdAt": iso(clock.now), "maxHoldMs": 300_000}, indent=2) + "\n"
+        json.dumps({"pid": sleeper.pid, "createdAt": iso(clock.now_ms()), "maxHoldMs": 300_000}, indent=2)
+        + "\n"
     )
     real_decision = _lock_registry.reclaim_decision
     calls = 0
@@ -415,9 +423,9 @@ async def test_watchdog_releases_locks_held_past_max_hold(
     transcript = tmp_path / "s.jsonl"
     settings = WriteLockSettings(max_hold_ms=1000, watchdog_interval_ms=0)
     lock = await SessionWriteLock.acquire(transcript, settings=settings, clock=clock)
-    clock.advance(1000)
+    clock.advance(ms=1000)
     assert SessionWriteLock.run_watchdog() == 0
-    clock.advance(1)
+    clock.advance(ms=1)
     with caplog.at_level(logging.WARNING, logger="sessionkeeper.lock"):
         assert SessionWriteLock.run_watchdog() == 1
     assert "[session-write-lock] releasing lock held for 1001ms (max=1000ms)" in caplog.text
@@ -459,7 +467,7 @@ async def test_watchdog_wakes_in_process_waiters(tmp_path: Path, clock) -> None:
     async with anyio.create_task_group() as tg:
         tg.start_soon(waiter)
         await anyio.sleep(0.01)
-        clock.advance(5000)
+        clock.advance(ms=5000)
         SessionWriteLock.run_watchdog()
     assert got == ["in"]
     assert not wedged.held
@@ -474,7 +482,7 @@ async def test_is_locked_and_read_lock_owner(
     sleeper: subprocess.Popen[bytes],
     reaped_pid: int,
 ) -> None:
-    clock.now = time.time_ns() // 1_000_000
+    clock.set_now_ms(time.time_ns() // 1_000_000)
     mine, live, old, dead, none = (tmp_path / f"{n}.jsonl" for n in ("mine", "live", "old", "dead", "none"))
     async with SessionWriteLock.acquire(mine, settings=FAST, clock=clock):
         assert is_locked(mine, clock=clock)
@@ -482,9 +490,9 @@ async def test_is_locked_and_read_lock_owner(
         assert owner is not None
         assert owner.pid == os.getpid()
     assert not is_locked(mine, clock=clock)
-    write_lock(live, {"pid": sleeper.pid, "createdAt": iso(clock.now)})
-    write_lock(old, {"pid": sleeper.pid, "createdAt": clock.now - 10**8})  # numeric createdAt, too old
-    write_lock(dead, {"pid": reaped_pid, "createdAt": iso(clock.now)})
+    write_lock(live, {"pid": sleeper.pid, "createdAt": iso(clock.now_ms())})
+    write_lock(old, {"pid": sleeper.pid, "createdAt": clock.now_ms() - 10**8})  # numeric createdAt, too old
+    write_lock(dead, {"pid": reaped_pid, "createdAt": iso(clock.now_ms())})
     assert is_locked(live, clock=clock)
     assert is_locked(old, clock=clock)  # a live owner counts even when too old (D8)
     assert not is_locked(dead, clock=clock)
@@ -492,7 +500,7 @@ async def test_is_locked_and_read_lock_owner(
     assert read_lock_owner(none) is None
     old_owner = read_lock_owner(old)
     assert old_owner is not None
-    assert old_owner.created_at_ms == clock.now - 10**8
+    assert old_owner.created_at_ms == clock.now_ms() - 10**8
 
 
 async def test_clean_stale_lock_files(
@@ -501,8 +509,8 @@ async def test_clean_stale_lock_files(
     sleeper: subprocess.Popen[bytes],
     reaped_pid: int,
 ) -> None:
-    write_lock(tmp_path / "a.jsonl", {"pid": reaped_pid, "createdAt": iso(clock.now)})
-    write_lock(tmp_path / "b.jsonl", {"pid": sleeper.pid, "createdAt": iso(clock.now - 10**8)})
+    write_lock(tmp_path / "a.jsonl", {"pid": reaped_pid, "createdAt": iso(clock.now_ms())})
+    write_lock(tmp_path / "b.jsonl", {"pid": sleeper.pid, "createdAt": iso(clock.now_ms() - 10**8)})
     (tmp_path / "notes.txt.lock").write_text("{}")
     async with SessionWriteLock.acquire(tmp_path / "c.jsonl", settings=FAST, clock=clock):
         reports = await clean_stale_lock_files(tmp_path, settings=FAST, clock=clock)
@@ -526,7 +534,7 @@ async def test_env_timeout_applies_when_no_settings_are_given(
 ) -> None:
     monkeypatch.setenv("OPENCLAW_SESSION_WRITE_LOCK_ACQUIRE_TIMEOUT_MS", "250")
     transcript = tmp_path / "s.jsonl"
-    write_lock(transcript, {"pid": sleeper.pid, "createdAt": iso(clock.now), "maxHoldMs": 300_000})
+    write_lock(transcript, {"pid": sleeper.pid, "createdAt": iso(clock.now_ms()), "maxHoldMs": 300_000})
     with pytest.raises(SessionBusyError) as info:
         await SessionWriteLock.acquire(transcript, clock=clock)
     assert 250 <= info.value.waited_ms <= 300

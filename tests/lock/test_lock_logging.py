@@ -32,7 +32,7 @@ async def test_reclaiming_a_dead_owners_lock_is_a_structured_warning(
     tmp_path: Path, clock, reaped_pid: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     transcript = tmp_path / "s.jsonl"
-    _dead_lock(transcript, reaped_pid, clock.now)
+    _dead_lock(transcript, reaped_pid, clock.now_ms())
     with caplog.at_level(logging.WARNING, logger="sessionkeeper.lock"):
         async with SessionWriteLock.acquire(transcript, settings=FAST, clock=clock):
             pass
@@ -47,7 +47,7 @@ async def test_cleaning_stale_lock_files_is_a_structured_warning(
 ) -> None:
     transcript = tmp_path / "s.jsonl"
     transcript.write_text("")
-    _dead_lock(transcript, reaped_pid, clock.now)
+    _dead_lock(transcript, reaped_pid, clock.now_ms())
     with caplog.at_level(logging.WARNING, logger="sessionkeeper.lock"):
         reports = await clean_stale_lock_files(tmp_path, remove=True, clock=clock)
     assert [r.removed for r in reports] == [True]

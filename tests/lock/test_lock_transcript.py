@@ -82,7 +82,7 @@ async def test_append_after_the_watchdog_released_the_run_lock_raises(tmp_path: 
     manager.write_lock_settings = WriteLockSettings(max_hold_ms=1000, watchdog_interval_ms=0)
     async with manager.hold_write_lock():
         await manager.append_message(user("in time"))
-        clock.advance(1001)
+        clock.advance(ms=1001)
         assert SessionWriteLock.run_watchdog() == 1
         before = path.read_bytes()
         with pytest.raises(LockNotHeldError) as info:

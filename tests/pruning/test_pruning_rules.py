@@ -23,6 +23,7 @@ from sessionkeeper.pruning import (
 from sessionkeeper.pruning._settings import SoftTrimSettings, ToolMatchSettings
 from sessionkeeper.records import slice_utf16_safe, utf16_len
 from sessionkeeper.records._messages import CustomMessage, TextContent, UnknownMessage
+from sessionkeeper.testing import FakeClock
 
 
 def _cfg(**section: object) -> PruningSettings:
@@ -420,17 +421,9 @@ def test_pruner_ttl_boundary_and_unchanged_keeps_touch() -> None:
 
 
 def test_pruner_uses_its_clock_and_host_predicate() -> None:
-    class Clock:
-        def now_ms(self) -> int:
-            return NOW
-
-        def monotonic(self) -> float:
-            return 0.0
-
-        async def sleep(self, seconds: float) -> None:
-            return None
-
-    pruner = Pruner(settings=ON, clock=Clock(), is_cache_ttl_eligible=lambda p, m, a: p == "mine")
+    pruner = Pruner(
+        settings=ON, clock=FakeClock(now_ms=NOW), is_cache_ttl_eligible=lambda p, m, a: p == "mine"
+    )
     r = pruner.prune(
         _ctx(BIG), context_window_tokens=1000, last_cache_touch_at=NOW - 300_000, provider="mine"
     )

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from msgspec import UNSET
+from tests._helpers import TickingClock
 
 from sessionkeeper.exceptions import ConfigError, SessionNotFoundError
 from sessionkeeper.store import (
@@ -28,23 +29,6 @@ pytestmark = pytest.mark.anyio
 T0 = 1_790_000_000_000
 
 
-class StepClock:
-    """A clock that advances 1 s per reading."""
-
-    def __init__(self, start: int = T0) -> None:
-        self.now = start
-
-    def now_ms(self) -> int:
-        self.now += 1000
-        return self.now
-
-    def monotonic(self) -> float:
-        return self.now / 1000
-
-    async def sleep(self, seconds: float) -> None:
-        self.now += int(seconds * 1000)
-
-
 def _ids():
     counter = iter(range(1, 10_000))
     return lambda: f"00000000-0000-4000-8000-{next(counter):012d}"
@@ -52,7 +36,7 @@ def _ids():
 
 @pytest.fixture(params=["memory", "json", "sqlite"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> SessionStore:
-    clock = StepClock()
+    clock = TickingClock(T0)
     if request.param == "memory":
         return SessionStore(InMemoryStoreBackend(), clock=clock, new_session_id=_ids())
     return SessionStore.open(tmp_path, backend=request.param, clock=clock, new_session_id=_ids())
@@ -141,7 +125,7 @@ async def test_require_raises_for_missing_keys() -> None:
 
 
 async def test_reset_rotates_the_session_and_archives_the_transcript(tmp_path: Path) -> None:
-    clock = StepClock()
+    clock = TickingClock(T0)
     async with SessionStore.open(tmp_path, clock=clock, new_session_id=_ids()) as store:
         entry = await store.patch(
             "agent:main:main",
