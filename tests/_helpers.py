@@ -121,14 +121,14 @@ def assistant_entry(
     return {"type": "message", "id": eid, "parentId": parent, "timestamp": ts, "message": message}
 
 
-def line(obj: Any, *, ensure_ascii: bool = True) -> bytes:
-    """``obj`` as one compact JSON line, without the newline."""
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=ensure_ascii).encode()
+def json_line(obj: Any, *, ensure_ascii: bool = True, end: bytes = b"") -> bytes:
+    """``obj`` as one compact JSON line (UTF-8), followed by ``end`` (no newline by default)."""
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=ensure_ascii).encode() + end
 
 
 def jsonl(objs: list[Any], *, ensure_ascii: bool = True) -> bytes:
     """``objs`` as compact JSON lines, each ending in a newline."""
-    return b"".join(line(obj, ensure_ascii=ensure_ascii) + b"\n" for obj in objs)
+    return b"".join(json_line(obj, ensure_ascii=ensure_ascii, end=b"\n") for obj in objs)
 
 
 # -- the CLI ---------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from tests._helpers import user
 
 from sessionkeeper._hooks import (
     CompactionHookOverride,
@@ -24,7 +25,6 @@ from sessionkeeper.transcript import (
     CompactionEntry,
     CompactionSummaryMessage,
     TranscriptManager,
-    UserMessage,
     load_transcript,
     message_to_builtins,
 )
@@ -32,10 +32,6 @@ from sessionkeeper.transcript import (
 
 pytestmark = pytest.mark.anyio
 PAD = " words to summarise" * 300
-
-
-def _user(text: str) -> UserMessage:
-    return UserMessage(content=text + PAD, timestamp=1)
 
 
 class _Meanwhile:
@@ -65,7 +61,7 @@ async def _session(tmp_path: Path, turns: int = 6) -> tuple[Path, TranscriptMana
     path = tmp_path / "t.jsonl"
     ours = await TranscriptManager.create(path, cwd="/w")
     for i in range(turns):
-        await ours.append_message(_user(f"turn {i}"))
+        await ours.append_message(user(f"turn {i}" + PAD))
     other = await TranscriptManager.open(path)
     return path, ours, other
 
@@ -87,8 +83,8 @@ async def test_messages_written_during_the_summary_stay_in_the_context(tmp_path:
     path, ours, other = await _session(tmp_path)
 
     async def meanwhile() -> None:
-        await other.append_message(_user("during 1"))
-        await other.append_message(_user("during 2"))
+        await other.append_message(user("during 1" + PAD))
+        await other.append_message(user("during 2" + PAD))
 
     result = await _compactor(meanwhile).compact(ours, keep_recent_tokens=50)
     assert result.status == "compacted"
@@ -99,7 +95,7 @@ async def test_messages_written_during_the_summary_stay_in_the_context(tmp_path:
     assert texts[-2:] == ["during 1", "during 2"]
     reopened = await TranscriptManager.open(path)
     assert _texts(reopened) == texts
-    later = await other.append_message(_user("after"))
+    later = await other.append_message(user("after" + PAD))
     assert later.parent_id == result.entry.id  # the other writer follows the compaction
 
 
@@ -162,7 +158,7 @@ async def test_a_navigated_manager_lands_on_its_own_branch(tmp_path: Path) -> No
     ours.branch(leaf)  # explicitly stays where it is: others' messages go on another branch
 
     async def meanwhile() -> None:
-        await other.append_message(_user("elsewhere"))
+        await other.append_message(user("elsewhere" + PAD))
 
     result = await _compactor(meanwhile).compact(ours, keep_recent_tokens=50)
     assert result.status == "compacted"
@@ -176,7 +172,7 @@ async def test_a_strict_checkpoint_keeps_what_arrived_during_the_summary(tmp_pat
     _, ours, other = await _session(tmp_path)
 
     async def meanwhile() -> None:
-        await other.append_message(_user("arrived"))
+        await other.append_message(user("arrived" + PAD))
 
     compactor = _compactor(meanwhile)
     assert compactor.keep_budget(reason="manual", keep_recent_tokens=None) is None  # a strict checkpoint
@@ -204,7 +200,7 @@ async def test_the_successor_holds_what_arrived_during_the_summary(tmp_path: Pat
     _, ours, other = await _session(tmp_path)
 
     async def meanwhile() -> None:
-        await other.append_message(_user("arrived"))
+        await other.append_message(user("arrived" + PAD))
 
     result = await _compactor(meanwhile, truncate_after_compaction=True).compact(ours, keep_recent_tokens=50)
     assert result.successor is not None
@@ -255,7 +251,7 @@ async def test_compacting_under_a_held_write_lock_lands_without_waiting_for_itse
 async def test_in_memory_transcripts_still_compact() -> None:
     ours = TranscriptManager.in_memory()
     for i in range(6):
-        await ours.append_message(_user(f"turn {i}"))
+        await ours.append_message(user(f"turn {i}" + PAD))
     result = await Compactor().compact(ours, keep_recent_tokens=50)
     assert result.status == "compacted"
     assert isinstance(ours.get_branch()[-1], CompactionEntry)
@@ -279,7 +275,7 @@ async def test_a_standalone_rotation_picks_up_other_writers_first(tmp_path: Path
     _, ours, other = await _session(tmp_path)
     landed = await Compactor().compact(ours, keep_recent_tokens=50)
     assert landed.status == "compacted"
-    await other.append_message(_user("written elsewhere"))
+    await other.append_message(user("written elsewhere" + PAD))
     async with ours.hold_write_lock():  # under a lock the caller holds: no wait for itself
         successor = await rotate_after_compaction(ours)
     assert successor is not None

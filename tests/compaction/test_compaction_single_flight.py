@@ -19,6 +19,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from tests._helpers import user
 
 from sessionkeeper._hooks import CompactionStartEvent, HookRegistry
 from sessionkeeper._lockfile import format_lock_payload, iso_ms, parse_lock_payload
@@ -27,16 +28,12 @@ from sessionkeeper.compaction._flight import claim_path_for
 from sessionkeeper.runtime import RuntimeSettings, SessionRuntime
 from sessionkeeper.store import SessionStore
 from sessionkeeper.testing import FakeClock
-from sessionkeeper.transcript import TranscriptManager, UserMessage
+from sessionkeeper.transcript import TranscriptManager
 
 
 pytestmark = pytest.mark.anyio
 PAD = " words to summarise" * 300
 SUMMARY = "## Decisions\n- one summary for everyone"
-
-
-def _user(text: str) -> UserMessage:
-    return UserMessage(content=text + PAD, timestamp=1)
 
 
 class Gated:
@@ -68,7 +65,7 @@ async def _file(tmp_path: Path, turns: int = 6) -> Path:
     path = tmp_path / "t.jsonl"
     manager = await TranscriptManager.create(path, cwd="/w")
     for i in range(turns):
-        await manager.append_message(_user(f"turn {i}"))
+        await manager.append_message(user(f"turn {i}" + PAD))
     return path
 
 
@@ -189,7 +186,7 @@ async def test_four_runtimes_on_one_key_compact_once(tmp_path: Path) -> None:
         ]
         first = await runtimes[0].open("agent:main:main")
         for i in range(6):
-            await first.transcript.append_message(_user(f"turn {i}"))
+            await first.transcript.append_message(user(f"turn {i}" + PAD))
         sessions = [await runtime.open("agent:main:main") for runtime in runtimes]
         hooks_started = anyio.Event()
         waiting: list[object] = []

@@ -9,6 +9,7 @@ import anyio.lowlevel
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tests._helpers import user
 
 from sessionkeeper._hooks import (
     CompactHookResult,
@@ -39,10 +40,6 @@ pytestmark = pytest.mark.anyio
 
 def _before_compact() -> SessionBeforeCompactEvent:
     return SessionBeforeCompactEvent(preparation=object(), branch_entries=[])
-
-
-def _user(text: str) -> UserMessage:
-    return UserMessage(content=text, timestamp=0)
 
 
 async def test_handlers_run_in_registration_order_sync_and_async() -> None:
@@ -176,7 +173,7 @@ async def test_context_event_is_chained() -> None:
 
     def add(event: ContextEvent) -> ContextHookResult:
         seen.append(len(event.messages))
-        return ContextHookResult(messages=[*event.messages, _user("added")])
+        return ContextHookResult(messages=[*event.messages, user("added", ts=0)])
 
     async def observe(event: ContextEvent) -> None:
         seen.append(len(event.messages))
@@ -184,7 +181,7 @@ async def test_context_event_is_chained() -> None:
     reg.on(ContextEvent, add)
     reg.on(ContextEvent, observe)
     reg.on(ContextEvent, add)
-    final = await reg.emit_last(ContextEvent(messages=[_user("a")]))
+    final = await reg.emit_last(ContextEvent(messages=[user("a", ts=0)]))
     assert seen == [1, 2, 2]
     assert final is not None
     assert [m.content for m in final.messages if isinstance(m, UserMessage)] == ["a", "added", "added"]
@@ -192,8 +189,8 @@ async def test_context_event_is_chained() -> None:
 
 async def test_message_end_replacement_must_keep_role() -> None:
     reg = HookRegistry()
-    original = _user("secret")
-    same_role = _user("[redacted]")
+    original = user("secret", ts=0)
+    same_role = user("[redacted]", ts=0)
     other_role = AssistantMessage(content=[TextContent(text="x")], api="a", provider="p", model="m")
     seen: list[Any] = []
     reg.on(MessageEndEvent, lambda e: MessageEndHookResult(message=same_role))

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import anyio
 import pytest
+from tests._helpers import user
 
-from sessionkeeper.transcript import TranscriptManager, UserMessage, load_transcript
+from sessionkeeper.transcript import TranscriptManager, load_transcript
 from sessionkeeper.transcript._lock_settings import WriteLockSettings
 
 
@@ -31,10 +32,6 @@ RUNS = 3
 RUN_LENGTH = 4
 
 
-def _user(text: str) -> UserMessage:
-    return UserMessage(content=text, timestamp=int(time.time() * 1000))
-
-
 def _writer(transcript: Path, acks: Path, proc: int, backend: str) -> None:
     ack_fd = os.open(acks, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 
@@ -45,14 +42,16 @@ def _writer(transcript: Path, acks: Path, proc: int, backend: str) -> None:
 
     async def appender(manager: TranscriptManager, task: int) -> None:
         for i in range(APPENDS):
-            entry = await manager.append_message(_user(f"p{proc} t{task} #{i}"))
+            entry = await manager.append_message(user(f"p{proc} t{task} #{i}", ts=int(time.time() * 1000)))
             os.write(ack_fd, f"{entry.id}\n".encode())
 
     async def runner(manager: TranscriptManager) -> None:
         for run in range(RUNS):
             async with manager.hold_write_lock():
                 for i in range(RUN_LENGTH):
-                    entry = await manager.append_message(_user(f"run p{proc} r{run} #{i}"))
+                    entry = await manager.append_message(
+                        user(f"run p{proc} r{run} #{i}", ts=int(time.time() * 1000))
+                    )
                     os.write(ack_fd, f"{entry.id}\n".encode())
             await anyio.sleep(0.001)
 

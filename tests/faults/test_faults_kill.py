@@ -27,10 +27,11 @@ from pathlib import Path
 
 import anyio
 import pytest
+from tests._helpers import user
 
 from sessionkeeper._fs import atomic_write_bytes
 from sessionkeeper.compaction import Compactor
-from sessionkeeper.transcript import CompactionSummaryMessage, TranscriptManager, UserMessage, load_transcript
+from sessionkeeper.transcript import CompactionSummaryMessage, TranscriptManager, load_transcript
 from sessionkeeper.transcript._lock_settings import WriteLockSettings
 
 
@@ -41,10 +42,6 @@ LOCK_SETTINGS = WriteLockSettings(acquire_timeout_ms=10_000, watchdog_interval_m
 TORN = b'{"type":"message","id":"deadbeef","parentId":null,"message":{"role":"us'
 KEEP_TOKENS = 2_000
 COMPACT_EVERY = 0.1  # share of the child's operations that are compactions
-
-
-def _user(text: str) -> UserMessage:
-    return UserMessage(content=text, timestamp=int(time.time() * 1000))
 
 
 def _child(transcript: Path, store: Path, acks: Path, seed: int) -> None:
@@ -75,7 +72,9 @@ def _child(transcript: Path, store: Path, acks: Path, seed: int) -> None:
                     ack(f"K {result.entry.id}")
                 continue
             size = 300_000 if rng.random() < 0.03 else rng.choice([20, 200, 2_000, 20_000])
-            entry = await manager.append_message(_user(f"turn {seed}-{counter} " + "x" * size))
+            entry = await manager.append_message(
+                user(f"turn {seed}-{counter} " + "x" * size, ts=int(time.time() * 1000))
+            )
             ack(f"T {entry.id}")
             if counter % 3 == 0:
                 body = json.dumps({"seed": seed, "counter": counter, "pad": "y" * rng.choice([10, 50_000])})
@@ -113,7 +112,7 @@ def _wait_for_ack(acks: Path, child: multiprocessing.process.BaseProcess, limit_
 async def _parent_append_and_compact(transcript: Path, text: str) -> tuple[str, str | None]:
     manager = await TranscriptManager.open(transcript)
     manager.write_lock_settings = LOCK_SETTINGS
-    entry = await manager.append_message(_user(text))
+    entry = await manager.append_message(user(text, ts=int(time.time() * 1000)))
     result = await Compactor().compact(manager, keep_recent_tokens=KEEP_TOKENS)
     assert result.status in ("compacted", "nothing_to_summarize", "ineffective"), result.status
     return entry.id, result.entry.id if result.entry is not None else None

@@ -8,16 +8,13 @@ from pathlib import Path
 
 import anyio
 import pytest
+from tests._helpers import user
 
-from sessionkeeper.transcript import TranscriptManager, UserMessage, WriteLockSettings
+from sessionkeeper.transcript import TranscriptManager, WriteLockSettings
 
 
 pytestmark = pytest.mark.anyio
 SHORT = WriteLockSettings(acquire_timeout_ms=2_000, watchdog_interval_ms=0)
-
-
-def _user(text: str) -> UserMessage:
-    return UserMessage(content=text, timestamp=1)
 
 
 async def _until(condition: Callable[[], bool]) -> None:
@@ -47,11 +44,11 @@ async def test_hold_write_lock_while_an_append_of_the_same_manager_waits_for_the
 
     async def run_a() -> None:
         async with m.hold_write_lock():
-            await m.append_message(_user("a"))
+            await m.append_message(user("a"))
             done.append("a")
 
     async def run_b() -> None:
-        await m.append_message(_user("b"))
+        await m.append_message(user("b"))
         done.append("b")
 
     with anyio.fail_after(10):
@@ -81,10 +78,10 @@ async def test_nested_reentrant_hold_write_lock_keeps_the_outer_block_holding(tm
     with anyio.fail_after(10):
         async with m.hold_write_lock() as outer:
             async with m.hold_write_lock():
-                await m.append_message(_user("inner"))
+                await m.append_message(user("inner"))
             assert m.held_write_lock is outer
             assert lock_file.exists()
-            await m.append_message(_user("after the inner block"))
+            await m.append_message(user("after the inner block"))
         assert m.held_write_lock is None
     assert not lock_file.exists()
     assert len(_ids_and_parents(path)) == 2
@@ -103,7 +100,7 @@ async def test_overlapping_reentrant_holds_of_two_tasks_leave_the_lock_to_the_on
     async def first() -> None:
         async with m.hold_write_lock():
             first_in.set()
-            await m.append_message(_user("first"))
+            await m.append_message(user("first"))
             await second_in.wait()
         first_out.set()
 
@@ -113,7 +110,7 @@ async def test_overlapping_reentrant_holds_of_two_tasks_leave_the_lock_to_the_on
             second_in.set()
             await first_out.wait()  # the first block closed while this one is open
             assert m.held_write_lock is mine
-            await m.append_message(_user("second"))
+            await m.append_message(user("second"))
 
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
@@ -140,7 +137,7 @@ async def test_two_runs_of_one_manager_take_turns(tmp_path: Path) -> None:
                 started.set()
                 await _until(lambda: m._holds_ended is not None)  # the other run is waiting now
             for i in range(3):
-                await m.append_message(_user(f"{name} {i}"))
+                await m.append_message(user(f"{name} {i}"))
                 order.append(name)
 
     async def second() -> None:

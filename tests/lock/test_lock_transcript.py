@@ -9,10 +9,11 @@ from pathlib import Path
 
 import anyio
 import pytest
+from tests._helpers import user
 
 from sessionkeeper._lockfile import iso_ms
 from sessionkeeper.exceptions import LockNotHeldError, SessionBusyError
-from sessionkeeper.transcript import TranscriptManager, UserMessage
+from sessionkeeper.transcript import TranscriptManager
 from sessionkeeper.transcript._lock import SessionWriteLock, run_locked
 from sessionkeeper.transcript._lock_settings import WriteLockSettings
 
@@ -20,10 +21,6 @@ from sessionkeeper.transcript._lock_settings import WriteLockSettings
 pytestmark = pytest.mark.anyio
 
 SETTINGS = WriteLockSettings(acquire_timeout_ms=300, watchdog_interval_ms=0)
-
-
-def user(text: str) -> UserMessage:
-    return UserMessage(content=text, timestamp=1_780_000_000_000)
 
 
 async def manager_for(path: Path) -> TranscriptManager:
@@ -38,7 +35,7 @@ async def manager_for(path: Path) -> TranscriptManager:
 async def test_each_append_takes_and_releases_the_lock(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     manager = await manager_for(path)
-    await manager.append_message(user("hello"))
+    await manager.append_message(user("hello", ts=1_780_000_000_000))
     assert not (tmp_path / "s.jsonl.lock").exists()
     assert len(path.read_text().splitlines()) == 2
 
@@ -52,11 +49,11 @@ async def test_append_waits_for_a_foreign_live_lock_and_writes_nothing(
     lock = tmp_path / "s.jsonl.lock"
     lock.write_text(json.dumps({"pid": sleeper.pid, "createdAt": iso_ms(_now()), "maxHoldMs": 300_000}))
     with pytest.raises(SessionBusyError):
-        await manager.append_message(user("blocked"))
+        await manager.append_message(user("blocked", ts=1_780_000_000_000))
     assert path.read_bytes() == before
     assert manager.leaf_id is None
     lock.unlink()
-    entry = await manager.append_message(user("now"))
+    entry = await manager.append_message(user("now", ts=1_780_000_000_000))
     assert manager.leaf_id == entry.id
 
 
@@ -67,12 +64,12 @@ async def test_hold_write_lock_keeps_the_file_for_a_run(tmp_path: Path) -> None:
     async with manager.hold_write_lock() as lock:
         assert lock.held
         for i in range(3):
-            await manager.append_message(user(f"turn {i}"))
+            await manager.append_message(user(f"turn {i}", ts=1_780_000_000_000))
             assert (tmp_path / "s.jsonl.lock").exists()
         with pytest.raises(SessionBusyError):
-            await other.append_message(user("concurrent"))
+            await other.append_message(user("concurrent", ts=1_780_000_000_000))
     assert not (tmp_path / "s.jsonl.lock").exists()
-    await other.append_message(user("after"))
+    await other.append_message(user("after", ts=1_780_000_000_000))
     assert len(path.read_text().splitlines()) == 5
 
 
@@ -81,12 +78,12 @@ async def test_append_after_the_watchdog_released_the_run_lock_raises(tmp_path: 
     manager = await TranscriptManager.create(path, cwd="/w", session_id="s1", clock=clock)
     manager.write_lock_settings = WriteLockSettings(max_hold_ms=1000, watchdog_interval_ms=0)
     async with manager.hold_write_lock():
-        await manager.append_message(user("in time"))
+        await manager.append_message(user("in time", ts=1_780_000_000_000))
         clock.advance(ms=1001)
         assert SessionWriteLock.run_watchdog() == 1
         before = path.read_bytes()
         with pytest.raises(LockNotHeldError) as info:
-            await manager.append_message(user("too late"))
+            await manager.append_message(user("too late", ts=1_780_000_000_000))
         assert info.value.reason == "max-hold-exceeded"
         assert path.read_bytes() == before
 
@@ -96,12 +93,12 @@ async def test_append_after_the_lock_file_was_taken_over_raises(tmp_path: Path) 
     manager = await manager_for(path)
     lock_file = tmp_path / "s.jsonl.lock"
     async with manager.hold_write_lock() as lock:
-        await manager.append_message(user("mine"))
+        await manager.append_message(user("mine", ts=1_780_000_000_000))
         lock_file.unlink()  # e.g. OpenClaw's non-openclaw-owner takeover
         lock_file.write_text('{"pid": 1, "createdAt": "2026-01-01T00:00:00.000Z"}')
         before = path.read_bytes()
         with pytest.raises(LockNotHeldError) as info:
-            await manager.append_message(user("would interleave"))
+            await manager.append_message(user("would interleave", ts=1_780_000_000_000))
         assert info.value.reason == "lost"
         assert lock.lost_reason == "lost"
         assert path.read_bytes() == before
@@ -115,7 +112,7 @@ async def test_locking_can_be_turned_off(tmp_path: Path, sleeper: subprocess.Pop
     manager = await manager_for(path)
     (tmp_path / "s.jsonl.lock").write_text(json.dumps({"pid": sleeper.pid, "createdAt": iso_ms(_now())}))
     manager.locking = False
-    await manager.append_message(user("single writer"))
+    await manager.append_message(user("single writer", ts=1_780_000_000_000))
     assert len(path.read_text().splitlines()) == 2
 
 

@@ -13,21 +13,18 @@ import anyio
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests._helpers import user
 from tests.runtime._runtime_helpers import FlushRecorder, make_runtime
 
 from sessionkeeper.compaction import CompactionSettings
 from sessionkeeper.runtime import MemoryFlushSettings, RuntimeSession, RuntimeSettings, SessionRuntime
 from sessionkeeper.store import SessionEntry
-from sessionkeeper.transcript import TextContent, TranscriptManager, UserMessage
+from sessionkeeper.transcript import TranscriptManager
 
 
 pytestmark = pytest.mark.anyio
 
 KEY = "agent:main:main"
-
-
-def _user(text: str) -> UserMessage:
-    return UserMessage(content=[TextContent(text=text)], timestamp=1)
 
 
 def _line_bytes(path: Path) -> dict[str, int]:
@@ -43,7 +40,10 @@ def _line_bytes(path: Path) -> dict[str, int]:
 async def _session(tmp_path: Path, **kwargs: object) -> tuple[SessionRuntime, RuntimeSession, list[str]]:
     runtime, _, _ = make_runtime(tmp_path=tmp_path, **kwargs)  # type: ignore[arg-type]
     session = await runtime.open(KEY)
-    ids = [(await session.transcript.append_message(_user(f"m{i} " + "x" * 900))).id for i in range(6)]
+    ids = [
+        (await session.transcript.append_message(user(f"m{i} " + "x" * 900, blocks=True))).id
+        for i in range(6)
+    ]
     return runtime, session, ids
 
 
@@ -52,7 +52,7 @@ async def test_the_kept_range_counts(tmp_path: Path) -> None:
     compaction = await session.transcript.append_compaction(
         summary="s", first_kept_entry_id=ids[3], tokens_before=9
     )
-    after = await session.transcript.append_message(_user("small"))
+    after = await session.transcript.append_message(user("small", blocks=True))
     assert session.transcript.path is not None
     sizes = _line_bytes(session.transcript.path)
     live = [ids[3], ids[4], ids[5], compaction.id, after.id]
@@ -64,9 +64,9 @@ async def test_off_branch_lines_and_a_strict_checkpoint(tmp_path: Path) -> None:
     runtime, session, ids = await _session(tmp_path)
     transcript = session.transcript
     checkpoint = await transcript.append_compaction(summary="s", first_kept_entry_id=None, tokens_before=9)
-    mine = await transcript.append_message(_user("after the checkpoint"))
+    mine = await transcript.append_message(user("after the checkpoint", blocks=True))
     transcript.branch(ids[2])
-    other = await transcript.append_message(_user("another branch " + "y" * 5000))
+    other = await transcript.append_message(user("another branch " + "y" * 5000, blocks=True))
     assert transcript.path is not None
     sizes = _line_bytes(transcript.path)
     # on the other branch: no compaction on its path, so the whole path (m0..m2 and itself)
@@ -133,7 +133,7 @@ def test_the_count_follows_the_rule_on_chains_and_branches(
         ids: list[str] = []
         for step in steps:
             if isinstance(step, int):
-                ids.append((await transcript.append_message(_user("x" * step))).id)
+                ids.append((await transcript.append_message(user("x" * step, blocks=True))).id)
             else:
                 back = step[1]
                 first = ids[-1 - back] if back < len(ids) else (None if back % 2 else "dangling")
@@ -150,7 +150,7 @@ def test_the_count_follows_the_rule_on_chains_and_branches(
         assert SessionRuntime.active_transcript_bytes(session) == expected  # one chain: the fast path
         if len(ids) > branch_back + 1:  # a sibling branch makes the file a tree: the walk
             transcript.branch(ids[-1 - branch_back])
-            await transcript.append_message(_user("sibling"))
+            await transcript.append_message(user("sibling", blocks=True))
             transcript.branch(ids[-1])
             assert SessionRuntime.active_transcript_bytes(session) == expected
 

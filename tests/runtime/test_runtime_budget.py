@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tests._helpers import user
 
 from sessionkeeper._config import load_config
 from sessionkeeper.exceptions import ConfigError
@@ -25,7 +26,6 @@ from sessionkeeper.transcript import (
     TextContent,
     UnknownMessage,
     Usage,
-    UserMessage,
     estimate_context_tokens,
     estimate_tokens,
     message_from_json,
@@ -105,8 +105,6 @@ def test_context_window_settings_from_config() -> None:
 
 
 # ---- best token estimate -------------------------------------------------------------------------------
-def _user(text: str, ts: int) -> UserMessage:
-    return UserMessage(content=[TextContent(text=text)], timestamp=ts)
 
 
 def _reply(
@@ -127,7 +125,11 @@ def _reply(
 
 
 def test_usage_plus_estimates_of_newer_messages() -> None:
-    messages: list[AgentMessage] = [_user("a" * 40, 1), _reply("b" * 40, 2, total=5000), _user("c" * 400, 3)]
+    messages: list[AgentMessage] = [
+        user("a" * 40, ts=1, blocks=True),
+        _reply("b" * 40, 2, total=5000),
+        user("c" * 400, ts=3, blocks=True),
+    ]
     estimate = estimate_context_usage(messages)
     assert (estimate.tokens, estimate.usage_tokens, estimate.trailing_tokens) == (5100, 5000, 100)
     assert (estimate.last_usage_index, estimate.source) == (1, "usage")
@@ -135,7 +137,7 @@ def test_usage_plus_estimates_of_newer_messages() -> None:
 
 def test_error_aborted_and_zero_usage_replies_are_skipped() -> None:
     messages: list[AgentMessage] = [
-        _user("a" * 40, 1),
+        user("a" * 40, ts=1, blocks=True),
         _reply("ok", 2, input=900, output=100),
         _reply("x" * 8, 3, total=99999, stop="error"),
         _reply("y" * 8, 4, total=88888, stop="aborted"),
@@ -150,7 +152,12 @@ def test_error_aborted_and_zero_usage_replies_are_skipped() -> None:
 def test_stale_usage_from_before_a_compaction_is_never_used() -> None:
     summary = CompactionSummaryMessage(summary="s" * 400, tokens_before=150000, timestamp=100)
     kept = _reply("kept " * 10, 50, total=150000)  # kept tail from before the compaction
-    messages: list[AgentMessage] = [summary, _user("q" * 40, 40), kept, _user("new" * 10, 101)]
+    messages: list[AgentMessage] = [
+        summary,
+        user("q" * 40, ts=40, blocks=True),
+        kept,
+        user("new" * 10, ts=101, blocks=True),
+    ]
     estimate = estimate_context_usage(messages)
     assert estimate.source == "estimate"
     assert estimate.stale_usage_skipped == 1
@@ -162,13 +169,17 @@ def test_stale_usage_from_before_a_compaction_is_never_used() -> None:
 
 def test_usage_newer_than_the_compaction_anchors() -> None:
     summary = CompactionSummaryMessage(summary="s" * 400, tokens_before=150000, timestamp=100)
-    messages: list[AgentMessage] = [summary, _user("q" * 40, 101), _reply("r", 102, total=30000)]
+    messages: list[AgentMessage] = [
+        summary,
+        user("q" * 40, ts=101, blocks=True),
+        _reply("r", 102, total=30000),
+    ]
     estimate = estimate_context_usage(messages)
     assert (estimate.source, estimate.tokens) == ("usage", 30000)
 
 
 def test_compacted_at_from_the_caller() -> None:
-    messages: list[AgentMessage] = [_user("q" * 40, 1), _reply("r", 2, total=30000)]
+    messages: list[AgentMessage] = [user("q" * 40, ts=1, blocks=True), _reply("r", 2, total=30000)]
     assert estimate_context_usage(messages, compacted_at_ms=2).source == "estimate"
     assert estimate_context_usage(messages, compacted_at_ms=1).source == "usage"
 
@@ -177,7 +188,7 @@ def test_unknown_assistant_shapes_count_too() -> None:
     raw = UnknownMessage(
         {"role": "assistant", "stopReason": "stop", "usage": {"totalTokens": 777}, "timestamp": 5}
     )
-    estimate = estimate_context_usage([_user("hi", 1), raw])
+    estimate = estimate_context_usage([user("hi", ts=1, blocks=True), raw])
     assert (estimate.tokens, estimate.last_usage_index) == (777, 1)
 
 

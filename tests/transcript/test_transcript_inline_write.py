@@ -27,13 +27,14 @@ import anyio.to_thread
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tests._helpers import user
 
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
 from sessionkeeper._lockfile import iso_ms, parse_lock_payload
 from sessionkeeper.exceptions import LockNotHeldError, SessionBusyError, TranscriptNotFoundError
 from sessionkeeper.records._jscompat import iso_from_ms
 from sessionkeeper.testing import FakeClock
-from sessionkeeper.transcript import TranscriptManager, UserMessage, load_transcript
+from sessionkeeper.transcript import TranscriptManager, load_transcript
 from sessionkeeper.transcript import _manager as manager_module
 from sessionkeeper.transcript._io import InlineWriteGate
 from sessionkeeper.transcript._lock import SessionWriteLock, run_locked, run_locked_now
@@ -44,10 +45,6 @@ pytestmark = pytest.mark.anyio
 
 SETTINGS = WriteLockSettings(acquire_timeout_ms=300, watchdog_interval_ms=0)
 LOCK_MODES = ("held lock", "lock per append", "no lock")
-
-
-def user(text: str) -> UserMessage:
-    return UserMessage(content=text, timestamp=1_780_000_000_000)
 
 
 class FakeTimer:
@@ -173,8 +170,14 @@ async def test_inline_and_thread_writes_give_the_same_bytes(
         manager = await new_manager(path, budget=budget, timer=FakeTimer())
 
         async def body(m: TranscriptManager = manager) -> None:
-            first = await m.append_message(user("hello \ud800 lone"))
-            await m.append_messages([user("a"), user("b"), user("c")])
+            first = await m.append_message(user("hello \ud800 lone", ts=1_780_000_000_000))
+            await m.append_messages(
+                [
+                    user("a", ts=1_780_000_000_000),
+                    user("b", ts=1_780_000_000_000),
+                    user("c", ts=1_780_000_000_000),
+                ]
+            )
             await m.append_label(first.id, "start")
             await m.append_session_info("  name  ")
             await m.append_custom("ext", data={"k": [1, 2.5, None]})
@@ -193,7 +196,7 @@ async def test_inline_and_thread_writes_give_the_same_bytes(
 
 async def test_lone_surrogate_entry_is_the_one_written_inline(tmp_path: Path) -> None:
     manager = await new_manager(tmp_path / "s.jsonl")
-    entry = await manager.append_message(user("a\udc00b"))
+    entry = await manager.append_message(user("a\udc00b", ts=1_780_000_000_000))
     assert manager.writes_inline
     on_disk = (await TranscriptManager.open(tmp_path / "s.jsonl")).get_entry(entry.id)
     assert on_disk == entry
@@ -213,15 +216,15 @@ async def test_a_slow_write_sends_the_next_ones_to_a_thread_and_they_come_back(
     reprobe = manager._inline_gate.reprobe_after
 
     async def body() -> None:
-        await manager.append_message(user("fast"))
+        await manager.append_message(user("fast", ts=1_780_000_000_000))
         timer.duration_s = 0.005  # this write is over the 1 ms budget: it ran inline, the next ones won't
-        await manager.append_message(user("slow"))
+        await manager.append_message(user("slow", ts=1_780_000_000_000))
         assert not manager.writes_inline
         timer.duration_s = 0.0002
         for i in range(reprobe):
-            await manager.append_message(user(f"thread {i}"))
+            await manager.append_message(user(f"thread {i}", ts=1_780_000_000_000))
         assert manager.writes_inline
-        await manager.append_message(user("probe"))
+        await manager.append_message(user("probe", ts=1_780_000_000_000))
 
     await run_in_mode(manager, mode, body)
     assert log.inline == [True, True, *([False] * reprobe), True]
@@ -236,22 +239,22 @@ async def test_a_slow_thread_write_resets_the_count_and_a_slow_probe_doubles_the
     manager = await new_manager(tmp_path / "s.jsonl", budget=1.0, timer=timer)
     manager._inline_gate = gate = InlineWriteGate(1.0, timer=timer, reprobe_after=3)
     manager.locking = False
-    await manager.append_message(user("slow inline"))
+    await manager.append_message(user("slow inline", ts=1_780_000_000_000))
     timer.duration_s = 0.0001
-    await manager.append_message(user("fast in thread"))
+    await manager.append_message(user("fast in thread", ts=1_780_000_000_000))
     timer.duration_s = 0.005
-    await manager.append_message(user("slow in thread: count starts over"))
+    await manager.append_message(user("slow in thread: count starts over", ts=1_780_000_000_000))
     timer.duration_s = 0.0001
     for _ in range(3):
         assert not gate.inline
-        await manager.append_message(user("fast in thread"))
+        await manager.append_message(user("fast in thread", ts=1_780_000_000_000))
     assert gate.inline
     timer.duration_s = 0.005
-    await manager.append_message(user("slow probe"))
+    await manager.append_message(user("slow probe", ts=1_780_000_000_000))
     timer.duration_s = 0.0001
     for _ in range(6):  # twice the first wait
         assert not gate.inline
-        await manager.append_message(user("fast in thread"))
+        await manager.append_message(user("fast in thread", ts=1_780_000_000_000))
     assert gate.inline
     assert log.inline == [True, False, False, False, False, False, True, *([False] * 6)]
 
@@ -263,8 +266,8 @@ async def test_budget_zero_never_writes_inline(tmp_path: Path, write_log: Callab
     for mode in LOCK_MODES:
 
         async def body(mode: str = mode) -> None:
-            await manager.append_message(user(mode))
-            await manager.append_messages([user("x"), user("y")])
+            await manager.append_message(user(mode, ts=1_780_000_000_000))
+            await manager.append_messages([user("x", ts=1_780_000_000_000), user("y", ts=1_780_000_000_000)])
 
         log.hops = 0
         await run_in_mode(manager, mode, body)
@@ -290,9 +293,9 @@ async def test_budget_setting_is_validated_and_can_be_changed(
     assert manager.inline_write_budget_ms == 1.0
     log = write_log()
     manager.inline_write_budget_ms = 0
-    await manager.append_message(user("thread"))
+    await manager.append_message(user("thread", ts=1_780_000_000_000))
     manager.inline_write_budget_ms = math.inf
-    await manager.append_message(user("inline"))
+    await manager.append_message(user("inline", ts=1_780_000_000_000))
     assert log.inline == [False, True]
     opened = await TranscriptManager.open(path, inline_write_budget_ms=2.5)
     assert opened.inline_write_budget_ms == 2.5
@@ -301,10 +304,10 @@ async def test_budget_setting_is_validated_and_can_be_changed(
 
 async def test_forks_keep_the_budget(tmp_path: Path) -> None:
     manager = await new_manager(tmp_path / "s.jsonl", budget=0.25)
-    entry = await manager.append_message(user("q"))
+    entry = await manager.append_message(user("q", ts=1_780_000_000_000))
     clone = await manager.clone(entry.id, path=tmp_path / "clone.jsonl")
     assert clone.inline_write_budget_ms == 0.25
-    await clone.append_message(user("in the clone"))
+    await clone.append_message(user("in the clone", ts=1_780_000_000_000))
     assert len((tmp_path / "clone.jsonl").read_bytes().splitlines()) == 3
 
 
@@ -321,13 +324,13 @@ async def test_tail_repairs_still_happen_with_inline_writes(
     log = write_log()
     path = tmp_path / "s.jsonl"
     manager = await new_manager(path, timer=FakeTimer())
-    first = await manager.append_message(user("before"))
+    first = await manager.append_message(user("before", ts=1_780_000_000_000))
     good = path.read_bytes()
     with path.open("ab") as handle:  # another writer left a tail after we loaded
         handle.write(tail)
 
     async def body() -> None:
-        await manager.append_message(user("after"))
+        await manager.append_message(user("after", ts=1_780_000_000_000))
 
     await run_in_mode(manager, mode, body)
     repair = manager.last_repair
@@ -349,7 +352,7 @@ async def test_tail_repairs_still_happen_with_inline_writes(
     assert reopened.get_entry(first.id) is not None
     assert log.inline[:1] == [True]  # tried inline: the tail check found the damage, nothing written
     assert log.inline[-1] is False  # the repair ran in a worker thread
-    await manager.append_message(user("clean again"))
+    await manager.append_message(user("clean again", ts=1_780_000_000_000))
     assert manager.last_repair is None
     assert log.inline[-1] is True
 
@@ -361,13 +364,13 @@ async def test_a_vanished_transcript_raises_inline_and_leaves_no_lock(
     log = write_log()
     path = tmp_path / "s.jsonl"
     manager = await new_manager(path)
-    await manager.append_message(user("kept"))
+    await manager.append_message(user("kept", ts=1_780_000_000_000))
     leaf = manager.leaf_id
     path.unlink()
 
     async def body() -> None:
         with pytest.raises(TranscriptNotFoundError):
-            await manager.append_message(user("lost"))
+            await manager.append_message(user("lost", ts=1_780_000_000_000))
 
     await run_in_mode(manager, mode, body)
     assert log.inline == [True, True]
@@ -386,13 +389,13 @@ async def test_a_lock_taken_away_raises_inline_before_writing(
     lock_file = tmp_path / "s.jsonl.lock"
     foreign = '{"pid": 1, "createdAt": "2026-01-01T00:00:00.000Z"}'
     async with manager.hold_write_lock() as lock:
-        await manager.append_message(user("mine"))
+        await manager.append_message(user("mine", ts=1_780_000_000_000))
         lock_file.unlink()
         lock_file.write_text(foreign)
         before = path.read_bytes()
         log.hops = 0
         with pytest.raises(LockNotHeldError) as info:
-            await manager.append_message(user("would interleave"))
+            await manager.append_message(user("would interleave", ts=1_780_000_000_000))
         assert info.value.reason == "lost"
         assert lock.lost_reason == "lost"
         assert path.read_bytes() == before
@@ -407,12 +410,12 @@ async def test_a_lock_released_by_the_watchdog_raises_inline(tmp_path: Path) -> 
     manager = await new_manager(path, clock=clock)
     manager.write_lock_settings = WriteLockSettings(max_hold_ms=1000, watchdog_interval_ms=0)
     async with manager.hold_write_lock():
-        await manager.append_message(user("in time"))
+        await manager.append_message(user("in time", ts=1_780_000_000_000))
         clock.advance(1001)
         assert SessionWriteLock.run_watchdog() == 1
         before = path.read_bytes()
         with pytest.raises(LockNotHeldError) as info:
-            await manager.append_message(user("too late"))
+            await manager.append_message(user("too late", ts=1_780_000_000_000))
         assert info.value.reason == "max-hold-exceeded"
         assert path.read_bytes() == before
 
@@ -423,11 +426,11 @@ async def test_a_cancelled_append_writes_nothing(tmp_path: Path) -> None:
     before = path.read_bytes()
     with anyio.CancelScope() as scope:
         scope.cancel()
-        await manager.append_message(user("cancelled"))
+        await manager.append_message(user("cancelled", ts=1_780_000_000_000))
     assert scope.cancelled_caught
     assert path.read_bytes() == before
     assert manager.leaf_id is None
-    await manager.append_message(user("next"))
+    await manager.append_message(user("next", ts=1_780_000_000_000))
     assert len(path.read_bytes().splitlines()) == 2
 
 
@@ -447,7 +450,7 @@ async def test_an_appending_loop_lets_other_tasks_run(tmp_path: Path) -> None:
         tg.start_soon(ticker)
         await anyio.lowlevel.checkpoint()
         for i in range(30):
-            await manager.append_message(user(f"{i}"))
+            await manager.append_message(user(f"{i}", ts=1_780_000_000_000))
         done.set()
     between = {tick for tick in ticks if 0 < tick < 30}
     assert len(between) >= 3  # the ticker ran between appends, not only before and after
@@ -462,12 +465,12 @@ async def test_lock_per_append_waits_off_the_loop_for_an_in_process_holder(
     log = write_log()
     path = tmp_path / "s.jsonl"
     manager = await new_manager(path, clock=SYSTEM_CLOCK)  # the wait polls on a real clock
-    await manager.append_message(user("first"))
+    await manager.append_message(user("first", ts=1_780_000_000_000))
     holder = await SessionWriteLock.acquire(path, settings=SETTINGS)
     order: list[str] = []
 
     async def append() -> None:
-        await manager.append_message(user("queued"))
+        await manager.append_message(user("queued", ts=1_780_000_000_000))
         order.append("appended")
 
     async with anyio.create_task_group() as tg:
@@ -486,13 +489,13 @@ async def test_lock_per_append_against_a_live_foreign_lock_raises_busy_and_write
     log = write_log()
     path = tmp_path / "s.jsonl"
     manager = await new_manager(path)
-    await manager.append_message(user("first"))
+    await manager.append_message(user("first", ts=1_780_000_000_000))
     before = path.read_bytes()
     payload = json.dumps({"pid": live_pid, "createdAt": iso_ms(FakeClock().now_ms())})
     (tmp_path / "s.jsonl.lock").write_text(payload)
     log.hops = 0
     with pytest.raises(SessionBusyError):
-        await manager.append_message(user("blocked"))
+        await manager.append_message(user("blocked", ts=1_780_000_000_000))
     assert log.hops >= 1  # inspected from a worker thread
     assert (tmp_path / "s.jsonl.lock").read_text() == payload
     assert path.read_bytes() == before
@@ -505,9 +508,9 @@ async def test_lock_per_append_reclaims_a_dead_owners_lock_off_the_loop(
     log = write_log()
     path = tmp_path / "s.jsonl"
     manager = await new_manager(path)
-    await manager.append_message(user("first"))
+    await manager.append_message(user("first", ts=1_780_000_000_000))
     (tmp_path / "s.jsonl.lock").write_text(json.dumps({"pid": reaped_pid, "createdAt": iso_ms(0)}))
-    await manager.append_message(user("after reclaim"))
+    await manager.append_message(user("after reclaim", ts=1_780_000_000_000))
     assert log.inline == [True, False]
     assert not (tmp_path / "s.jsonl.lock").exists()
     assert len(path.read_bytes().splitlines()) == 3

@@ -7,11 +7,11 @@ import stat
 from pathlib import Path
 
 import pytest
+from tests._helpers import assistant, user
 
 from sessionkeeper.exceptions import EntryNotFoundError, TranscriptFormatError, UnsafePathError
 from sessionkeeper.testing import FakeClock
 from sessionkeeper.transcript import (
-    AssistantMessage,
     BranchSummaryMessage,
     CompactionSummaryMessage,
     CustomMessage,
@@ -29,20 +29,6 @@ from sessionkeeper.transcript import (
 
 
 pytestmark = pytest.mark.anyio
-
-
-def _user(text: str, ts: int = 1) -> UserMessage:
-    return UserMessage(content=[TextContent(text=text)], timestamp=ts)
-
-
-def _assistant(text: str, ts: int = 2) -> AssistantMessage:
-    return AssistantMessage(
-        content=[TextContent(text=text)],
-        api="anthropic-messages",
-        provider="anthropic",
-        model="m",
-        timestamp=ts,
-    )
 
 
 def _glob(path: Path, pattern: str) -> list[Path]:
@@ -104,7 +90,7 @@ async def test_create_refuses_existing_file_and_unsafe_ids(tmp_path: Path) -> No
 async def test_every_append_is_written_at_once(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     m = await TranscriptManager.create(path, cwd="/", clock=FakeClock(), durability="none")
-    u = await m.append_message(_user("hi"))
+    u = await m.append_message(user("hi", blocks=True))
     assert len(_lines(path)) == 2  # no deferred write before the first assistant message (D7)
     assert _lines(path)[1]["id"] == u.id
     assert _lines(path)[1]["parentId"] is None
@@ -124,8 +110,8 @@ async def test_every_entry_type_round_trips_and_chains(tmp_path: Path) -> None:
     m = await TranscriptManager.create(path, cwd="/", clock=clock)
     e1 = await m.append_model_change("anthropic", model_id="claude")
     e2 = await m.append_thinking_level_change("high")
-    e3 = await m.append_message(_user("question 😀"))
-    e4 = await m.append_message(_assistant("answer"))
+    e3 = await m.append_message(user("question 😀", blocks=True))
+    e4 = await m.append_message(assistant("answer", ts=2, model="m"))
     e5 = await m.append_custom("ext", data={"k": [1, 2]})
     e6 = await m.append_custom_message("ext", content="hidden note", display=False, details={"d": 1})
     e7 = await m.append_compaction(summary="S", first_kept_entry_id=e3.id, tokens_before=42, from_hook=False)
@@ -170,7 +156,7 @@ async def test_append_message_refuses_summary_and_custom_roles() -> None:
 async def test_append_messages_chains_in_one_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "s.jsonl"
     m = await TranscriptManager.create(path, cwd="/", clock=FakeClock())
-    first = await m.append_message(_user("q"))
+    first = await m.append_message(user("q", blocks=True))
     writes: list[int] = []
     real = TranscriptManager._write_lines
 
@@ -179,7 +165,9 @@ async def test_append_messages_chains_in_one_write(tmp_path: Path, monkeypatch: 
         await real(self, lines)
 
     monkeypatch.setattr(TranscriptManager, "_write_lines", counting)
-    entries = await m.append_messages([_assistant("a"), _user("b"), _assistant("c")])
+    entries = await m.append_messages(
+        [assistant("a", ts=2, model="m"), user("b", blocks=True), assistant("c", ts=2, model="m")]
+    )
     assert writes == [3]
     assert [e.parent_id for e in entries] == [first.id, entries[0].id, entries[1].id]
     assert len({e.id for e in entries} | {first.id}) == 4
@@ -191,7 +179,7 @@ async def test_append_messages_chains_in_one_write(tmp_path: Path, monkeypatch: 
     assert await m.append_messages([]) == []
     with pytest.raises(TypeError):
         await m.append_messages(
-            [_user("x"), CustomMessage(custom_type="x", content="c", display=True, timestamp=1)]
+            [user("x", blocks=True), CustomMessage(custom_type="x", content="c", display=True, timestamp=1)]
         )
     assert writes == [3]
     assert len(m.entries()) == 4
@@ -203,7 +191,7 @@ async def test_append_messages_chains_in_one_write(tmp_path: Path, monkeypatch: 
         timestamp=3,
     )
     with pytest.raises(TranscriptFormatError, match="nothing was written"):
-        await m.append_messages([_user("x"), bad_result])
+        await m.append_messages([user("x", blocks=True), bad_result])
     assert writes == [3]
     assert len(m.entries()) == 4
     assert m.leaf_id == entries[-1].id
@@ -213,7 +201,7 @@ async def test_label_target_must_exist_and_clear() -> None:
     m = TranscriptManager.in_memory()
     with pytest.raises(EntryNotFoundError):
         await m.append_label("nope", "x")
-    u = await m.append_message(_user("a"))
+    u = await m.append_message(user("a", blocks=True))
     await m.append_label(u.id, "mark")
     assert m.get_label(u.id) == "mark"
     cleared = await m.append_label(u.id, None)
@@ -224,18 +212,18 @@ async def test_label_target_must_exist_and_clear() -> None:
 
 async def test_branch_reset_leaf_and_branch_with_summary() -> None:
     m = TranscriptManager.in_memory()
-    u = await m.append_message(_user("q"))
-    a1 = await m.append_message(_assistant("one"))
+    u = await m.append_message(user("q", blocks=True))
+    a1 = await m.append_message(assistant("one", ts=2, model="m"))
     with pytest.raises(EntryNotFoundError):
         m.branch("missing")
     m.branch(u.id)
-    a2 = await m.append_message(_assistant("two"))
+    a2 = await m.append_message(assistant("two", ts=2, model="m"))
     assert a2.parent_id == u.id
     assert {e.id for e in m.get_children(u.id)} == {a1.id, a2.id}
     assert [e.id for e in m.get_branch(a1.id)] == [u.id, a1.id]
     m.reset_leaf()
     assert m.build_session_context().messages == ()
-    root2 = await m.append_message(_user("fresh"))
+    root2 = await m.append_message(user("fresh", blocks=True))
     assert root2.parent_id is None
     summary = await m.branch_with_summary(None, "from root")
     assert summary.parent_id is None
@@ -249,8 +237,8 @@ async def test_branch_reset_leaf_and_branch_with_summary() -> None:
 async def test_leaf_after_reopen_is_last_line(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     m = await TranscriptManager.create(path, cwd="/", durability="none")
-    u = await m.append_message(_user("q"))
-    last = await m.append_message(_assistant("a"))
+    u = await m.append_message(user("q", blocks=True))
+    last = await m.append_message(assistant("a", ts=2, model="m"))
     m.branch(u.id)  # navigation without an append is not persisted (spec §4)
     reopened = await TranscriptManager.open(path)
     assert reopened.leaf_id == last.id
@@ -259,12 +247,12 @@ async def test_leaf_after_reopen_is_last_line(tmp_path: Path) -> None:
 async def test_tree_sorted_by_timestamp_with_labels() -> None:
     clock = FakeClock()
     m = TranscriptManager.in_memory(clock=clock)
-    root = await m.append_message(_user("root"))
+    root = await m.append_message(user("root", blocks=True))
     clock.advance(5)
-    late = await m.append_message(_assistant("late"))
+    late = await m.append_message(assistant("late", ts=2, model="m"))
     m.branch(root.id)
     clock.set_now_ms(clock.now_ms() - 3000)
-    early = await m.append_message(_assistant("early"))
+    early = await m.append_message(assistant("early", ts=2, model="m"))
     await m.append_label(root.id, "R")
     (node,) = m.tree()
     assert node.entry.id == root.id
@@ -298,7 +286,7 @@ async def test_torn_tail_is_backed_up_and_cut_before_append_b01(tmp_path: Path) 
     assert m.leaf_id == "e2"
     assert m.diagnostics.torn_tail is not None
     assert path.read_bytes() == good + torn  # loading never writes
-    entry = await m.append_message(_user("Please try again."))
+    entry = await m.append_message(user("Please try again.", blocks=True))
     assert entry.parent_id == "e2"
     data = path.read_bytes()
     assert data.startswith(good)
@@ -316,10 +304,10 @@ async def test_torn_tail_is_backed_up_and_cut_before_append_b01(tmp_path: Path) 
 async def test_valid_last_line_without_newline_gets_one(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     m = await TranscriptManager.create(path, cwd="/", durability="none")
-    await m.append_message(_user("a"))
+    await m.append_message(user("a", blocks=True))
     path.write_bytes(path.read_bytes().rstrip(b"\n"))
     m2 = await TranscriptManager.open(path)
-    await m2.append_message(_user("b"))
+    await m2.append_message(user("b", blocks=True))
     assert len(_lines(path)) == 3
     assert m2.last_repair is not None
     assert m2.last_repair.kind == "newline"
@@ -329,10 +317,10 @@ async def test_valid_last_line_without_newline_gets_one(tmp_path: Path) -> None:
 async def test_tail_torn_by_another_writer_after_open_is_repaired(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     m = await TranscriptManager.create(path, cwd="/", durability="none")
-    await m.append_message(_user("a"))
+    await m.append_message(user("a", blocks=True))
     with path.open("ab") as fh:
         fh.write(b'{"type":"mess')
-    await m.append_message(_user("b"))
+    await m.append_message(user("b", blocks=True))
     assert [line["type"] for line in _lines(path)] == ["session", "message", "message"]
 
 
@@ -343,7 +331,7 @@ async def test_legacy_file_is_migrated_on_first_write_after_backup(tmp_path: Pat
     m = await TranscriptManager.open(path)
     assert path.read_bytes() == original
     before = m.build_session_context()
-    await m.append_message(_user("after migration"))
+    await m.append_message(user("after migration", blocks=True))
     assert m.last_backup is not None
     assert m.last_backup.read_bytes() == original
     lines = _lines(path)
@@ -354,7 +342,7 @@ async def test_legacy_file_is_migrated_on_first_write_after_backup(tmp_path: Pat
     assert reopened.entries()[:-1] == m.entries()[:-1]
     after = reopened.build_session_context()
     assert after.messages[:-1] == before.messages
-    await reopened.append_message(_user("again"))
+    await reopened.append_message(user("again", blocks=True))
     assert len(_glob(tmp_path, "legacy.jsonl.bak.*")) == 1  # rewritten only once
 
 
@@ -365,7 +353,7 @@ async def test_lone_surrogate_in_append_is_written_as_replacement_b02(tmp_path: 
         tool_call_id="call_1", tool_name="read", content=[TextContent(text="done \ud83d")], timestamp=1
     )
     entry = await m.append_message(result)
-    pair = await m.append_message(_user("\ud83d\ude00 ok"))
+    pair = await m.append_message(user("\ud83d\ude00 ok", blocks=True))
     raw = path.read_bytes()
     raw.decode("utf-8")  # valid UTF-8
     assert b"\\ud83d" not in raw
@@ -388,12 +376,12 @@ async def test_clone_and_create_branched_session_spec_11(tmp_path: Path) -> None
     clock = FakeClock()
     src = tmp_path / "src.jsonl"
     m = await TranscriptManager.create(src, cwd="/w", clock=clock)
-    u = await m.append_message(_user("q"))
+    u = await m.append_message(user("q", blocks=True))
     clock.advance(1)
     lab = await m.append_label(u.id, "first")
-    a = await m.append_message(_assistant("a"))
+    a = await m.append_message(assistant("a", ts=2, model="m"))
     m.branch(u.id)
-    other = await m.append_message(_assistant("other branch"))
+    other = await m.append_message(assistant("other branch", ts=2, model="m"))
     await m.append_label(other.id, "off-path")
     clock.advance(10)
     dest = tmp_path / "clone.jsonl"
@@ -418,9 +406,9 @@ async def test_clone_and_create_branched_session_spec_11(tmp_path: Path) -> None
 
 async def test_fork_before_user_message(tmp_path: Path) -> None:
     m = await TranscriptManager.create(tmp_path / "src.jsonl", cwd="/", durability="none")
-    u1 = await m.append_message(_user("one"))
-    a1 = await m.append_message(_assistant("r1"))
-    u2 = await m.append_message(_user("two"))
+    u1 = await m.append_message(user("one", blocks=True))
+    a1 = await m.append_message(assistant("r1", ts=2, model="m"))
+    u2 = await m.append_message(user("two", blocks=True))
     forked = await m.fork(u2.id, path=tmp_path / "f.jsonl")
     assert [e.id for e in forked.entries()] == [u1.id, a1.id]
     empty = await m.fork(u1.id, path=tmp_path / "e.jsonl")
@@ -458,17 +446,17 @@ async def test_reopened_file_loads_in_index(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
     m = await TranscriptManager.create(path, cwd="/", durability="none")
     for i in range(5):
-        await m.append_message(_user(f"m{i}"))
+        await m.append_message(user(f"m{i}", blocks=True))
     assert load_transcript(path).diagnostics.clean
 
 
 async def test_strict_checkpoint_compaction_keeps_nothing_before_it(tmp_path: Path) -> None:
     manager = await TranscriptManager.create(tmp_path / "s.jsonl", cwd="/w", clock=FakeClock())
-    await manager.append_message(_user("old question"))
-    await manager.append_message(_assistant("old answer"))
+    await manager.append_message(user("old question", blocks=True))
+    await manager.append_message(assistant("old answer", ts=2, model="m"))
     entry = await manager.append_compaction(summary="S", first_kept_entry_id=None, tokens_before=10)
     assert entry.first_kept_entry_id == entry.id
-    await manager.append_message(_user("new question"))
+    await manager.append_message(user("new question", blocks=True))
     context = manager.build_session_context()
     assert isinstance(context.messages[0], CompactionSummaryMessage)
     assert _texts(context) == ["S", "new question"]
