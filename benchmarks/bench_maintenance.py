@@ -32,8 +32,8 @@ from sessionkeeper.store import (
     plan_maintenance,
     run_maintenance,
 )
-from sessionkeeper.store._maintenance import serialize_store
-from sessionkeeper.store._maintenance_run import list_store_files
+from sessionkeeper.store.maintenance._plan import serialize_store
+from sessionkeeper.store.maintenance._run import list_store_files
 
 
 NOW = 1_789_992_000_000

@@ -26,8 +26,13 @@ from sessionkeeper.store import (
     session_entry_from_dict,
     session_entry_to_dict,
 )
-from sessionkeeper.store._maintenance import MaintenancePlan, StoreFile, plan_maintenance, serialize_store
-from sessionkeeper.store._maintenance_settings import MaintenanceSettings
+from sessionkeeper.store.maintenance._plan import (
+    MaintenancePlan,
+    StoreFile,
+    plan_maintenance,
+    serialize_store,
+)
+from sessionkeeper.store.maintenance._settings import MaintenanceSettings
 from sessionkeeper.testing import FakeClock
 
 

@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sessionkeeper.exceptions import UnsafePathError
+from sessionkeeper.store._entry_shape import is_safe_store_session_id as is_safe_session_id
 from sessionkeeper.store._keys import (
     GLOBAL_SESSION_KEY,
     build_cron_run_session_key,
@@ -28,7 +29,6 @@ from sessionkeeper.store._keys import (
     is_main_session_key,
     is_model_run_session_key,
     is_protected_session_entry,
-    is_safe_session_id,
     is_synthetic_session_key,
     is_telegram_topic_session_key,
     normalize_session_key,

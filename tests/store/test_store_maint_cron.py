@@ -11,7 +11,8 @@ import pytest
 from sessionkeeper._config import load_config
 from sessionkeeper.exceptions import ConfigError
 from sessionkeeper.store import SessionStore
-from sessionkeeper.store._cron import (
+from sessionkeeper.store._reset import ResetPolicy
+from sessionkeeper.store.maintenance._cron import (
     CronSettings,
     plan_cron_run_retention,
     resolve_cron_session,
@@ -19,7 +20,6 @@ from sessionkeeper.store._cron import (
     sweep_cron_run_sessions,
     trim_cron_run_log,
 )
-from sessionkeeper.store._reset import ResetPolicy
 from sessionkeeper.testing import FakeClock
 
 

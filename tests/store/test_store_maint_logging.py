@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sessionkeeper.store._maintenance_run import run_maintenance
-from sessionkeeper.store._maintenance_settings import MaintenanceSettings
+from sessionkeeper.store.maintenance._run import run_maintenance
+from sessionkeeper.store.maintenance._settings import MaintenanceSettings
 
 
 NOW = 1_767_571_200_000  # 2026-01-05T00:00:00Z

@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
-from sessionkeeper.store._maintenance_run import run_maintenance
-from sessionkeeper.store._maintenance_settings import MaintenanceSettings
+from sessionkeeper.store.maintenance._run import run_maintenance
+from sessionkeeper.store.maintenance._settings import MaintenanceSettings
 
 
 DATA = Path(__file__).resolve().parent.parent / "data"

@@ -7,15 +7,19 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sessionkeeper.store._artifacts import archive_file_name, is_prompt_blob_temp_name, prompt_blob_hash
-from sessionkeeper.store._maintenance import (
+from sessionkeeper.store.maintenance._artifacts import (
+    archive_file_name,
+    is_prompt_blob_temp_name,
+    prompt_blob_hash,
+)
+from sessionkeeper.store.maintenance._plan import (
     MaintenancePlan,
     StoreFile,
     find_unreferenced_transcripts,
     plan_maintenance,
     serialize_store,
 )
-from sessionkeeper.store._maintenance_settings import MaintenanceSettings
+from sessionkeeper.store.maintenance._settings import MaintenanceSettings
 
 
 NOW = 1_789_992_000_000

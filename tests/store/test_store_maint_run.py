@@ -13,9 +13,9 @@ import pytest
 
 from sessionkeeper.exceptions import StoreCorruptError
 from sessionkeeper.store import SessionStore
-from sessionkeeper.store._maintenance import find_unreferenced_transcripts
-from sessionkeeper.store._maintenance_run import list_store_files, run_maintenance
-from sessionkeeper.store._maintenance_settings import MaintenanceSettings
+from sessionkeeper.store.maintenance._plan import find_unreferenced_transcripts
+from sessionkeeper.store.maintenance._run import list_store_files, run_maintenance
+from sessionkeeper.store.maintenance._settings import MaintenanceSettings
 from sessionkeeper.testing import FakeClock
 
 
@@ -187,7 +187,7 @@ async def test_a_lock_taken_between_planning_and_execution_stops_the_move(
     tmp_path, anyio_backend, monkeypatch
 ):
     store = _b18(tmp_path)
-    import sessionkeeper.store._maintenance_run as run_module
+    import sessionkeeper.store.maintenance._run as run_module
 
     original = run_module._execute_files
 
@@ -361,7 +361,7 @@ async def test_rejects_unknown_store_objects():
 
 
 def test_transcripts_with_messages(tmp_path):
-    from sessionkeeper.store._maintenance_run import transcripts_with_messages
+    from sessionkeeper.store.maintenance._run import transcripts_with_messages
 
     header = json.dumps({"type": "session", "version": 3, "id": "x"}) + "\n"
     cases = {
@@ -382,8 +382,8 @@ def test_transcripts_with_messages(tmp_path):
 
 def test_held_locks_use_the_write_lock_rules(tmp_path: Path) -> None:
     """D6 protects live owners only: a recycled pid (start time differs) or a dead one protects nothing."""
-    from sessionkeeper.store._maintenance import StoreFile
-    from sessionkeeper.store._maintenance_run import held_transcript_locks
+    from sessionkeeper.store.maintenance._plan import StoreFile
+    from sessionkeeper.store.maintenance._run import held_transcript_locks
 
     live = {"pid": os.getppid(), "createdAt": "2026-01-05T00:00:00.000Z", "maxHoldMs": 300000}
     recycled = {**live, "starttime": 1}

@@ -6,7 +6,7 @@ import pytest
 
 from sessionkeeper._config import load_config
 from sessionkeeper.exceptions import ConfigError
-from sessionkeeper.store._maintenance_settings import (
+from sessionkeeper.store.maintenance._settings import (
     DEFAULT_MAX_ENTRIES,
     DEFAULT_PRUNE_AFTER_MS,
     MODEL_RUN_PRUNE_AFTER_MS,

@@ -22,9 +22,9 @@ from tests._helpers import run_cli
 
 from sessionkeeper.exceptions import UnsafePathError
 from sessionkeeper.store import SessionStore, resolve_session_file
-from sessionkeeper.store._maintenance_run import run_maintenance
-from sessionkeeper.store._maintenance_settings import MaintenanceSettings
 from sessionkeeper.store._paths import check_session_file_owner, is_store_file_name, session_ids_owning
+from sessionkeeper.store.maintenance._run import run_maintenance
+from sessionkeeper.store.maintenance._settings import MaintenanceSettings
 from sessionkeeper.testing import FakeClock
 
 

@@ -14,16 +14,6 @@ from sessionkeeper.store._backend import (
     check_entry,
     diff_entries,
 )
-from sessionkeeper.store._cron import (
-    CronSessionResolution,
-    CronSettings,
-    CronSweepReport,
-    plan_cron_run_retention,
-    resolve_cron_session,
-    sanitize_fresh_cron_entry,
-    sweep_cron_run_sessions,
-    trim_cron_run_log,
-)
 from sessionkeeper.store._entry import (
     ChatType,
     SessionEntry,
@@ -31,13 +21,14 @@ from sessionkeeper.store._entry import (
     codex_seconds_to_ms,
     codex_thread_state,
     encode_session_entry,
-    is_safe_store_session_id,
-    is_valid_transcript_session_id,
-    merge_session_entry,
-    normalize_persisted_entry,
-    rewrite_session_file_for_new_session_id,
     session_entry_from_dict,
     session_entry_to_dict,
+)
+from sessionkeeper.store._entry_merge import merge_session_entry, rewrite_session_file_for_new_session_id
+from sessionkeeper.store._entry_shape import (
+    is_safe_store_session_id,
+    is_valid_transcript_session_id,
+    normalize_persisted_entry,
 )
 from sessionkeeper.store._fork import ParentForkResult, apply_parent_fork, fork_transcript_lines
 from sessionkeeper.store._fork_size import (
@@ -91,19 +82,6 @@ from sessionkeeper.store._legacy_config import (
     find_legacy_keys,
     migrate_legacy_config,
 )
-from sessionkeeper.store._maintenance import (
-    DiskBudgetReport,
-    EntryRemoval,
-    FileAction,
-    MaintenancePlan,
-    MaintenanceReport,
-    StoreFile,
-    UnreferencedArtifactsReport,
-    find_unreferenced_transcripts,
-    plan_maintenance,
-)
-from sessionkeeper.store._maintenance_run import run_maintenance
-from sessionkeeper.store._maintenance_settings import MaintenanceMode, MaintenanceSettings, entry_high_water
 from sessionkeeper.store._memory import InMemoryStoreBackend
 from sessionkeeper.store._paths import (
     DEFAULT_AGENT_ID,
@@ -139,6 +117,29 @@ from sessionkeeper.store._reset import (
 from sessionkeeper.store._sqlite import SQLITE_FILE_NAME, SqliteStoreBackend
 from sessionkeeper.store._store import RESET_CLEARED_FIELDS, BackendName, SessionStore, resolve_store_location
 from sessionkeeper.store._urls import is_store_url
+from sessionkeeper.store.maintenance import (
+    CronSessionResolution,
+    CronSettings,
+    CronSweepReport,
+    DiskBudgetReport,
+    EntryRemoval,
+    FileAction,
+    MaintenanceMode,
+    MaintenancePlan,
+    MaintenanceReport,
+    MaintenanceSettings,
+    StoreFile,
+    UnreferencedArtifactsReport,
+    entry_high_water,
+    find_unreferenced_transcripts,
+    plan_cron_run_retention,
+    plan_maintenance,
+    resolve_cron_session,
+    run_maintenance,
+    sanitize_fresh_cron_entry,
+    sweep_cron_run_sessions,
+    trim_cron_run_log,
+)
 
 
 __all__ = (

@@ -23,7 +23,8 @@ import attrs
 from msgspec import UNSET
 
 from sessionkeeper.exceptions import InvalidSessionEntryError
-from sessionkeeper.store._entry import SessionEntry, is_safe_store_session_id
+from sessionkeeper.store._entry import SessionEntry
+from sessionkeeper.store._entry_shape import is_safe_store_session_id
 
 
 __all__ = ("EntryUpdater", "LoadReport", "StoreBackend", "StoreTransaction", "check_entry", "diff_entries")

@@ -44,10 +44,10 @@ from sessionkeeper.store._backend import (
 )
 from sessionkeeper.store._entry import (
     SessionEntry,
-    normalize_persisted_entry,
     session_entry_from_dict,
     session_entry_to_dict,
 )
+from sessionkeeper.store._entry_shape import normalize_persisted_entry
 from sessionkeeper.store._jsontext import dump_js, parse_store_json
 from sessionkeeper.store._turns import FifoTurns
 

@@ -45,7 +45,6 @@ __all__ = (
     "is_external_group_session_key",
     "is_main_session_key",
     "is_model_run_session_key",
-    "is_safe_session_id",
     "is_subagent_session_key",
     "is_synthetic_session_key",
     "is_telegram_topic_session_key",
@@ -68,7 +67,6 @@ DmScope = Literal["main", "per-peer", "per-channel-peer", "per-account-channel-p
 """``session.dmScope``: how direct messages are bucketed (OpenClaw spec §4.1)."""
 
 _SAFE_SESSION_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$", re.IGNORECASE)
-_STORE_SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$")
 _CHECKPOINT_NAME = re.compile(
     r"^(.+)\.checkpoint\.([0-9a-f]{8}-[0-9a-f]{4}-[1-5][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12})\.jsonl$",
     re.IGNORECASE,
@@ -432,21 +430,6 @@ def is_protected_session_entry(key: str, entry: Mapping[str, Any] | None) -> boo
             origin = entry.get("origin")
             chat_type = origin.get("chatType") if isinstance(origin, Mapping) else None
     return isinstance(chat_type, str) and chat_type.strip().lower() in {"group", "channel", "thread"}
-
-
-def is_safe_session_id(value: object) -> bool:
-    """
-    The store-load shape check of a ``sessionId`` (spec §1.1, ``store-entry-shape.ts``).
-
-    At most 255 characters, no ``/`` or ``\\``, not ``.``/``..``, and ``^[A-Za-z0-9][A-Za-z0-9._:@-]*$``.
-    An entry failing it is dropped on load.
-    """
-    if not isinstance(value, str):
-        return False
-    trimmed = value.strip()
-    if not trimmed or len(trimmed) > 255 or "/" in trimmed or "\\" in trimmed or trimmed in {".", ".."}:
-        return False
-    return _STORE_SESSION_ID.match(trimmed) is not None
 
 
 def validate_session_id(session_id: str) -> str:

@@ -24,7 +24,7 @@ from urllib.parse import quote
 
 from sessionkeeper._fs import check_safe_name
 from sessionkeeper.exceptions import UnsafePathError
-from sessionkeeper.store._entry import is_valid_transcript_session_id
+from sessionkeeper.store._entry_shape import is_valid_transcript_session_id
 
 
 __all__ = (

@@ -71,12 +71,12 @@ from sessionkeeper.exceptions import (
 )
 from sessionkeeper.store._backend import EntryUpdater, StoreTransaction, check_entry, diff_entries
 from sessionkeeper.store._entry import SessionEntry, session_entry_to_dict
+from sessionkeeper.store._entry_shape import updated_at_of
 from sessionkeeper.store._keys import (
     is_main_session_key,
     is_model_run_session_key,
     is_protected_session_entry,
 )
-from sessionkeeper.store._maintenance_state import updated_at_of
 from sessionkeeper.store._remote import (
     CallOrder,
     RevisionedEntry,

@@ -26,7 +26,8 @@ from sessionkeeper._clock import SYSTEM_CLOCK, Clock
 from sessionkeeper._fs import FILE_MODE, fsync_dir, refuse_symlink
 from sessionkeeper.exceptions import ConfigError, SessionNotFoundError, UnsafePathError
 from sessionkeeper.store._backend import StoreBackend
-from sessionkeeper.store._entry import SessionEntry, merge_session_entry, session_entry_to_dict
+from sessionkeeper.store._entry import SessionEntry, session_entry_to_dict
+from sessionkeeper.store._entry_merge import merge_session_entry
 from sessionkeeper.store._json import STORE_FILE_NAME, JsonFileStoreBackend
 from sessionkeeper.store._memory import InMemoryStoreBackend
 from sessionkeeper.store._paths import (

@@ -14,13 +14,15 @@ from typing import Any
 import attrs
 
 from sessionkeeper.exceptions import UnsafePathError
-from sessionkeeper.store._artifacts import (
+from sessionkeeper.store._entry_shape import session_id_of, updated_at_of
+from sessionkeeper.store._keys import transcript_file_name
+from sessionkeeper.store._paths import check_session_file_owner
+from sessionkeeper.store.maintenance._artifacts import (
     is_prompt_blob_temp_name,
     prompt_blob_hash,
     trajectory_names,
 )
-from sessionkeeper.store._keys import transcript_file_name
-from sessionkeeper.store._maintenance_report import (
+from sessionkeeper.store.maintenance._report import (
     EntryRemoval,
     FileAction,
     FileReason,
@@ -28,7 +30,6 @@ from sessionkeeper.store._maintenance_report import (
     StoreFile,
     serialize_store,
 )
-from sessionkeeper.store._paths import check_session_file_owner
 
 
 __all__ = (
@@ -48,16 +49,6 @@ __all__ = (
 
 def entry_chunk_bytes(key: str, entry: Any) -> int:
     return len(serialize_store({key: entry})) - 4
-
-
-def updated_at_of(entry: Mapping[str, Any]) -> float | None:
-    """``updatedAt`` as OpenClaw's loader normalises it: absent -> None, not a finite number >= 0 -> 0."""
-    if "updatedAt" not in entry:
-        return None
-    value = entry["updatedAt"]
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return 0
-    return value if math.isfinite(value) and value >= 0 else 0
 
 
 def prompt_hash(entry: Mapping[str, Any]) -> str | None:
@@ -96,11 +87,6 @@ def sort_time(entry: Mapping[str, Any]) -> float:
     """``updatedAt`` for the cap order: a missing value sorts as -infinity (removed first)."""
     updated = updated_at_of(entry)
     return -math.inf if updated is None else updated
-
-
-def session_id_of(entry: Mapping[str, Any]) -> str | None:
-    value = entry.get("sessionId")
-    return value.strip() if isinstance(value, str) and value.strip() else None
 
 
 class Resolver:

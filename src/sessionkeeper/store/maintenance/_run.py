@@ -24,20 +24,24 @@ import attrs
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
 from sessionkeeper._fs import backup_file
 from sessionkeeper.exceptions import ConfigError, StoreCorruptError
-from sessionkeeper.store._artifacts import PROMPT_BLOB_DIR, is_prompt_blob_temp_name, prompt_blob_hash
 from sessionkeeper.store._backend import LoadReport, StoreBackend
 from sessionkeeper.store._entry import SessionEntry, session_entry_to_dict
 from sessionkeeper.store._json import JsonFileStoreBackend
-from sessionkeeper.store._maintenance import (
+from sessionkeeper.store._postgres import PostgresStoreBackend
+from sessionkeeper.store.maintenance._artifacts import (
+    PROMPT_BLOB_DIR,
+    is_prompt_blob_temp_name,
+    prompt_blob_hash,
+)
+from sessionkeeper.store.maintenance._plan import (
     FileAction,
     MaintenancePlan,
     MaintenanceReport,
     StoreFile,
     plan_maintenance,
 )
-from sessionkeeper.store._maintenance_settings import MaintenanceMode, MaintenanceSettings
-from sessionkeeper.store._postgres import PostgresStoreBackend
-from sessionkeeper.store._postgres_maintenance import postgres_entry_maintenance
+from sessionkeeper.store.maintenance._postgres import postgres_entry_maintenance
+from sessionkeeper.store.maintenance._settings import MaintenanceMode, MaintenanceSettings
 from sessionkeeper.transcript import is_locked
 
 

@@ -22,7 +22,14 @@ from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from sessionkeeper.store._artifacts import (
+from sessionkeeper.store._entry_shape import is_safe_store_session_id
+from sessionkeeper.store._keys import (
+    is_main_session_key,
+    is_model_run_session_key,
+    is_protected_session_entry,
+    parse_agent_session_key,
+)
+from sessionkeeper.store.maintenance._artifacts import (
     STORE_TEMP_STALE_MS,
     archive_file_name,
     archive_timestamp_ms,
@@ -36,14 +43,7 @@ from sessionkeeper.store._artifacts import (
     prompt_blob_name,
     transcript_backup_stamp_ms,
 )
-from sessionkeeper.store._keys import (
-    is_main_session_key,
-    is_model_run_session_key,
-    is_protected_session_entry,
-    is_safe_session_id,
-    parse_agent_session_key,
-)
-from sessionkeeper.store._maintenance_report import (
+from sessionkeeper.store.maintenance._report import (
     DiskBudgetReport,
     EntryRemoval,
     FileAction,
@@ -55,8 +55,8 @@ from sessionkeeper.store._maintenance_report import (
     UnreferencedArtifactsReport,
     serialize_store,
 )
-from sessionkeeper.store._maintenance_settings import MaintenanceSettings, entry_high_water
-from sessionkeeper.store._maintenance_state import (
+from sessionkeeper.store.maintenance._settings import MaintenanceSettings, entry_high_water
+from sessionkeeper.store.maintenance._state import (
     PlanState,
     Resolver,
     blob_removable,
@@ -140,7 +140,7 @@ def plan_maintenance(
     dropped: list[EntryRemoval] = []
     for key, value in entries.items():
         if not isinstance(value, Mapping) or (
-            "sessionId" in value and not is_safe_session_id(value["sessionId"])
+            "sessionId" in value and not is_safe_store_session_id(value["sessionId"])
         ):
             sid = value.get("sessionId") if isinstance(value, Mapping) else None
             dropped.append(

@@ -25,15 +25,15 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from sessionkeeper.store._entry import session_entry_to_dict
-from sessionkeeper.store._maintenance_report import (
+from sessionkeeper.store._remote import decode_entry_text
+from sessionkeeper.store.maintenance._report import (
     EntryRemoval,
     MaintenanceReport,
     RemovalReason,
     UnreferencedArtifactsReport,
 )
-from sessionkeeper.store._maintenance_settings import MaintenanceSettings, entry_high_water
-from sessionkeeper.store._maintenance_state import session_id_of, updated_at_of
-from sessionkeeper.store._remote import decode_entry_text
+from sessionkeeper.store.maintenance._settings import MaintenanceSettings, entry_high_water
+from sessionkeeper.store.maintenance._state import session_id_of, updated_at_of
 
 
 if TYPE_CHECKING:
