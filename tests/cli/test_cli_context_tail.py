@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests._helpers import run_cli
+from tests._helpers import json_line, run_cli
 
 from sessionkeeper.exceptions import TranscriptFormatError
 from sessionkeeper.transcript import load_transcript, message_to_builtins
@@ -67,10 +67,6 @@ def test_the_default_leaf_does_not_load_the_whole_file(
         run_cli("context", str(sample), "--leaf", "null", catch_exceptions=False)  # --leaf: the full load
 
 
-def _line(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
-
-
 def _scenario_b(path: Path, turns: int) -> None:
     ts = "2026-01-01T00:00:00.000Z"
     lines = [{"type": "session", "version": 3, "id": "s1", "timestamp": ts, "cwd": "/w"},
@@ -85,7 +81,7 @@ def _scenario_b(path: Path, turns: int) -> None:
                   "firstKeptEntryId": parent, "tokensBefore": 5})  # fmt: skip
     lines.append({"type": "model_change", "id": "m1", "parentId": "c1", "timestamp": ts, "provider": "p",
                   "modelId": "x"})  # fmt: skip
-    path.write_bytes(b"".join(_line(o) for o in lines))
+    path.write_bytes(b"".join(json_line(o, end=b"\n") for o in lines))
 
 
 def test_settings_at_the_start_through_the_cli(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from tests import _pi_oracle
-from tests._helpers import run_cli
+from tests._helpers import json_line, run_cli
 from tests._pi_oracle import PiOracle
 
 from sessionkeeper.records._codec import decode_json_line, message_to_builtins
@@ -31,10 +31,6 @@ HEADER = {"type": "session", "version": 3, "id": "s1", "timestamp": TS, "cwd": "
 HUGE = "9" * 5000  # over Python's 4,300-digit int conversion limit
 
 
-def _line(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode()
-
-
 def _user(entry_id: str, parent: str | None, stamp: str = "1") -> bytes:
     return (
         f'{{"type":"message","id":"{entry_id}","parentId":{json.dumps(parent)},"timestamp":"{TS}",'
@@ -43,7 +39,7 @@ def _user(entry_id: str, parent: str | None, stamp: str = "1") -> bytes:
 
 
 def _file(*lines: bytes) -> bytes:
-    return b"\n".join([_line(HEADER), *lines]) + b"\n"
+    return b"\n".join([json_line(HEADER), *lines]) + b"\n"
 
 
 # --------------------------------------------------------------------------- item 2: huge integers

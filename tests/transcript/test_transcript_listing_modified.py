@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 from tests import _pi_oracle
+from tests._helpers import json_line
 from tests._pi_oracle import PiOracle
 
 from sessionkeeper.transcript._listing import list_transcripts, read_transcript_info
@@ -19,18 +19,19 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 HEADER_MS = 1767225600000  # 2026-01-01T00:00:00.000Z
 
 
-def _line(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
-
-
 def _session(path: Path, stamps: list[tuple[str, int]]) -> None:
     ts = "2026-01-01T00:00:00.000Z"
-    lines = [_line({"type": "session", "version": 3, "id": path.stem, "timestamp": ts, "cwd": "/w"})]
+    lines = [
+        json_line({"type": "session", "version": 3, "id": path.stem, "timestamp": ts, "cwd": "/w"}, end=b"\n")
+    ]
     parent = None
     for n, (role, stamp) in enumerate(stamps):
         message = {"role": role, "content": [{"type": "text", "text": "t"}], "timestamp": stamp}
         lines.append(
-            _line({"type": "message", "id": f"e{n}", "parentId": parent, "timestamp": ts, "message": message})
+            json_line(
+                {"type": "message", "id": f"e{n}", "parentId": parent, "timestamp": ts, "message": message},
+                end=b"\n",
+            )
         )
         parent = f"e{n}"
     path.write_bytes(b"".join(lines))

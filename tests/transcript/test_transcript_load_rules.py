@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests._helpers import json_line, user_entry
 
 from sessionkeeper.exceptions import TranscriptFormatError, TranscriptNotFoundError
 from sessionkeeper.transcript import (
@@ -24,23 +25,8 @@ from sessionkeeper.transcript import (
 HEADER = {"type": "session", "version": 3, "id": "s-1", "timestamp": "2026-01-05T10:00:00.000Z", "cwd": "/p"}
 
 
-def _line(obj: Any) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-
-
-def _user(eid: str, parent: str | None, text: str, **extra: Any) -> dict[str, Any]:
-    return {
-        "type": "message",
-        "id": eid,
-        "parentId": parent,
-        "timestamp": "2026-01-05T10:00:01.000Z",
-        "message": {"role": "user", "content": [{"type": "text", "text": text}], "timestamp": 1},
-        **extra,
-    }
-
-
 def _file(*objs: Any, tail: bytes = b"") -> bytes:
-    return b"".join(_line(o) + b"\n" for o in objs) + tail
+    return b"".join(json_line(o, ensure_ascii=False) + b"\n" for o in objs) + tail
 
 
 def _texts(index) -> list[str]:
@@ -54,7 +40,7 @@ def _texts(index) -> list[str]:
 
 def test_first_parseable_line_must_be_header(tmp_path: Path) -> None:
     path = tmp_path / "x.jsonl"
-    original = _file(_user("a", None, "hi"), HEADER)
+    original = _file(user_entry("a", None, "hi", ts="2026-01-05T10:00:01.000Z", blocks=True), HEADER)
     path.write_bytes(original)
     with pytest.raises(TranscriptFormatError) as err:
         load_transcript(path)
@@ -83,7 +69,9 @@ def test_missing_file_and_directory(tmp_path: Path) -> None:
 
 
 def test_corrupt_line_before_header_is_skipped_and_reported() -> None:
-    index = load_transcript_bytes(b"{garbage\n" + _file(HEADER, _user("a", None, "hi")))
+    index = load_transcript_bytes(
+        b"{garbage\n" + _file(HEADER, user_entry("a", None, "hi", ts="2026-01-05T10:00:01.000Z", blocks=True))
+    )
     assert index.diagnostics.invalid_lines == (1,)
     assert index.diagnostics.header_line == 2
     assert _texts(index) == ["hi"]
@@ -91,7 +79,11 @@ def test_corrupt_line_before_header_is_skipped_and_reported() -> None:
 
 def test_torn_tail_b01() -> None:
     data = (
-        _file(HEADER, _user("e1", None, "List the files."), _user("e2", "e1", "three"))
+        _file(
+            HEADER,
+            user_entry("e1", None, "List the files.", ts="2026-01-05T10:00:01.000Z", blocks=True),
+            user_entry("e2", "e1", "three", ts="2026-01-05T10:00:01.000Z", blocks=True),
+        )
         + b'{"type":"message","id":"e3","parentId":"e2","timestamp":"2026-01-05T10:00:09.000Z","message":{"ro'
     )
     index = load_transcript_bytes(data)
@@ -107,7 +99,11 @@ def test_torn_tail_b01() -> None:
 
 
 def test_invalid_middle_line_skipped_rest_kept_b01_variant() -> None:
-    data = _file(HEADER, _user("a", None, "one")) + b'{"type":"mess\n' + _file(_user("b", "a", "two"))
+    data = (
+        _file(HEADER, user_entry("a", None, "one", ts="2026-01-05T10:00:01.000Z", blocks=True))
+        + b'{"type":"mess\n'
+        + _file(user_entry("b", "a", "two", ts="2026-01-05T10:00:01.000Z", blocks=True))
+    )
     index = load_transcript_bytes(data)
     assert index.diagnostics.invalid_lines == (3,)
     assert index.diagnostics.torn_tail is None
@@ -115,7 +111,9 @@ def test_invalid_middle_line_skipped_rest_kept_b01_variant() -> None:
 
 
 def test_missing_final_newline_on_valid_last_line() -> None:
-    data = _file(HEADER) + _line(_user("a", None, "x"))
+    data = _file(HEADER) + json_line(
+        user_entry("a", None, "x", ts="2026-01-05T10:00:01.000Z", blocks=True), ensure_ascii=False
+    )
     index = load_transcript_bytes(data)
     assert index.leaf_id == "a"
     assert index.diagnostics.missing_final_newline
@@ -123,7 +121,15 @@ def test_missing_final_newline_on_valid_last_line() -> None:
 
 
 def test_blank_lines_crlf_and_bom_are_tolerated() -> None:
-    data = b"\xef\xbb\xbf" + _line(HEADER) + b"\r\n\n   \n" + _line(_user("a", None, "x")) + b"\r\n"
+    data = (
+        b"\xef\xbb\xbf"
+        + json_line(HEADER, ensure_ascii=False)
+        + b"\r\n\n   \n"
+        + json_line(
+            user_entry("a", None, "x", ts="2026-01-05T10:00:01.000Z", blocks=True), ensure_ascii=False
+        )
+        + b"\r\n"
+    )
     index = load_transcript_bytes(data)
     assert _texts(index) == ["x"]
     assert index.diagnostics.clean
@@ -131,7 +137,12 @@ def test_blank_lines_crlf_and_bom_are_tolerated() -> None:
 
 def test_repeated_header_lines_are_ignored() -> None:
     index = load_transcript_bytes(
-        _file(HEADER, _user("a", None, "x"), {**HEADER, "id": "other"}, _user("b", "a", "y"))
+        _file(
+            HEADER,
+            user_entry("a", None, "x", ts="2026-01-05T10:00:01.000Z", blocks=True),
+            {**HEADER, "id": "other"},
+            user_entry("b", "a", "y", ts="2026-01-05T10:00:01.000Z", blocks=True),
+        )
     )
     assert index.header.id == "s-1"
     assert index.diagnostics.repeated_header_lines == (3,)
@@ -139,7 +150,12 @@ def test_repeated_header_lines_are_ignored() -> None:
 
 
 def test_duplicate_ids_later_wins_and_leaf_is_last_line() -> None:
-    data = _file(HEADER, _user("a", None, "first"), _user("b", "a", "b"), _user("a", None, "again"))
+    data = _file(
+        HEADER,
+        user_entry("a", None, "first", ts="2026-01-05T10:00:01.000Z", blocks=True),
+        user_entry("b", "a", "b", ts="2026-01-05T10:00:01.000Z", blocks=True),
+        user_entry("a", None, "again", ts="2026-01-05T10:00:01.000Z", blocks=True),
+    )
     index = load_transcript_bytes(data)
     assert index.leaf_id == "a"
     assert len(index) == 3  # entries() keeps duplicates
@@ -153,14 +169,25 @@ def _texts_for(index, leaf: str) -> list[str]:
 
 
 def test_missing_parent_is_a_root_and_reported() -> None:
-    index = load_transcript_bytes(_file(HEADER, _user("a", "ghost", "x"), _user("b", "a", "y")))
+    index = load_transcript_bytes(
+        _file(
+            HEADER,
+            user_entry("a", "ghost", "x", ts="2026-01-05T10:00:01.000Z", blocks=True),
+            user_entry("b", "a", "y", ts="2026-01-05T10:00:01.000Z", blocks=True),
+        )
+    )
     assert index.diagnostics.missing_parents == ("a",)
     assert _texts(index) == ["x", "y"]
 
 
 def test_parent_cycle_is_detected_and_walk_terminates() -> None:
     index = load_transcript_bytes(
-        _file(HEADER, _user("a", "c", "a"), _user("b", "a", "b"), _user("c", "b", "c"))
+        _file(
+            HEADER,
+            user_entry("a", "c", "a", ts="2026-01-05T10:00:01.000Z", blocks=True),
+            user_entry("b", "a", "b", ts="2026-01-05T10:00:01.000Z", blocks=True),
+            user_entry("c", "b", "c", ts="2026-01-05T10:00:01.000Z", blocks=True),
+        )
     )
     assert set(index.diagnostics.cycles) == {"a", "b", "c"}
     assert _texts(index) == ["a", "b", "c"]
@@ -168,7 +195,9 @@ def test_parent_cycle_is_detected_and_walk_terminates() -> None:
 
 
 def test_self_parent_is_a_cycle_of_one() -> None:
-    index = load_transcript_bytes(_file(HEADER, _user("a", "a", "self")))
+    index = load_transcript_bytes(
+        _file(HEADER, user_entry("a", "a", "self", ts="2026-01-05T10:00:01.000Z", blocks=True))
+    )
     assert index.diagnostics.cycles == ("a",)
     assert _texts(index) == ["self"]
 
@@ -179,7 +208,11 @@ def test_lone_surrogate_reads_as_replacement_char_b02() -> None:
         b'{"role":"toolResult","toolCallId":"call_1","toolName":"read","content":[{"type":"text",'
         b'"text":"status: ok \\ud83d"}],"isError":false,"timestamp":1}}\n'
     )
-    index = load_transcript_bytes(_file(HEADER) + raw + _file(_user("p", "e2", "\U0001f600 pair")))
+    index = load_transcript_bytes(
+        _file(HEADER)
+        + raw
+        + _file(user_entry("p", "e2", "\U0001f600 pair", ts="2026-01-05T10:00:01.000Z", blocks=True))
+    )
     assert index.diagnostics.lone_surrogate_lines == (2,)
     ctx = index.build_context().to_json()
     assert ctx["messages"][0]["content"][0]["text"] == "status: ok \ufffd"
@@ -188,27 +221,35 @@ def test_lone_surrogate_reads_as_replacement_char_b02() -> None:
 
 
 def test_invalid_utf8_reads_as_replacement_char() -> None:
-    line = _line(_user("a", None, "XX")).replace(b"XX", b"\xff\xfe")
+    line = json_line(
+        user_entry("a", None, "XX", ts="2026-01-05T10:00:01.000Z", blocks=True), ensure_ascii=False
+    ).replace(b"XX", b"\xff\xfe")
     index = load_transcript_bytes(_file(HEADER) + line + b"\n")
     assert index.diagnostics.bad_utf8_lines == (2,)
     assert _texts(index) == ["\ufffd\ufffd"]
 
 
 def test_non_object_lines_are_skipped() -> None:
-    index = load_transcript_bytes(_file(HEADER, 5, [1], "s", _user("a", None, "x")))
+    index = load_transcript_bytes(
+        _file(HEADER, 5, [1], "s", user_entry("a", None, "x", ts="2026-01-05T10:00:01.000Z", blocks=True))
+    )
     assert index.diagnostics.non_object_lines == (2, 3, 4)
     assert _texts(index) == ["x"]
 
 
 def test_huge_line_is_fine() -> None:
     big = "x" * 5_000_000
-    index = load_transcript_bytes(_file(HEADER, _user("a", None, big)))
+    index = load_transcript_bytes(
+        _file(HEADER, user_entry("a", None, big, ts="2026-01-05T10:00:01.000Z", blocks=True))
+    )
     assert _texts(index) == [big]
 
 
 def test_entry_without_id_kept_but_not_in_tree() -> None:
     no_id = {"type": "custom", "customType": "x", "parentId": None, "timestamp": "t"}
-    index = load_transcript_bytes(_file(HEADER, _user("a", None, "x"), no_id))
+    index = load_transcript_bytes(
+        _file(HEADER, user_entry("a", None, "x", ts="2026-01-05T10:00:01.000Z", blocks=True), no_id)
+    )
     assert index.diagnostics.entries_without_id == (3,)
     assert index.leaf_id == "a"
     assert len(list(index.entries())) == 2
@@ -216,13 +257,20 @@ def test_entry_without_id_kept_but_not_in_tree() -> None:
 
 def test_unknown_types_roles_fields_are_preserved() -> None:
     weird_entry = {"type": "future_thing", "id": "f", "parentId": "a", "timestamp": "t", "payload": [1]}
-    weird_role = _user("b", "f", "x")
+    weird_role = user_entry("b", "f", "x", ts="2026-01-05T10:00:01.000Z", blocks=True)
     weird_role["message"] = {"role": "robot", "beep": True}
-    extra_field = _user("c", "b", "y")
+    extra_field = user_entry("c", "b", "y", ts="2026-01-05T10:00:01.000Z", blocks=True)
     extra_field["message"]["newField"] = 1
     shape = {"type": "model_change", "id": "d", "parentId": "c", "timestamp": "t", "provider": 5}
     index = load_transcript_bytes(
-        _file(HEADER, _user("a", None, "hi"), weird_entry, weird_role, extra_field, shape)
+        _file(
+            HEADER,
+            user_entry("a", None, "hi", ts="2026-01-05T10:00:01.000Z", blocks=True),
+            weird_entry,
+            weird_role,
+            extra_field,
+            shape,
+        )
     )
     entries = list(index.entries())
     assert isinstance(entries[1], UnknownEntry)
@@ -256,7 +304,7 @@ def test_labels_replayed_in_file_order_with_timestamps() -> None:
 
     data = _file(
         HEADER,
-        _user("a", None, "x"),
+        user_entry("a", None, "x", ts="2026-01-05T10:00:01.000Z", blocks=True),
         label("l1", "a", "a", "one", "2026-01-01T00:00:01.000Z"),
         label("l2", "l1", "a", "", "2026-01-01T00:00:02.000Z"),
         label("l3", "l2", "a", "two", "2026-01-01T00:00:03.000Z"),
@@ -350,7 +398,7 @@ def test_v1_migration_ids_parents_first_kept_index() -> None:
 
 def test_v2_migration_renames_hook_message() -> None:
     v2 = {**HEADER, "version": 2}
-    hook = _user("a", None, "x")
+    hook = user_entry("a", None, "x", ts="2026-01-05T10:00:01.000Z", blocks=True)
     hook["message"] = {
         "role": "hookMessage",
         "customType": "h",
@@ -387,7 +435,7 @@ def test_loading_never_writes(tmp_path: Path) -> None:
 
 
 def test_scan_reports_orphan_tool_results(tmp_path: Path) -> None:
-    result = _user("r", "a", "x")
+    result = user_entry("r", "a", "x", ts="2026-01-05T10:00:01.000Z", blocks=True)
     result["message"] = {
         "role": "toolResult",
         "toolCallId": "call_9",
@@ -397,7 +445,9 @@ def test_scan_reports_orphan_tool_results(tmp_path: Path) -> None:
         "timestamp": 1,
     }
     path = tmp_path / "o.jsonl"
-    path.write_bytes(_file(HEADER, _user("a", None, "hi"), result))
+    path.write_bytes(
+        _file(HEADER, user_entry("a", None, "hi", ts="2026-01-05T10:00:01.000Z", blocks=True), result)
+    )
     diag = scan_transcript(path)
     assert diag.orphan_tool_results == ("call_9",)
     assert diag.to_json()["orphanToolResults"] == ["call_9"]
@@ -452,7 +502,7 @@ def test_chunked_file_reading_equals_bytes_loading(
 
 def test_out_of_range_numbers_read_as_infinity_like_json_parse() -> None:
     line = b'{"type":"custom","customType":"x","data":{"n":1e99999},"id":"a","parentId":null,"timestamp":"t"}'
-    header = _line(HEADER).replace(b'"cwd"', b'"big":1e99999,"cwd"')
+    header = json_line(HEADER, ensure_ascii=False).replace(b'"cwd"', b'"big":1e99999,"cwd"')
     index = load_transcript_bytes(header + b"\n" + line + b"\n")
     (entry,) = index.entries()
     assert entry.data == {"n": float("inf")}  # type: ignore[union-attr]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import threading
@@ -12,6 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests._helpers import json_line, user_entry
 
 from sessionkeeper.exceptions import TranscriptNotFoundError
 from sessionkeeper.transcript import load_transcript
@@ -21,15 +21,6 @@ from sessionkeeper.transcript._index_cache import TranscriptIndexCache, shared_i
 
 TS = "2026-01-01T00:00:00.000Z"
 HEADER = {"type": "session", "version": 3, "id": "s", "timestamp": TS, "cwd": "/w"}
-
-
-def _line(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
-
-
-def _user(eid: str, parent: str | None, text: str = "hi") -> bytes:
-    message = {"role": "user", "content": text, "timestamp": 1}
-    return _line({"type": "message", "id": eid, "parentId": parent, "timestamp": TS, "message": message})
 
 
 def _view(index: TranscriptIndex) -> tuple[Any, ...]:
@@ -53,14 +44,22 @@ def _bump_mtime(path: Path) -> None:
 
 def test_unchanged_file_is_a_hit_and_appends_extend(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
-    path.write_bytes(_line(HEADER) + _user("a", None) + _user("b", "a"))
+    path.write_bytes(
+        json_line(HEADER, ensure_ascii=False, end=b"\n")
+        + json_line(user_entry("a", None), ensure_ascii=False, end=b"\n")
+        + json_line(user_entry("b", "a"), ensure_ascii=False, end=b"\n")
+    )
     cache = TranscriptIndexCache()
     first = cache.get(path)
     assert cache.get(str(path)) is first
     with path.open("ab") as handle:
         handle.write(
-            _user("c", "b", "new")
-            + _line({"type": "session_info", "id": "d", "parentId": "c", "timestamp": TS, "name": " N "})
+            json_line(user_entry("c", "b", "new"), ensure_ascii=False, end=b"\n")
+            + json_line(
+                {"type": "session_info", "id": "d", "parentId": "c", "timestamp": TS, "name": " N "},
+                ensure_ascii=False,
+                end=b"\n",
+            )
         )
     second = cache.get(path)
     assert second is not first
@@ -74,19 +73,30 @@ def test_unchanged_file_is_a_hit_and_appends_extend(tmp_path: Path) -> None:
 
 def test_rewrites_truncations_and_replacements_reload(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
-    path.write_bytes(_line(HEADER) + _user("a", None, "one"))
+    path.write_bytes(
+        json_line(HEADER, ensure_ascii=False, end=b"\n")
+        + json_line(user_entry("a", None, "one"), ensure_ascii=False, end=b"\n")
+    )
     cache = TranscriptIndexCache()
     cache.get(path)
     # same inode, grown, but the old end changed: not an append
-    path.write_bytes(_line(HEADER) + _user("a", None, "two") + _user("b", "a"))
+    path.write_bytes(
+        json_line(HEADER, ensure_ascii=False, end=b"\n")
+        + json_line(user_entry("a", None, "two"), ensure_ascii=False, end=b"\n")
+        + json_line(user_entry("b", "a"), ensure_ascii=False, end=b"\n")
+    )
     assert _view(cache.get(path)) == _view(load_transcript(path))
     # truncated
-    path.write_bytes(_line(HEADER))
+    path.write_bytes(json_line(HEADER, ensure_ascii=False, end=b"\n"))
     _bump_mtime(path)
     assert len(cache.get(path)) == 0
     # replaced by rename (new inode), larger
     other = tmp_path / "new.jsonl"
-    other.write_bytes(_line(HEADER) + _user("x", None) + _user("y", "x"))
+    other.write_bytes(
+        json_line(HEADER, ensure_ascii=False, end=b"\n")
+        + json_line(user_entry("x", None), ensure_ascii=False, end=b"\n")
+        + json_line(user_entry("y", "x"), ensure_ascii=False, end=b"\n")
+    )
     other.replace(path)
     assert cache.get(path).leaf_id == "y"
     assert cache.stats.extensions == 0
@@ -95,18 +105,25 @@ def test_rewrites_truncations_and_replacements_reload(tmp_path: Path) -> None:
 
 def test_torn_tail_is_not_extended_in_place(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
-    path.write_bytes(_line(HEADER) + _user("a", None) + b'{"type":"mess')
+    path.write_bytes(
+        json_line(HEADER, ensure_ascii=False, end=b"\n")
+        + json_line(user_entry("a", None), ensure_ascii=False, end=b"\n")
+        + b'{"type":"mess'
+    )
     cache = TranscriptIndexCache()
     assert cache.get(path).diagnostics.torn_tail is not None
     with path.open("ab") as handle:
-        handle.write(b'age"}\n' + _user("b", "a"))
+        handle.write(b'age"}\n' + json_line(user_entry("b", "a"), ensure_ascii=False, end=b"\n"))
     assert _view(cache.get(path)) == _view(load_transcript(path))
     assert cache.stats.extensions == 0
 
 
 def test_missing_file_raises_and_drops_the_entry(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
-    path.write_bytes(_line(HEADER) + _user("a", None))
+    path.write_bytes(
+        json_line(HEADER, ensure_ascii=False, end=b"\n")
+        + json_line(user_entry("a", None), ensure_ascii=False, end=b"\n")
+    )
     cache = TranscriptIndexCache()
     cache.get(path)
     path.unlink()
@@ -120,7 +137,10 @@ def test_lru_is_bounded(tmp_path: Path) -> None:
     paths = []
     for n in range(3):
         path = tmp_path / f"{n}.jsonl"
-        path.write_bytes(_line(HEADER) + _user(f"e{n}", None))
+        path.write_bytes(
+            json_line(HEADER, ensure_ascii=False, end=b"\n")
+            + json_line(user_entry(f"e{n}", None), ensure_ascii=False, end=b"\n")
+        )
         paths.append(path)
     cache.get(paths[0])
     cache.get(paths[1])
@@ -139,7 +159,11 @@ def test_lru_is_bounded(tmp_path: Path) -> None:
 def test_concurrent_readers_share_one_load(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     path.write_bytes(
-        _line(HEADER) + b"".join(_user(f"e{i}", f"e{i - 1}" if i else None) for i in range(2000))
+        json_line(HEADER, ensure_ascii=False, end=b"\n")
+        + b"".join(
+            json_line(user_entry(f"e{i}", f"e{i - 1}" if i else None), ensure_ascii=False, end=b"\n")
+            for i in range(2000)
+        )
     )
     cache = TranscriptIndexCache()
     results: list[TranscriptIndex] = []
@@ -162,7 +186,10 @@ def test_concurrent_readers_share_one_load(tmp_path: Path) -> None:
 @pytest.mark.anyio
 async def test_async_get_and_shared_instance(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
-    path.write_bytes(_line(HEADER) + _user("a", None))
+    path.write_bytes(
+        json_line(HEADER, ensure_ascii=False, end=b"\n")
+        + json_line(user_entry("a", None), ensure_ascii=False, end=b"\n")
+    )
     cache = TranscriptIndexCache()
     index = await cache.aget(path)
     assert index.leaf_id == "a"
@@ -192,11 +219,11 @@ _PIECES = st.sampled_from(
 def _piece(kind: bytes, n: int, parent: str | None) -> tuple[bytes, str | None]:
     eid = f"e{n}"
     if kind == b"user":
-        return _user(eid, parent, f"m{n}"), eid
+        return json_line(user_entry(eid, parent, f"m{n}"), ensure_ascii=False, end=b"\n"), eid
     if kind == b"dup":
-        return _user("e0", parent, f"dup{n}"), "e0"
+        return json_line(user_entry("e0", parent, f"dup{n}"), ensure_ascii=False, end=b"\n"), "e0"
     if kind == b"label":
-        return _line(
+        return json_line(
             {
                 "type": "label",
                 "id": eid,
@@ -204,11 +231,15 @@ def _piece(kind: bytes, n: int, parent: str | None) -> tuple[bytes, str | None]:
                 "timestamp": TS,
                 "targetId": "e0",
                 "label": f"L{n % 2}" if n % 3 else "",
-            }
+            },
+            ensure_ascii=False,
+            end=b"\n",
         ), eid
     if kind == b"name":
-        return _line(
-            {"type": "session_info", "id": eid, "parentId": parent, "timestamp": TS, "name": f"n{n}"}
+        return json_line(
+            {"type": "session_info", "id": eid, "parentId": parent, "timestamp": TS, "name": f"n{n}"},
+            ensure_ascii=False,
+            end=b"\n",
         ), eid
     if kind == b"junk":
         return b"{not json\n", parent
@@ -217,9 +248,13 @@ def _piece(kind: bytes, n: int, parent: str | None) -> tuple[bytes, str | None]:
     if kind == b"array":
         return b"[1]\n", parent
     if kind == b"header":
-        return _line(HEADER), parent
+        return json_line(HEADER, ensure_ascii=False, end=b"\n"), parent
     if kind == b"noid":
-        return _line({"type": "custom", "parentId": parent, "timestamp": TS, "customType": "x"}), parent
+        return json_line(
+            {"type": "custom", "parentId": parent, "timestamp": TS, "customType": "x"},
+            ensure_ascii=False,
+            end=b"\n",
+        ), parent
     if kind == b"badutf8":
         return (
             b'{"type":"message","id":"'
@@ -244,7 +279,7 @@ def _piece(kind: bytes, n: int, parent: str | None) -> tuple[bytes, str | None]:
     kinds=st.lists(_PIECES, max_size=30), cuts=st.lists(st.integers(0, 40), max_size=3), torn=st.booleans()
 )
 def test_extending_equals_loading_the_grown_file(kinds: list[bytes], cuts: list[int], torn: bool) -> None:
-    parts = [_line(HEADER)]
+    parts = [json_line(HEADER, ensure_ascii=False, end=b"\n")]
     parent: str | None = None
     for n, kind in enumerate(kinds):
         data, parent = _piece(kind, n, parent)

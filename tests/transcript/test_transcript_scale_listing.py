@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests import _pi_oracle
+from tests._helpers import header_obj, json_line
 from tests._pi_oracle import PiOracle
 
 from sessionkeeper.transcript import load_transcript
@@ -25,29 +26,25 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 TS = "2026-01-01T00:00:00.000Z"
 
 
-def _line(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
-
-
-def _header(sid: str = "s1", **extra: Any) -> bytes:
-    return _line({"type": "session", "version": 3, "id": sid, "timestamp": TS, "cwd": "/w", **extra})
-
-
 def _message(eid: str, role: str, stamp: Any, *, text: str = "t", entry_ts: str = TS) -> bytes:
     message: dict[str, Any] = {"role": role, "content": text}
     if stamp is not None:
         message["timestamp"] = stamp
-    return _line({"type": "message", "id": eid, "parentId": None, "timestamp": entry_ts, "message": message})
+    return json_line(
+        {"type": "message", "id": eid, "parentId": None, "timestamp": entry_ts, "message": message}, end=b"\n"
+    )
 
 
 def _info(eid: str, name: Any) -> bytes:
-    return _line({"type": "session_info", "id": eid, "parentId": None, "timestamp": TS, "name": name})
+    return json_line(
+        {"type": "session_info", "id": eid, "parentId": None, "timestamp": TS, "name": name}, end=b"\n"
+    )
 
 
 def test_header_fields_name_count_and_modified(tmp_path: Path) -> None:
     path = tmp_path / "a.jsonl"
     path.write_bytes(
-        _header(parentSession="/x/p.jsonl")
+        json_line(header_obj(sid="s1", parentSession="/x/p.jsonl"), end=b"\n")
         + _info("i1", "  First  ")
         + _message("m1", "user", 1_000)
         + _message("m2", "assistant", 5_000)
@@ -67,7 +64,7 @@ def test_header_fields_name_count_and_modified(tmp_path: Path) -> None:
 def test_cleared_name_entry_timestamp_and_header_fallbacks(tmp_path: Path) -> None:
     path = tmp_path / "a.jsonl"
     path.write_bytes(
-        _header()
+        json_line(header_obj(sid="s1"), end=b"\n")
         + _info("i1", "N")
         + _info("i2", "   ")
         + _message("m", "user", None, entry_ts="2026-01-02T00:00:00.000Z")
@@ -76,12 +73,14 @@ def test_cleared_name_entry_timestamp_and_header_fallbacks(tmp_path: Path) -> No
     assert info is not None
     assert info.name is None  # the latest session_info clears the name
     assert info.modified_ms == 1767312000000  # the entry's ISO timestamp
-    path.write_bytes(_header())
+    path.write_bytes(json_line(header_obj(sid="s1"), end=b"\n"))
     info = read_transcript_info(path)
     assert info is not None
     assert info.modified_ms == 1767225600000  # header timestamp
     assert info.message_count == 0
-    path.write_bytes(_line({"type": "session", "version": 3, "id": "s", "timestamp": "bad", "cwd": 3}))
+    path.write_bytes(
+        json_line({"type": "session", "version": 3, "id": "s", "timestamp": "bad", "cwd": 3}, end=b"\n")
+    )
     os.utime(path, ns=(0, 123_000_000))
     info = read_transcript_info(path)
     assert info is not None
@@ -92,10 +91,13 @@ def test_cleared_name_entry_timestamp_and_header_fallbacks(tmp_path: Path) -> No
 def test_big_file_reads_the_tail_and_finds_an_early_name(tmp_path: Path) -> None:
     path = tmp_path / "big.jsonl"
     filler = b"".join(_message(f"f{i}", "user", i, text="x" * 1000) for i in range(3000))
-    decoy = _line(
-        {"type": "custom", "id": "c", "parentId": None, "timestamp": TS, "customType": "session_info"}
+    decoy = json_line(
+        {"type": "custom", "id": "c", "parentId": None, "timestamp": TS, "customType": "session_info"},
+        end=b"\n",
     )
-    path.write_bytes(_header() + _info("i1", "Early") + filler + decoy + filler)
+    path.write_bytes(
+        json_line(header_obj(sid="s1"), end=b"\n") + _info("i1", "Early") + filler + decoy + filler
+    )
     info = read_transcript_info(path)
     assert info is not None
     assert info.name == "Early"
@@ -104,11 +106,11 @@ def test_big_file_reads_the_tail_and_finds_an_early_name(tmp_path: Path) -> None
 
 
 def test_listing_skips_non_transcripts_and_sorts_newest_first(tmp_path: Path) -> None:
-    (tmp_path / "old.jsonl").write_bytes(_header("old") + _message("m", "user", 10))
-    (tmp_path / "new.jsonl").write_bytes(_header("new") + _message("m", "user", 20))
-    (tmp_path / "not-a-transcript.jsonl").write_bytes(_line({"type": "message", "id": "x"}))
+    (tmp_path / "old.jsonl").write_bytes(json_line(header_obj("old"), end=b"\n") + _message("m", "user", 10))
+    (tmp_path / "new.jsonl").write_bytes(json_line(header_obj("new"), end=b"\n") + _message("m", "user", 20))
+    (tmp_path / "not-a-transcript.jsonl").write_bytes(json_line({"type": "message", "id": "x"}, end=b"\n"))
     (tmp_path / "empty.jsonl").write_bytes(b"")
-    (tmp_path / "other.txt").write_bytes(_header("txt"))
+    (tmp_path / "other.txt").write_bytes(json_line(header_obj("txt"), end=b"\n"))
     (tmp_path / "dir.jsonl").mkdir()
     assert [i.id for i in list_transcripts(tmp_path)] == ["new", "old"]
     assert list_transcripts(tmp_path / "missing") == []
@@ -116,7 +118,7 @@ def test_listing_skips_non_transcripts_and_sorts_newest_first(tmp_path: Path) ->
 
 @pytest.mark.anyio
 async def test_async_listing(tmp_path: Path) -> None:
-    (tmp_path / "a.jsonl").write_bytes(_header("a"))
+    (tmp_path / "a.jsonl").write_bytes(json_line(header_obj("a"), end=b"\n"))
     assert [i.id for i in await alist_transcripts(tmp_path)] == ["a"]
 
 
@@ -201,7 +203,7 @@ def _reference(path: Path) -> tuple[str | None, int, float | None]:
     )
 )
 def test_listing_equals_a_full_read_on_random_files(plan: list[tuple[str, int]]) -> None:
-    parts = [_header()]
+    parts = [json_line(header_obj(sid="s1"), end=b"\n")]
     for n, (kind, size) in enumerate(plan):
         if kind in ("user", "assistant"):
             parts.append(_message(f"e{n}", kind, n + 1, text="p" * size))
@@ -211,7 +213,7 @@ def test_listing_equals_a_full_read_on_random_files(plan: list[tuple[str, int]])
             parts.append(_info(f"e{n}", f" name {n} " if size % 3 else ""))
         elif kind == "decoy":
             parts.append(
-                _line(
+                json_line(
                     {
                         "type": "custom",
                         "id": f"e{n}",
@@ -219,7 +221,8 @@ def test_listing_equals_a_full_read_on_random_files(plan: list[tuple[str, int]])
                         "timestamp": TS,
                         "customType": "session_info",
                         "data": "r" * size,
-                    }
+                    },
+                    end=b"\n",
                 )
             )
         else:

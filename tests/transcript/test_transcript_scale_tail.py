@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests._helpers import assistant_entry, json_line, user_entry
 
 from sessionkeeper.exceptions import TranscriptFormatError, TranscriptNotFoundError
 from sessionkeeper.transcript import MessageEntry, load_transcript, message_to_builtins
@@ -22,6 +22,12 @@ from sessionkeeper.transcript._tail import (
 
 
 TS = "2026-01-01T00:00:00.000Z"
+USER_TS = "2026-01-01T00:00:01.000Z"
+ANTHROPIC_REPLY: dict[str, Any] = {
+    "ts": "2026-01-01T00:00:02.000Z",
+    "api": "anthropic-messages",
+    "provider": "anthropic",
+}
 HEADER = {
     "type": "session",
     "version": 3,
@@ -31,45 +37,13 @@ HEADER = {
 }
 
 
-def _line(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def _user(eid: str, parent: str | None, text: str) -> dict[str, Any]:
-    return {
-        "type": "message",
-        "id": eid,
-        "parentId": parent,
-        "timestamp": "2026-01-01T00:00:01.000Z",
-        "message": {"role": "user", "content": text, "timestamp": 1},
-    }
-
-
-def _assistant(eid: str, parent: str | None, model: str) -> dict[str, Any]:
-    usage = {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2}
-    usage["cost"] = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}
-    return {
-        "type": "message",
-        "id": eid,
-        "parentId": parent,
-        "timestamp": "2026-01-01T00:00:02.000Z",
-        "message": {
-            "role": "assistant",
-            "content": [{"type": "text", "text": "ok"}],
-            "api": "anthropic-messages",
-            "provider": "anthropic",
-            "model": model,
-            "usage": usage,
-            "stopReason": "stop",
-            "timestamp": 2,
-        },
-    }
-
-
 def _write(tmp: Path, objs: list[Any], *, raw_tail: bytes = b"") -> Path:
     path = tmp / "t.jsonl"
     path.write_bytes(
-        b"".join(o if isinstance(o, bytes) else _line(o) + b"\n" for o in [HEADER, *objs]) + raw_tail
+        b"".join(
+            o if isinstance(o, bytes) else json_line(o, ensure_ascii=False) + b"\n" for o in [HEADER, *objs]
+        )
+        + raw_tail
     )
     return path
 
@@ -105,7 +79,7 @@ def test_context_after_a_recent_compaction_reads_only_the_tail(
     ]
     parent = "t0"
     for i in range(3000):
-        objs.append(_user(f"u{i}", parent, "x" * 300))
+        objs.append(user_entry(f"u{i}", parent, "x" * 300, ts=USER_TS))
         parent = f"u{i}"
     objs.append(
         {
@@ -127,7 +101,7 @@ def test_context_after_a_recent_compaction_reads_only_the_tail(
             "thinkingLevel": "high",
         }
     )
-    objs.append(_assistant("a1", "t1", "m-2"))
+    objs.append(assistant_entry("a1", "t1", model="m-2", **ANTHROPIC_REPLY))
     path = _write(tmp_path, objs)
     expected = load_transcript(path).build_context()
     # a budget far below the file size: the answer comes from the tail alone, not from the fallback
@@ -153,7 +127,7 @@ def test_thinking_level_at_the_start_is_found_by_reading_further_back(
     ]
     parent = "t0"
     for i in range(200):
-        objs.append(_user(f"u{i}", parent, "y" * 200))
+        objs.append(user_entry(f"u{i}", parent, "y" * 200, ts=USER_TS))
         parent = f"u{i}"
     objs.append(
         {
@@ -166,7 +140,7 @@ def test_thinking_level_at_the_start_is_found_by_reading_further_back(
             "tokensBefore": 10,
         }
     )
-    objs.append(_assistant("a1", "c1", "m"))
+    objs.append(assistant_entry("a1", "c1", model="m", **ANTHROPIC_REPLY))
     path = _write(tmp_path, objs)
     expected = load_transcript(path).build_context()
     monkeypatch.setattr("sessionkeeper.transcript._tail.load_transcript", _no_full_load)
@@ -182,15 +156,15 @@ def test_a_parent_seen_later_in_the_file_sends_the_lean_walk_to_the_full_loader(
     objs: list[Any] = [{**thinking, "thinkingLevel": "low"}]
     parent = "t0"
     for i in range(100):
-        objs.append(_user(f"u{i}", parent, "y" * 200))
+        objs.append(user_entry(f"u{i}", parent, "y" * 200, ts=USER_TS))
         parent = f"u{i}"
     objs.append({**thinking, "id": "u5", "parentId": "u4", "thinkingLevel": "high"})  # duplicate id, later
     for i in range(100, 140):
-        objs.append(_user(f"u{i}", parent, "y" * 200))
+        objs.append(user_entry(f"u{i}", parent, "y" * 200, ts=USER_TS))
         parent = f"u{i}"
     objs.append({"type": "compaction", "id": "c1", "parentId": parent, "timestamp": TS, "summary": "S",
                  "firstKeptEntryId": "u139", "tokensBefore": 10})  # fmt: skip
-    objs.append(_assistant("a1", "c1", "m"))
+    objs.append(assistant_entry("a1", "c1", model="m", **ANTHROPIC_REPLY))
     path = _write(tmp_path, objs)
     context = read_tail_context(path, max_tail_bytes=1 << 10, chunk_bytes=256)
     assert context == load_transcript(path).build_context()
@@ -199,10 +173,10 @@ def test_a_parent_seen_later_in_the_file_sends_the_lean_walk_to_the_full_loader(
 
 def test_leaf_is_the_last_entry_with_an_id_and_later_duplicates_win(tmp_path: Path) -> None:
     objs: list[Any] = [
-        _user("a", None, "first a"),
-        _user("b", "a", "b"),
-        _user("a", None, "second a"),  # duplicate id: the later one wins in the index
-        _user("c", "a", "c"),
+        user_entry("a", None, "first a", ts=USER_TS),
+        user_entry("b", "a", "b", ts=USER_TS),
+        user_entry("a", None, "second a", ts=USER_TS),  # duplicate id: the later one wins in the index
+        user_entry("c", "a", "c", ts=USER_TS),
         {"type": "custom", "parentId": "c", "timestamp": TS, "customType": "no-id"},
     ]
     path = _write(tmp_path, objs, raw_tail=b'{"type":"message","id":"torn"')
@@ -212,7 +186,11 @@ def test_leaf_is_the_last_entry_with_an_id_and_later_duplicates_win(tmp_path: Pa
 
 
 def test_cycles_stop_the_walk_like_the_loader(tmp_path: Path) -> None:
-    objs: list[Any] = [_user("a", "c", "a"), _user("b", "a", "b"), _user("c", "b", "c")]
+    objs: list[Any] = [
+        user_entry("a", "c", "a", ts=USER_TS),
+        user_entry("b", "a", "b", ts=USER_TS),
+        user_entry("c", "b", "c", ts=USER_TS),
+    ]
     path = _write(tmp_path, objs)
     assert read_tail_context(path) == load_transcript(path).build_context()
     assert len(read_tail_context(path).messages) == 3
@@ -220,11 +198,11 @@ def test_cycles_stop_the_walk_like_the_loader(tmp_path: Path) -> None:
 
 def test_invalid_lines_bad_utf8_and_repeated_headers_are_read_like_the_loader(tmp_path: Path) -> None:
     objs: list[Any] = [
-        _user("a", None, "a"),
+        user_entry("a", None, "a", ts=USER_TS),
         b"not json\n",
         b"\n",
         b"[1,2]\n",
-        _line(HEADER) + b"\n",
+        json_line(HEADER, ensure_ascii=False) + b"\n",
         b'{"type":"message","id":"b","parentId":"a","timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user","content":"caf\xe9","timestamp":1}}\n',
         b'{"type":"message","id":"c","parentId":"b","timestamp":"2026-01-01T00:00:00.000Z","message":{"role":"user","content":"\\ud800","timestamp":1}}\n',
     ]
@@ -272,8 +250,8 @@ def test_header_only_and_id_less_files(tmp_path: Path) -> None:
 
 def test_last_messages_follow_the_branch_and_skip_non_messages(tmp_path: Path) -> None:
     objs: list[Any] = [
-        _user("a", None, "a"),
-        _user("dead", "a", "abandoned branch"),
+        user_entry("a", None, "a", ts=USER_TS),
+        user_entry("dead", "a", "abandoned branch", ts=USER_TS),
         {
             "type": "model_change",
             "id": "m",
@@ -282,7 +260,7 @@ def test_last_messages_follow_the_branch_and_skip_non_messages(tmp_path: Path) -
             "provider": "p",
             "modelId": "q",
         },
-        _assistant("b", "m", "q"),
+        assistant_entry("b", "m", model="q", **ANTHROPIC_REPLY),
         {
             "type": "compaction",
             "id": "c",
@@ -292,7 +270,7 @@ def test_last_messages_follow_the_branch_and_skip_non_messages(tmp_path: Path) -
             "firstKeptEntryId": "b",
             "tokensBefore": 1,
         },
-        _user("d", "c", "d"),
+        user_entry("d", "c", "d", ts=USER_TS),
     ]
     path = _write(tmp_path, objs)
     got = read_last_messages(path, 10)
@@ -337,9 +315,9 @@ def transcripts(draw: st.DrawFn) -> list[Any]:
         if r % 17 == 0:
             parent = "missing"
         if kind == "user":
-            obj: Any = _user(eid, parent, f"text {n}")
+            obj: Any = user_entry(eid, parent, f"text {n}", ts=USER_TS)
         elif kind == "assistant":
-            obj = _assistant(eid, parent, f"m{r % 3}")
+            obj = assistant_entry(eid, parent, model=f"m{r % 3}", **ANTHROPIC_REPLY)
         elif kind == "model":
             obj = {
                 "type": "model_change",
@@ -420,7 +398,10 @@ def test_tail_reads_equal_the_full_loader_on_random_trees(
 
 @pytest.mark.anyio
 async def test_async_variants_match(tmp_path: Path) -> None:
-    path = _write(tmp_path, [_user("a", None, "a"), _assistant("b", "a", "m")])
+    path = _write(
+        tmp_path,
+        [user_entry("a", None, "a", ts=USER_TS), assistant_entry("b", "a", model="m", **ANTHROPIC_REPLY)],
+    )
     assert await aread_tail_context(path) == load_transcript(path).build_context()
     assert await aread_last_messages(path, 1) == _full_messages(path, 1)
 
@@ -428,7 +409,9 @@ async def test_async_variants_match(tmp_path: Path) -> None:
 def test_lines_nested_too_deeply_are_invalid_lines_as_in_the_loader(tmp_path: Path) -> None:
     deep = b'{"type":"custom","id":"d","parentId":"a","timestamp":"' + TS.encode() + b'","x":'
     deep += b"[" * 5000 + b"]" * 5000 + b"}\n"
-    path = _write(tmp_path, [_user("a", None, "a"), deep, _user("b", "a", "b"), deep])
+    path = _write(
+        tmp_path, [user_entry("a", None, "a", ts=USER_TS), deep, user_entry("b", "a", "b", ts=USER_TS), deep]
+    )
     assert read_tail_context(path, chunk_bytes=64) == load_transcript(path).build_context()
     assert read_tail_context(path, max_tail_bytes=10, chunk_bytes=64) == load_transcript(path).build_context()
     assert read_last_messages(path, 5) == _full_messages(path, 5)

@@ -14,6 +14,7 @@ import anyio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests._helpers import assistant_entry, header_obj, json_line, user_entry
 
 from sessionkeeper.transcript import _sidecar as sidecar
 from sessionkeeper.transcript import load_transcript
@@ -22,6 +23,7 @@ from sessionkeeper.transcript._tail import aread_tail_context, read_tail_context
 
 
 TS = "2026-01-01T00:00:00.000Z"
+LONG = "y" * 120  # a user message of 120 characters
 BUDGET = 2 << 10  # bytes read backwards before the walk builds the index
 
 
@@ -30,28 +32,6 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "cache"
     monkeypatch.setenv("SESSIONKEEPER_CACHE_DIR", str(folder))
     return folder / "tail-index"
-
-
-def _line(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":")).encode() + b"\n"
-
-
-def _header(sid: str = "sess-1") -> dict[str, Any]:
-    return {"type": "session", "version": 3, "id": sid, "timestamp": TS, "cwd": "/w"}
-
-
-def _user(eid: str, parent: str | None, text: str = "y" * 120) -> dict[str, Any]:
-    message = {"role": "user", "content": text, "timestamp": 1}
-    return {"type": "message", "id": eid, "parentId": parent, "timestamp": TS, "message": message}
-
-
-def _assistant(eid: str, parent: str | None, model: str = "m1") -> dict[str, Any]:
-    usage = {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2}
-    usage["cost"] = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}
-    message = {"role": "assistant", "content": [{"type": "text", "text": "ok"}], "api": "a",
-               "provider": "p", "model": model, "usage": usage, "stopReason": "stop",
-               "timestamp": 2}  # fmt: skip
-    return {"type": "message", "id": eid, "parentId": parent, "timestamp": TS, "message": message}
 
 
 def _thinking(eid: str, parent: str | None, level: str) -> dict[str, Any]:
@@ -67,8 +47,8 @@ def _compaction(eid: str, parent: str, kept: str) -> dict[str, Any]:
 def _turns(prefix: str, parent: str, count: int) -> tuple[list[dict[str, Any]], str]:
     out = []
     for i in range(count):
-        out.append(_user(f"{prefix}u{i}", parent))
-        out.append(_assistant(f"{prefix}a{i}", f"{prefix}u{i}"))
+        out.append(user_entry(f"{prefix}u{i}", parent, LONG))
+        out.append(assistant_entry(f"{prefix}a{i}", f"{prefix}u{i}", model="m1"))
         parent = f"{prefix}a{i}"
     return out, parent
 
@@ -76,7 +56,10 @@ def _turns(prefix: str, parent: str, count: int) -> tuple[list[dict[str, Any]], 
 def _tail(prefix: str, parent: str) -> tuple[list[dict[str, Any]], str]:
     """A compaction keeping the last turn, then a reply: only the thinking level is still unknown."""
     kept, parent = _turns(prefix + "k", parent, 1)
-    after = [_compaction(prefix + "c", parent, kept[0]["id"]), _assistant(prefix + "z", prefix + "c")]
+    after = [
+        _compaction(prefix + "c", parent, kept[0]["id"]),
+        assistant_entry(prefix + "z", prefix + "c", model="m1"),
+    ]
     return kept + after, prefix + "z"
 
 
@@ -87,13 +70,18 @@ def scenario_b(turns: int = 60, level: str = "medium") -> tuple[list[dict[str, A
 
 
 def _write(path: Path, objs: list[Any], header: dict[str, Any] | None = None) -> Path:
-    path.write_bytes(b"".join(o if isinstance(o, bytes) else _line(o) for o in [header or _header(), *objs]))
+    path.write_bytes(
+        b"".join(
+            o if isinstance(o, bytes) else json_line(o, end=b"\n")
+            for o in [header or header_obj(sid="sess-1"), *objs]
+        )
+    )
     return path
 
 
 def _append(path: Path, objs: list[Any]) -> None:
     with path.open("ab") as out:
-        out.write(b"".join(o if isinstance(o, bytes) else _line(o) for o in objs))
+        out.write(b"".join(o if isinstance(o, bytes) else json_line(o, end=b"\n") for o in objs))
 
 
 def _check(path: Path, **kwargs: Any) -> Any:
@@ -131,13 +119,14 @@ def test_first_read_builds_the_index_in_the_cache_dir_and_the_next_read_uses_it(
 
 def test_the_index_maps_every_entry_to_its_nearest_thinking_change(tmp_path: Path) -> None:
     unusable = {"type": "thinking_level_change", "id": "t2", "parentId": "b1", "timestamp": TS}
-    objs = [_thinking("t0", None, "low"), _user("u1", "t0"), _thinking("t1", "u1", "high"),
-            _user("u2", "t1"), _user("b1", "u1"), unusable, _user("b2", "t2"), _user("r1", None),
-            _user("o1", "nowhere")]  # fmt: skip
+    objs = [_thinking("t0", None, "low"), user_entry("u1", "t0", LONG), _thinking("t1", "u1", "high"),
+            user_entry("u2", "t1", LONG), user_entry("b1", "u1", LONG), unusable,
+            user_entry("b2", "t2", LONG), user_entry("r1", None, LONG),
+            user_entry("o1", "nowhere", LONG)]  # fmt: skip
     path = _write(tmp_path / "t.jsonl", objs)
     st_ = path.stat()
     with path.open("rb") as handle:
-        start = len(_line(_header()))
+        start = len(json_line(header_obj(sid="sess-1"), end=b"\n"))
         index = build_index(
             handle.fileno(), start=start, size=st_.st_size, real_path=str(path), session_id="sess-1", st=st_
         )
@@ -166,7 +155,7 @@ def test_appends_after_the_index_was_written(tmp_path: Path, level: str) -> None
     assert _index_file(path).read_bytes() == before
     # a thinking change on an early branch, then a new tail on that branch
     tail, _ = _tail("q", "bu3")
-    _append(path, [_thinking("tb", "a2", level), _user("bu3", "tb"), *tail])
+    _append(path, [_thinking("tb", "a2", level), user_entry("bu3", "tb", LONG), *tail])
     assert _check(path).thinking_level == level
     # a long append (more than the budget): the index is extended from its covered offset
     body, parent = _turns("g", leaf, 40)
@@ -188,7 +177,7 @@ def test_appends_after_the_index_was_written(tmp_path: Path, level: str) -> None
 
 def test_appended_duplicate_ids_and_found_parents_reject_the_index(tmp_path: Path) -> None:
     objs, leaf = scenario_b()
-    objs.insert(5, _user("early", "lost"))  # its parent "lost" is not in the file (yet)
+    objs.insert(5, user_entry("early", "lost", LONG))  # its parent "lost" is not in the file (yet)
     path = _write(tmp_path / "t.jsonl", objs)
     _check(path)
     # a later duplicate of a0 (a thinking change): a1's parent is now that duplicate (spec §9 item 2)
@@ -223,7 +212,7 @@ def test_forward_references_record_an_unsupported_index(tmp_path: Path) -> None:
 
 
 def _replace(path: Path, objs: list[Any], *, same_inode: bool) -> None:
-    data = b"".join(_line(o) for o in [_header(), *objs])
+    data = b"".join(json_line(o, end=b"\n") for o in [header_obj(sid="sess-1"), *objs])
     if same_inode:
         with path.open("r+b") as out:
             out.truncate(0)
@@ -255,7 +244,7 @@ def test_another_session_at_the_same_path_rejects_the_index(tmp_path: Path) -> N
     _check(path)
     objs2, _ = scenario_b(level="high")
     size = path.stat().st_size
-    _write(path, objs2, header=_header("sess-2"))
+    _write(path, objs2, header=header_obj("sess-2"))
     assert path.stat().st_size == size + 1  # one byte more: an index keyed by length alone would match
     assert _check(path).thinking_level == "high"
 
@@ -403,9 +392,9 @@ def trees(draw: st.DrawFn) -> list[Any]:
         if kind == "t":
             out.append(_thinking(eid, parent, _LEVELS[r % 4]))
         elif kind == "a":
-            out.append(_assistant(eid, parent))
+            out.append(assistant_entry(eid, parent, model="m1"))
         else:
-            out.append(_user(eid, parent, "z" * (r % 300)))
+            out.append(user_entry(eid, parent, "z" * (r % 300)))
         ids.append(eid)
         leaf = eid
     return out
@@ -448,7 +437,7 @@ def test_random_trees_and_appends_equal_the_full_loader(
     _check(path)
     rest = _with_tail(second, "k")
     if cut_tail:  # the last line is written without its newline
-        data = b"".join(_line(o) for o in rest)[:-1]
+        data = b"".join(json_line(o, end=b"\n") for o in rest)[:-1]
         _append(path, [data])
     else:
         _append(path, rest)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests._helpers import assistant_entry, user_entry
 
 from sessionkeeper.transcript import load_transcript
 from sessionkeeper.transcript._tail import read_last_messages, read_tail_context, try_read_tail_context
@@ -28,34 +29,13 @@ def _write(path: Path, objs: list[Any]) -> Path:
     return path
 
 
-def _user(eid: Any, parent: Any, text: str = "u") -> dict[str, Any]:
-    message = {"role": "user", "content": text, "timestamp": 1}
-    return {"type": "message", "id": eid, "parentId": parent, "timestamp": TS, "message": message}
-
-
-def _assistant(eid: Any, parent: Any) -> dict[str, Any]:
-    usage = {"input": 1, "output": 1, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2}
-    usage["cost"] = {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}
-    message = {
-        "role": "assistant",
-        "content": [{"type": "text", "text": "ok"}],
-        "api": "a",
-        "provider": "p",
-        "model": "m",
-        "usage": usage,
-        "stopReason": "stop",
-        "timestamp": 2,
-    }
-    return {"type": "message", "id": eid, "parentId": parent, "timestamp": TS, "message": message}
-
-
 @pytest.mark.parametrize("leaf", [0, False, ""])
 @pytest.mark.parametrize("idless_last", [False, True])
 def test_a_falsy_leaf_reads_as_in_the_loader_and_pi(tmp_path: Path, leaf: Any, idless_last: bool) -> None:
     # pi: a falsy leaf id (0, false, "") falls back to the file's last entry (with or without an id),
     # and getBranch of a falsy leaf (read_last_messages' history) is empty
     objs = [
-        _user("a", None),
+        user_entry("a", None, text="u"),
         {
             "type": "compaction",
             "id": "c",
@@ -65,7 +45,7 @@ def test_a_falsy_leaf_reads_as_in_the_loader_and_pi(tmp_path: Path, leaf: Any, i
             "firstKeptEntryId": "a",
             "tokensBefore": 1,
         },
-        _user(leaf, "c"),
+        user_entry(leaf, "c", text="u"),
     ]
     if idless_last:  # its falsy parent ends the walk at once: the context is empty
         objs.append({"type": "custom", "parentId": leaf, "timestamp": TS, "customType": "x"})
@@ -88,11 +68,11 @@ def test_the_ancestry_index_of_a_file_ending_in_a_numeric_id_is_saved(
                         "thinkingLevel": "high"}]  # fmt: skip
     parent: Any = "t"
     for i in range(1, 40):
-        objs += [_user(f"u{i}", parent, "x" * 200), _assistant(i, f"u{i}")]
+        objs += [user_entry(f"u{i}", parent, "x" * 200), assistant_entry(i, f"u{i}")]
         parent = i
     objs.append({"type": "compaction", "id": 1000, "parentId": parent, "timestamp": TS, "summary": "S",
                  "firstKeptEntryId": parent, "tokensBefore": 1})  # fmt: skip
-    objs.append(_assistant(1001, 1000))
+    objs.append(assistant_entry(1001, 1000))
     path = _write(tmp_path / "t.jsonl", objs)
     expected = load_transcript(path).build_context()
     assert expected.thinking_level == "high"
@@ -101,8 +81,8 @@ def test_the_ancestry_index_of_a_file_ending_in_a_numeric_id_is_saved(
     # the next read uses it, also after more numeric-id entries were appended
     assert read_tail_context(path, max_tail_bytes=2048, chunk_bytes=256) == expected
     with path.open("ab") as out:
-        out.write(json.dumps(_user(1002, 1001)).encode() + b"\n")
-        out.write(json.dumps(_assistant(1003, 1002)).encode() + b"\n")
+        out.write(json.dumps(user_entry(1002, 1001, text="u")).encode() + b"\n")
+        out.write(json.dumps(assistant_entry(1003, 1002)).encode() + b"\n")
     assert (
         read_tail_context(path, max_tail_bytes=2048, chunk_bytes=256) == load_transcript(path).build_context()
     )
@@ -134,7 +114,7 @@ def test_the_header_version_is_compared_as_pi_compares_it(
     # a version pi reads as 3 (3.0, "3") was migrated as v1 (fresh ids, entries chained), and null/true
     # headers were refused as invalid; the tail reader follows the same rule
     header = f'{{"type":"session","version":{version},"id":"s","timestamp":"{TS}","cwd":"/w"}}'
-    lines = [header, json.dumps(_user("a", None, "A")), json.dumps(_user("b", None, "B"))]
+    lines = [header, json.dumps(user_entry("a", None, "A")), json.dumps(user_entry("b", None, "B"))]
     path = tmp_path / "t.jsonl"
     path.write_text("\n".join(lines) + "\n")
     context = load_transcript(path).build_context()
