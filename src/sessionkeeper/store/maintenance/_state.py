@@ -9,6 +9,7 @@ import math
 import posixpath
 from collections.abc import Collection, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import attrs
@@ -23,16 +24,21 @@ from sessionkeeper.store.maintenance._artifacts import (
     trajectory_names,
 )
 from sessionkeeper.store.maintenance._report import (
+    DiskBudgetReport,
     EntryRemoval,
     FileAction,
     FileReason,
     RemovalReason,
     StoreFile,
+    UnreferencedArtifactsReport,
     serialize_store,
 )
+from sessionkeeper.store.maintenance._settings import MaintenanceSettings
 
 
 __all__ = (
+    "PlanContext",
+    "PlanSnapshot",
     "PlanState",
     "Resolver",
     "blob_removable",
@@ -182,9 +188,92 @@ class Resolver:
         return names
 
 
+@attrs.frozen(kw_only=True)
+class PlanContext:
+    """
+    What every pass of one plan reads and none changes: the settings, the clock, the directory, and the
+    sets computed once from the loaded store (DESIGN D6).
+
+    Attributes:
+        settings: The maintenance settings.
+        now_ms: The time the rules are evaluated at, ms since epoch.
+        resolver: Resolves an entry's files to names directly inside the sessions directory.
+        store_name: The store file's name inside the directory (never deleted or moved).
+        loaded: The store as loaded, rows dropped by the shape check left out (file order).
+        raw: The entries exactly as given to the planner (a removed entry's ``sessionFile`` is read here).
+        protected: Loaded key -> whether it is a durable external pointer (spec §2.3).
+        preserve: Lowercased keys no pass removes: ``agent:<id>:main``, the caller's active keys and the
+            entries whose transcript lock is held (D6).
+        locked: Names of the transcripts whose write lock is held: never moved or deleted (B19).
+        on_save: The automatic maintenance of a store write, not ``sessions cleanup``.
+        message_transcripts: With ``--fix-missing``, the transcripts holding a message; else ``None``.
+        archive_suffix: ``.deleted.<stamp>``, computed once per plan.
+    """
+
+    settings: MaintenanceSettings
+    now_ms: int
+    resolver: Resolver
+    store_name: str
+    loaded: Mapping[str, Mapping[str, Any]]
+    raw: Mapping[str, Any]
+    protected: Mapping[str, bool]
+    preserve: frozenset[str]
+    locked: frozenset[str]
+    on_save: bool
+    message_transcripts: frozenset[str] | None
+    archive_suffix: str
+
+    def is_preserved(self, key: str) -> bool:
+        """True when no pass may remove ``key`` (protected, or in :attr:`preserve`, case-insensitively)."""
+        return is_preserved(key, self.protected, self.preserve)
+
+    def edit(self, plan: PlanSnapshot) -> PlanState:
+        """A private mutable copy of ``plan`` for one pass to edit; :meth:`PlanState.freeze` ends it."""
+        return PlanState(
+            entries=dict(plan.entries),
+            files=dict(plan.files),
+            locked=self.locked,
+            now_ms=self.now_ms,
+            store_name=self.store_name,
+            removals=list(plan.removals),
+            actions=list(plan.actions),
+            archive_suffix=self.archive_suffix,
+            warnings=list(plan.warnings),
+            archived_any=plan.archived_any,
+            disk_budget=plan.disk_budget,
+            unreferenced=plan.unreferenced,
+        )
+
+
+@attrs.frozen(kw_only=True)
+class PlanSnapshot:
+    """
+    The plan between two passes, immutable: a pass takes one and returns a new one.
+
+    Attributes:
+        entries: The entries still in the store (read-only view, file order).
+        files: The simulated directory listing after the planned file actions (read-only view).
+        removals: The entry removals so far, in the order the passes made them.
+        actions: The planned file actions so far, in order.
+        warnings: Sentences for the report, in order (duplicates are folded at the end).
+        archived_any: A removed entry's transcript was archived (archive retention then runs).
+        disk_budget: The disk-budget pass's summary, once it ran with a budget set.
+        unreferenced: The unreferenced-artifact pass's summary, once it ran.
+    """
+
+    entries: Mapping[str, Mapping[str, Any]]
+    files: Mapping[str, StoreFile]
+    removals: tuple[EntryRemoval, ...] = ()
+    actions: tuple[FileAction, ...] = ()
+    warnings: tuple[str, ...] = ()
+    archived_any: bool = False
+    disk_budget: DiskBudgetReport | None = None
+    unreferenced: UnreferencedArtifactsReport | None = None
+
+
 @attrs.define
 class PlanState:
-    """Mutable simulation state of one plan."""
+    """Mutable working copy of one pass (:meth:`PlanContext.edit`); :meth:`freeze` returns the result."""
 
     entries: dict[str, Mapping[str, Any]]
     files: dict[str, StoreFile]
@@ -195,6 +284,22 @@ class PlanState:
     actions: list[FileAction] = attrs.field(factory=list)
     archive_suffix: str = ""
     warnings: list[str] = attrs.field(factory=list)
+    archived_any: bool = False
+    disk_budget: DiskBudgetReport | None = None
+    unreferenced: UnreferencedArtifactsReport | None = None
+
+    def freeze(self) -> PlanSnapshot:
+        """The edited plan as a new immutable :class:`PlanSnapshot`."""
+        return PlanSnapshot(
+            entries=MappingProxyType(dict(self.entries)),
+            files=MappingProxyType(dict(self.files)),
+            removals=tuple(self.removals),
+            actions=tuple(self.actions),
+            warnings=tuple(self.warnings),
+            archived_any=self.archived_any,
+            disk_budget=self.disk_budget,
+            unreferenced=self.unreferenced,
+        )
 
     def remove_entry(self, key: str, reason: RemovalReason) -> Mapping[str, Any]:
         entry = self.entries.pop(key)
