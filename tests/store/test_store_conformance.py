@@ -90,3 +90,13 @@ async def test_conformance_check_needing_reopen_says_so() -> None:
     persistence = next(c for c in CONFORMANCE_CHECKS if c.needs_reopen)
     with pytest.raises(ConformanceError, match="needs reopen"):
         await persistence.run(InMemoryStoreBackend)
+
+
+async def test_maintenance_check_catches_a_backend_reporting_dropped_rows_when_new() -> None:
+    class Ghost(InMemoryStoreBackend):
+        @property
+        def dropped_keys(self) -> tuple[str, ...]:
+            return ("ghost",)
+
+    with pytest.raises(ConformanceError, match="maintenance: a new store has no dropped rows"):
+        await run_backend_conformance(Ghost)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import assert_type
 
 import msgspec
 
 from sessionkeeper import SessionEntry, SessionStore
 from sessionkeeper.abc import Clock, StoreBackend
-from sessionkeeper.store import InMemoryStoreBackend
+from sessionkeeper.store import InMemoryStoreBackend, JsonFileStoreBackend, SqliteStoreBackend
 from sessionkeeper.testing import FakeClock
 
 
@@ -40,5 +41,14 @@ def takes_backend(backend: StoreBackend) -> StoreBackend:
 def protocols(clock: Clock) -> None:
     # the shipped backends satisfy the public protocol statically, not only at run time
     assert_type(takes_backend(InMemoryStoreBackend()), StoreBackend)
+    assert_type(takes_backend(JsonFileStoreBackend("sessions.json")), StoreBackend)
+    assert_type(takes_backend(SqliteStoreBackend("sessions.sqlite")), StoreBackend)
     assert_type(clock.now_ms(), int)
     assert_type(clock.monotonic(), float)
+
+
+async def maintenance_members(backend: StoreBackend) -> None:
+    # what run_maintenance reads through the protocol (issue 12: no isinstance of a backend class)
+    assert_type(backend.store_file, Path | None)
+    assert_type(backend.dropped_keys, tuple[str, ...])
+    assert_type(await backend.transaction(len, purge_dropped=True), int)

@@ -17,6 +17,7 @@ All methods are async (anyio: asyncio and trio); blocking I/O runs in worker thr
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Protocol, TypeVar, runtime_checkable
 
 import attrs
@@ -73,7 +74,7 @@ class StoreBackend(Protocol):
     Implementations: :class:`~sessionkeeper.store.InMemoryStoreBackend`,
     :class:`~sessionkeeper.store.JsonFileStoreBackend` (OpenClaw's ``sessions.json``),
     :class:`~sessionkeeper.store.SqliteStoreBackend`, and the PostgreSQL and Redis backends. To write
-    one, implement the eight async methods below, validate written entries with
+    one, implement the eight async methods and two properties below, validate written entries with
     :func:`~sessionkeeper.store.check_entry`, compute a transaction's edits with
     :func:`~sessionkeeper.store.diff_entries`, and run
     :func:`sessionkeeper.testing.conformance.run_backend_conformance` against it (``docs/testing.md``
@@ -154,7 +155,30 @@ class StoreBackend(Protocol):
         """Remove ``session_key``; return ``True`` if it existed, ``False`` if not [``empty``, ``order``]."""
         ...
 
-    async def transaction(self, fn: StoreTransaction[T]) -> T:
+    @property
+    def store_file(self) -> Path | None:
+        """
+        The one file holding the whole store as OpenClaw's ``sessions.json`` object, or ``None`` when
+        the store is not such a file (memory, SQLite, PostgreSQL, Redis) [``maintenance``].
+
+        Maintenance (:func:`~sessionkeeper.store.run_maintenance`) reads it: its directory holds the
+        transcripts when a bare backend is given, the disk budget counts it at the size the remaining
+        entries serialise to, an empty one is refused (B21), and it is backed up before a repair.
+        After a committed write it holds exactly the stored keys [``maintenance``].
+        """
+        ...
+
+    @property
+    def dropped_keys(self) -> tuple[str, ...]:
+        """
+        Keys of the rows the last load found but did not return, because they failed OpenClaw's
+        load-time shape check (spec §1.4: a non-object row, an unsafe ``sessionId``); ``()`` for a
+        storage that cannot hold such rows. A fresh, empty store has none [``maintenance``].
+        Maintenance reports them as ``drop-unsafe`` and purges them (``transaction(purge_dropped=True)``).
+        """
+        ...
+
+    async def transaction(self, fn: StoreTransaction[T], *, purge_dropped: bool = False) -> T:
         """
         Run ``fn`` on a mutable copy of the whole store and commit its edits atomically (maintenance)
         [``transaction``].
@@ -163,6 +187,11 @@ class StoreBackend(Protocol):
         replacements (kept in place) and new keys (last, in the dict's order) are committed together
         when it returns, and its return value is returned. If it raises, nothing is committed and the
         exception propagates unchanged.
+
+        With ``purge_dropped=True`` the commit also removes the rows of :attr:`dropped_keys`, even
+        when ``fn`` changed nothing (maintenance's repair, as OpenClaw's applied cleanup rewrites the
+        loaded store); otherwise it behaves exactly as without it [``maintenance``]. Default ``False``:
+        a transaction that changes nothing writes nothing.
         """
         ...
 

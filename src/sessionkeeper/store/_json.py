@@ -166,6 +166,16 @@ class JsonFileStoreBackend:
         """Remove ``session_key``; return whether it existed."""
         return await self._turns.run(self._delete_sync, session_key)
 
+    @property
+    def store_file(self) -> Path:
+        """The ``sessions.json`` file (:attr:`path`): the whole store as one JSON object."""
+        return self.path
+
+    @property
+    def dropped_keys(self) -> tuple[str, ...]:
+        """Keys of the rows the last load dropped (:attr:`last_load` ``.dropped_keys``)."""
+        return self.last_load.dropped_keys
+
     async def transaction(self, fn: StoreTransaction[T], *, purge_dropped: bool = False) -> T:
         """
         Run ``fn`` on a copy of the whole store and write its edits in one atomic file replace.

@@ -74,8 +74,22 @@ class InMemoryStoreBackend:
         with self._lock:
             return self._entries.pop(session_key, None) is not None
 
-    async def transaction(self, fn: StoreTransaction[T]) -> T:
-        """Run ``fn`` on a copy of the store; commit its edits atomically unless it raises."""
+    @property
+    def store_file(self) -> None:
+        """``None``: the store is not one JSON file (:attr:`StoreBackend.store_file`)."""
+        return None
+
+    @property
+    def dropped_keys(self) -> tuple[str, ...]:
+        """``()``: every stored row loads (a row that does not decode raises ``StoreCorruptError``)."""
+        return ()
+
+    async def transaction(self, fn: StoreTransaction[T], *, purge_dropped: bool = False) -> T:
+        """
+        Run ``fn`` on a copy of the store; commit its edits atomically unless it raises.
+
+        ``purge_dropped`` is accepted and ignored: this backend never drops a row on load.
+        """
         with self._lock:
             working = dict(self._entries)
             result = fn(working)

@@ -786,12 +786,24 @@ class PostgresStoreBackend:
 
         return await self._run(body, write=True, turn=session_key)
 
-    async def transaction(self, fn: StoreTransaction[T]) -> T:
+    @property
+    def store_file(self) -> None:
+        """``None``: the store is not one JSON file (:attr:`StoreBackend.store_file`)."""
+        return None
+
+    @property
+    def dropped_keys(self) -> tuple[str, ...]:
+        """``()``: every stored row loads (a row that does not decode raises ``StoreCorruptError``)."""
+        return ()
+
+    async def transaction(self, fn: StoreTransaction[T], *, purge_dropped: bool = False) -> T:
         """
         Run ``fn`` on a copy of the whole store and write its edits in one PostgreSQL transaction.
 
         Every row of the store is locked (``FOR UPDATE``) while ``fn`` runs; if another writer created a
         key that ``fn`` also creates, everything is rolled back and ``fn`` runs again on a fresh snapshot.
+
+        ``purge_dropped`` is accepted and ignored: this backend never drops a row on load.
         """
 
         async def body(conn: AsyncConnection[TupleRow]) -> T:

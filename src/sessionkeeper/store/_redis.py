@@ -449,11 +449,23 @@ class RedisStoreBackend:
 
         return await self._run(body, write=True, turn=session_key)
 
-    async def transaction(self, fn: StoreTransaction[T]) -> T:
+    @property
+    def store_file(self) -> None:
+        """``None``: the store is not one JSON file (:attr:`StoreBackend.store_file`)."""
+        return None
+
+    @property
+    def dropped_keys(self) -> tuple[str, ...]:
+        """``()``: every stored row loads (a row that does not decode raises ``StoreCorruptError``)."""
+        return ()
+
+    async def transaction(self, fn: StoreTransaction[T], *, purge_dropped: bool = False) -> T:
         """
         Run ``fn`` on a copy of the whole store and write its edits in one script, only if no other write
         happened since the copy was read (the store's version); else ``fn`` runs again on a fresh copy
         (deviation ``DB-RETRY``).
+
+        ``purge_dropped`` is accepted and ignored: this backend never drops a row on load.
         """
 
         async def body(_client: Redis) -> T:

@@ -395,8 +395,22 @@ class SqliteStoreBackend:
         result: bool = await self._turns.run(self._write, self._delete, session_key)
         return result
 
-    async def transaction(self, fn: StoreTransaction[T]) -> T:
-        """Run ``fn`` on a copy of the whole store and apply its edits in one SQLite transaction."""
+    @property
+    def store_file(self) -> None:
+        """``None``: the store is not one JSON file (:attr:`StoreBackend.store_file`)."""
+        return None
+
+    @property
+    def dropped_keys(self) -> tuple[str, ...]:
+        """``()``: every stored row loads (a row that does not decode raises ``StoreCorruptError``)."""
+        return ()
+
+    async def transaction(self, fn: StoreTransaction[T], *, purge_dropped: bool = False) -> T:
+        """
+        Run ``fn`` on a copy of the whole store and apply its edits in one SQLite transaction.
+
+        ``purge_dropped`` is accepted and ignored: this backend never drops a row on load.
+        """
         result: T = await self._turns.run(self._write, self._transaction, fn)
         return result
 

@@ -22,7 +22,8 @@ The rules checked are stated on :class:`~sessionkeeper.store.StoreBackend` and i
 tagged with the check's name (``empty``, ``round_trip``, ``order``, ``update``, ``update_raises``:
 ``put`` of a non-:class:`~sessionkeeper.store.SessionEntry` raises ``TypeError``, ``unset_fields``,
 ``raw_values`` (:class:`~sessionkeeper.store.RawJsonValue` values and lone surrogates round-trip exactly),
-``transaction``, ``concurrent_tasks``, ``persistence``), and tabled in ``docs/testing.md`` with a
+``transaction``, ``maintenance``: what :func:`~sessionkeeper.store.run_maintenance` reads,
+``concurrent_tasks``, ``persistence``), and tabled in ``docs/testing.md`` with a
 20-line backend that passes. A backend author needs :func:`sessionkeeper.store.check_entry` and
 :func:`sessionkeeper.store.diff_entries`.
 """
@@ -31,10 +32,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, Final
 
 import anyio
 import attrs
+import msgspec
 from msgspec import UNSET
 
 from sessionkeeper.exceptions import SessionKeeperError
@@ -302,6 +305,57 @@ async def _transaction(factory: BackendFactory, _reopen: BackendFactory | None) 
         await b.aclose()
 
 
+async def _maintenance(factory: BackendFactory, _reopen: BackendFactory | None) -> None:
+    b = await _make(factory)
+    try:
+        dropped: object = b.dropped_keys  # checked at run time: a user backend may return anything
+        _expect(dropped == (), f"a new store has no dropped rows (an empty tuple), got {dropped!r}")
+        store_file = b.store_file
+        _expect(
+            store_file is None or isinstance(store_file, Path),
+            f"store_file is a Path or None: {store_file!r}",
+        )
+        for i in range(3):
+            await b.put(f"k{i}", _entry(f"s{i}", i))
+
+        def edit(entries: dict[str, SessionEntry]) -> str:
+            del entries["k1"]
+            entries["k5"] = _entry("s5", 5)
+            return "done"
+
+        result = await b.transaction(edit, purge_dropped=True)
+        _expect(result == "done", "transaction(purge_dropped=True) must return the function's result")
+        _expect(await b.keys() == ["k0", "k2", "k5"], "transaction(purge_dropped=True) must commit the edits")
+        unchanged = await b.transaction(len, purge_dropped=True)
+        _expect(unchanged == 3 and await b.keys() == ["k0", "k2", "k5"], "an empty edit must change nothing")
+
+        def failing(entries: dict[str, SessionEntry]) -> None:
+            entries.clear()
+            raise LookupError("abort")
+
+        try:
+            await b.transaction(failing, purge_dropped=True)
+        except LookupError:
+            pass
+        else:
+            raise ConformanceError("an exception in a transaction(purge_dropped=True) must propagate")
+        _expect(
+            await b.keys() == ["k0", "k2", "k5"], "a failed transaction(purge_dropped=True) commits nothing"
+        )
+        _expect(b.dropped_keys == (), "rows the backend stored itself are never dropped")
+        if store_file is not None:
+            try:
+                data = msgspec.json.decode(await anyio.Path(store_file).read_bytes())
+            except (OSError, msgspec.DecodeError) as err:
+                raise ConformanceError(f"store_file {store_file} must hold the store as JSON: {err}") from err
+            _expect(
+                isinstance(data, dict) and list(data) == ["k0", "k2", "k5"],
+                f"store_file {store_file} must hold exactly the stored keys as one JSON object",
+            )
+    finally:
+        await b.aclose()
+
+
 async def _concurrent_tasks(factory: BackendFactory, _reopen: BackendFactory | None) -> None:
     b = await _make(factory)
     tasks = 40
@@ -360,6 +414,11 @@ CONFORMANCE_CHECKS: tuple[ConformanceCheck, ...] = (
         body=_raw_values,
     ),
     ConformanceCheck(name="transaction", doc="transactions are atomic", body=_transaction),
+    ConformanceCheck(
+        name="maintenance",
+        doc="store_file, dropped_keys and transaction(purge_dropped=True), as maintenance uses them",
+        body=_maintenance,
+    ),
     ConformanceCheck(name="concurrent_tasks", doc="no lost update across tasks", body=_concurrent_tasks),
     ConformanceCheck(
         name="persistence",

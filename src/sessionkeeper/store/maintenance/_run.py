@@ -24,7 +24,7 @@ import attrs
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
 from sessionkeeper._fs import backup_file
 from sessionkeeper.exceptions import ConfigError, StoreCorruptError
-from sessionkeeper.store._backend import LoadReport, StoreBackend
+from sessionkeeper.store._backend import StoreBackend
 from sessionkeeper.store._entry import SessionEntry, session_entry_to_dict
 from sessionkeeper.store._json import JsonFileStoreBackend
 from sessionkeeper.store._postgres import PostgresStoreBackend
@@ -131,8 +131,7 @@ class _Target:
 
     @property
     def dropped_keys(self) -> tuple[str, ...]:
-        report = getattr(self.backend, "last_load", None)
-        return tuple(report.dropped_keys) if isinstance(report, LoadReport) else ()
+        return tuple(self.backend.dropped_keys)
 
 
 _EMPTY_TRANSCRIPT_MAX_BYTES = 4096
@@ -188,17 +187,18 @@ def _resolve_target(store: Any, *, read_only: bool = False) -> _Target:
         json_backend = JsonFileStoreBackend(Path(store), durable=True, read_only=read_only)
         path = json_backend.path
         return _Target(backend=json_backend, sessions_dir=path.parent, store_file=path, owned=True)
-    if isinstance(store, JsonFileStoreBackend):
-        return _Target(backend=store, sessions_dir=store.path.parent, store_file=store.path, owned=False)
-    if isinstance(store, StoreBackend):  # any backend through the protocol: entries only, no files
-        return _Target(backend=store, sessions_dir=None, store_file=None, owned=False)
+    if isinstance(store, StoreBackend):
+        # any backend through the protocol: a JSON store file brings its directory; else entries only
+        store_file = store.store_file
+        sessions_dir = store_file.parent if store_file is not None else None
+        return _Target(backend=store, sessions_dir=sessions_dir, store_file=store_file, owned=False)
     backend: object = getattr(store, "backend", None)
-    sessions_dir: object = getattr(store, "sessions_dir", None)
-    if (sessions_dir is None or isinstance(sessions_dir, Path)) and isinstance(backend, StoreBackend):
-        if sessions_dir is None and isinstance(backend, JsonFileStoreBackend):
-            sessions_dir = backend.path.parent
-        store_file = backend.path if isinstance(backend, JsonFileStoreBackend) else None
-        return _Target(backend=backend, sessions_dir=sessions_dir, store_file=store_file, owned=False)
+    sessions_dir_of: object = getattr(store, "sessions_dir", None)
+    if (sessions_dir_of is None or isinstance(sessions_dir_of, Path)) and isinstance(backend, StoreBackend):
+        store_file = backend.store_file
+        if sessions_dir_of is None and store_file is not None:
+            sessions_dir_of = store_file.parent
+        return _Target(backend=backend, sessions_dir=sessions_dir_of, store_file=store_file, owned=False)
     raise TypeError(
         "run_maintenance needs a sessions directory, a sessions.json path, a store backend or a "
         f"SessionStore (got {type(store).__name__})"
@@ -427,11 +427,8 @@ async def run_maintenance(
                 working.pop(removal.key, None)
             return plan
 
-        if isinstance(backend, JsonFileStoreBackend):
-            # rows the loader dropped are in the report: the file must not keep them (D6, OpenClaw)
-            plan = await backend.transaction(transact, purge_dropped=True)
-        else:
-            plan = await backend.transaction(transact)
+        # rows the loader dropped are in the report: the store must not keep them (D6, OpenClaw)
+        plan = await backend.transaction(transact, purge_dropped=True)
         done: list[FileAction] = []
         warnings: list[str] = []
         if target.sessions_dir is not None:  # no directory: no files were listed, so none are planned
