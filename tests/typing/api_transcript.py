@@ -8,12 +8,13 @@ from typing import assert_type
 import msgspec
 
 from sessionkeeper import SessionContext, TranscriptEntry, TranscriptManager, UserMessage
-from sessionkeeper.transcript import AgentMessage, MessageEntry
+from sessionkeeper.transcript import AgentMessage, MessageEntry, create_transcript_lines
 
 
 async def transcript_calls(message: AgentMessage) -> None:
     assert_type(await TranscriptManager.open("s.jsonl"), TranscriptManager)
     assert_type(await TranscriptManager.create(Path("s.jsonl"), cwd="/work"), TranscriptManager)
+    assert_type(create_transcript_lines("s", now_ms=0, cwd="/work"), list[bytes])
     transcript = TranscriptManager.in_memory(cwd="/work")
     assert_type(transcript, TranscriptManager)
     assert_type(await transcript.append_message(message), MessageEntry)

@@ -9,7 +9,6 @@ The size decision lives in :mod:`._fork_size`; :func:`fork_transcript_lines` bui
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 import uuid
 from pathlib import Path
@@ -37,9 +36,10 @@ from sessionkeeper.store._fork_size import (
 )
 from sessionkeeper.store._store import SessionStore
 from sessionkeeper.transcript import (
-    CURRENT_SESSION_VERSION,
+    LabelEntry,
     TranscriptManager,
     copy_path,
+    create_transcript_lines,
     is_locked,
     read_lock_owner,
 )
@@ -96,11 +96,6 @@ def _is_reply(line: bytes) -> bool:
     return record.message is not None and record.message.role == "assistant"
 
 
-def _iso(now_ms: int) -> str:
-    when = _dt.datetime.fromtimestamp(now_ms / 1000, tz=_dt.UTC)
-    return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now_ms % 1000:03d}Z"
-
-
 def fork_transcript_lines(
     transcript: TranscriptManager, *, session_id: str, now_ms: int, parent_session: str
 ) -> list[bytes]:
@@ -126,23 +121,15 @@ def fork_transcript_lines(
     """
     index = transcript.index
     cwd = transcript.header.cwd if isinstance(transcript.header.cwd, str) else str(Path.cwd())
-    header = {
-        "type": "session",
-        "version": CURRENT_SESSION_VERSION,
-        "id": session_id,
-        "timestamp": _iso(now_ms),
-        "cwd": cwd,
-        "parentSession": parent_session,
-    }
-    lines = [msgspec.json.encode(header)]
     positions = index.path_positions(transcript.leaf_id)
     if not any(_is_reply(index.line_bytes(pos)) for pos in positions if index.kinds[pos] == "message"):
-        return lines
-    lines.extend(copy_path(index, positions)[1])  # the one copy rule; labels stay, so nothing is re-linked
+        return create_transcript_lines(session_id, now_ms=now_ms, cwd=cwd, parent_session=parent_session)
+    branch = copy_path(index, positions)[1]  # the one copy rule; labels stay, so nothing is re-linked
     path_ids = {entry_id for entry_id in (index.ids[pos] for pos in positions) if entry_id is not None}
     taken = set(path_ids)
     parent = index.ids[positions[-1]]
     on_path = set(positions)
+    labels: list[LabelEntry] = []
     for pos in range(len(index)):
         if index.kinds[pos] != "label" or pos in on_path:
             continue
@@ -161,11 +148,13 @@ def fork_transcript_lines(
         while label_id in taken:
             label_id = uuid.uuid4().hex[:8]
         taken.add(label_id)
-        entry = {"type": "label", "id": label_id, "parentId": parent, "timestamp": stamp}
-        entry.update(targetId=target, label=label)
-        lines.append(msgspec.json.encode(entry))
+        labels.append(
+            LabelEntry(id=label_id, parent_id=parent, timestamp=stamp, target_id=target, label=label)
+        )
         parent = label_id
-    return lines
+    return create_transcript_lines(
+        session_id, now_ms=now_ms, cwd=cwd, parent_session=parent_session, entries=[*branch, *labels]
+    )
 
 
 def _write_new(path: Path, lines: list[bytes]) -> None:

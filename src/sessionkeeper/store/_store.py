@@ -9,7 +9,6 @@ injected :class:`~sessionkeeper.Clock`.
 from __future__ import annotations
 
 import builtins
-import datetime as _dt
 import logging
 import os
 import uuid
@@ -19,7 +18,6 @@ from types import TracebackType
 from typing import Any, Literal, Self
 
 import anyio.to_thread
-import msgspec
 from msgspec import UNSET
 
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
@@ -40,6 +38,7 @@ from sessionkeeper.store._paths import (
 from sessionkeeper.store._reset import SessionResolution
 from sessionkeeper.store._sqlite import SQLITE_FILE_NAME, SqliteStoreBackend
 from sessionkeeper.store._urls import is_store_url, open_store_url
+from sessionkeeper.transcript import create_transcript_lines
 
 
 __all__ = ("RESET_CLEARED_FIELDS", "BackendName", "SessionStore", "resolve_store_location")
@@ -695,18 +694,14 @@ class SessionStore:
         refuse_symlink(path, what="transcript")  # a link, dangling or not: never write through it (issue 15)
         if path.exists():
             return None
-        stamp = _dt.datetime.fromtimestamp(now_ms / 1000, tz=_dt.UTC)
-        header = {
-            "type": "session",
-            "version": 3,
-            "id": entry.session_id,
-            "timestamp": stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now_ms % 1000:03d}Z",
-            "cwd": cwd if cwd is not None else str(Path.cwd()),
-        }
+        assert isinstance(entry.session_id, str)  # transcript_file() found a file: the entry has an id
+        header = create_transcript_lines(
+            entry.session_id, now_ms=now_ms, cwd=cwd if cwd is not None else str(Path.cwd())
+        )[0]
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), FILE_MODE)
         try:
-            os.write(fd, msgspec.json.encode(header) + b"\n")
+            os.write(fd, header + b"\n")
             os.fsync(fd)
         finally:
             os.close(fd)

@@ -71,6 +71,7 @@ from sessionkeeper.transcript._convert import (
     convert_to_llm,
 )
 from sessionkeeper.transcript._copy import copy_path, relink_kept_entries
+from sessionkeeper.transcript._create import create_transcript_lines
 from sessionkeeper.transcript._diagnostics import TornTail, TranscriptDiagnostics
 from sessionkeeper.transcript._index_cache import (
     IndexCacheStats,
@@ -183,6 +184,7 @@ __all__ = (
     "clean_stale_lock_files",
     "convert_to_llm",
     "copy_path",
+    "create_transcript_lines",
     "encode_entry",
     "encode_message",
     "entry_from_json",
