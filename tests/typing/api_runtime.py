@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal, assert_type
 
-from sessionkeeper import ModelInfo, SessionEntry, SessionRuntime, SessionStore, TranscriptEntry
+from sessionkeeper import ModelInfo, SessionEntry, SessionRuntime, SessionStore, TokenCounter, TranscriptEntry
 from sessionkeeper.runtime import ModelCallPlan, RecoveryOutcome, RuntimeSession, TurnOutcome
-from sessionkeeper.testing import FakeClock, ScriptedModelClient
+from sessionkeeper.testing import FakeClock, FakeTokenCounter, ScriptedModelClient
 from sessionkeeper.transcript import AgentMessage, AssistantMessage
 
 
@@ -17,6 +17,7 @@ async def runtime_calls(store: SessionStore, reply: AssistantMessage) -> None:
         model_client=ScriptedModelClient(["summary"]),
         clock=FakeClock(),
     )
+    assert_type(SessionRuntime(store, token_counter=FakeTokenCounter()).token_counter, TokenCounter)
     session = await runtime.open("agent:main:main")
     assert_type(session, RuntimeSession)
     assert_type(session.entry, SessionEntry)

@@ -1,0 +1,124 @@
+"""
+Where the runtime's sessions' transcripts come from: opening the one a store entry names, and following
+the successor another writer's rotation gave the entry (OpenClaw §5.8).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import anyio
+
+from sessionkeeper.exceptions import UnsafePathError
+from sessionkeeper.runtime._parts import RuntimeParts
+from sessionkeeper.runtime._runtime_session import RuntimeSession
+from sessionkeeper.store import SessionEntry
+from sessionkeeper.transcript import TranscriptManager, read_header
+
+
+__all__ = ("TranscriptSource", "same_lineage")
+
+_MAX_SUCCESSOR_HOPS = 64
+
+
+def _lineage(path: Path) -> list[str]:
+    """``path`` and its ancestors through the headers' ``parentSession`` links (real paths, newest first)."""
+    chain: list[str] = []
+    try:
+        for _ in range(_MAX_SUCCESSOR_HOPS):
+            chain.append(os.path.realpath(path))
+            with path.open("rb") as handle:
+                found = read_header(handle, os.fstat(handle.fileno()).st_size)  # the loader's header rule
+            parent = found.raw.get("parentSession") if found is not None else None
+            if not isinstance(parent, str) or not parent:
+                break
+            path = path.parent / parent  # an absolute parentSession replaces the directory
+    except OSError:
+        pass
+    return chain
+
+
+def same_lineage(candidate: Path, current: Path) -> bool:
+    """
+    Whether ``candidate`` continues the session of ``current``: a successor of it, or of one of its
+    ancestors (another writer rotated the file this one had rotated too, or had not followed yet).
+    """
+    if os.path.realpath(candidate) == os.path.realpath(current):
+        return False  # the same file (a symlinked sessions dir): nothing to follow
+    return not set(_lineage(candidate)).isdisjoint(_lineage(current))
+
+
+class TranscriptSource:
+    """
+    Opens the transcripts of one runtime's sessions: the file the store names for an entry
+    (:meth:`SessionStore.transcript_file`), or, for a store without a sessions directory, one in-memory
+    transcript per session id, kept for the runtime's lifetime.
+    """
+
+    def __init__(self, parts: RuntimeParts) -> None:
+        self._parts = parts
+        self.memory_transcripts: dict[str, TranscriptManager] = {}
+        """The in-memory transcripts by session id."""
+
+    async def open(self, entry: SessionEntry) -> TranscriptManager:
+        """
+        The transcript of ``entry``: opened, or created with a header when absent.
+
+        Raises:
+            UnsafePathError: The entry has no usable session id, or its file would leave the sessions
+                directory.
+            TranscriptFormatError: The file exists but is not a transcript.
+        """
+        parts = self._parts
+        session_id = entry.session_id
+        if not isinstance(session_id, str):
+            raise UnsafePathError("the session entry has no usable sessionId", value=repr(session_id))
+        path = parts.store.transcript_file(entry)
+        if path is None:
+            manager = self.memory_transcripts.get(session_id)
+            if manager is None:
+                manager = TranscriptManager.in_memory(cwd=parts.cwd, session_id=session_id, clock=parts.clock)
+                self.memory_transcripts[session_id] = manager
+            return manager
+        if await anyio.Path(path).exists():
+            return await TranscriptManager.open(path, clock=parts.clock)
+        try:
+            return await TranscriptManager.create(
+                path, cwd=parts.cwd, session_id=session_id, clock=parts.clock
+            )
+        except FileExistsError:  # another runtime on the same key created it meanwhile
+            return await TranscriptManager.open(path, clock=parts.clock)
+
+    async def open_successor(self, path: Path) -> TranscriptManager:
+        """The successor transcript a compaction of this runtime rotated to (``truncateAfterCompaction``)."""
+        return await TranscriptManager.open(path, clock=self._parts.clock)
+
+    async def follow_successor(self, session: RuntimeSession) -> None:
+        """
+        Move ``session`` to the successor transcript another writer's rotation gave the store entry
+        (OpenClaw §5.8).
+
+        Another runtime on the same key (another process) that compacted with ``truncateAfterCompaction``
+        points the entry at a successor of this session's file; the writes of this one would otherwise go
+        on in the old file, which the store no longer names. Only a file of the same lineage is followed
+        (a successor of the current file or of one of its ``parentSession`` ancestors: two writers that
+        rotated the same file join the one the store adopted); a reset or another session id is left to
+        :meth:`SessionRuntime.open`.
+        """
+        current = session.transcript.path
+        if current is None:
+            return
+        store = self._parts.store
+        entry = await store.get(session.session_key)
+        if entry is None:
+            return
+        try:
+            target = store.transcript_file(entry)
+        except UnsafePathError:
+            return
+        if target is None or target == current:
+            return
+        if not await anyio.to_thread.run_sync(same_lineage, target, current):
+            return
+        session.switch_transcript(await TranscriptManager.open(target, clock=self._parts.clock), entry=entry)
