@@ -13,10 +13,8 @@ Pure: the runtime passes counters and sizes in, and writes the returned store pa
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import math
-import os
 import zoneinfo
 from typing import Any, Final, Literal, Self
 
@@ -27,6 +25,12 @@ from sessionkeeper._user_zone import user_timezone_name
 from sessionkeeper.compaction import CompactionSettings, compaction_threshold, effective_reserve_tokens
 from sessionkeeper.exceptions import ConfigError
 from sessionkeeper.runtime._budget import DEFAULT_CONTEXT_WINDOW_TOKENS
+from sessionkeeper.runtime._flush_prompts import (
+    DEFAULT_MEMORY_FLUSH_PROMPT,
+    DEFAULT_MEMORY_FLUSH_SYSTEM_PROMPT,
+    ensure_hints,
+    time_line,
+)
 
 
 __all__ = (
@@ -43,49 +47,10 @@ __all__ = (
 
 _log = logging.getLogger("sessionkeeper.runtime")
 
-SILENT_REPLY_TOKEN: Final = "NO_REPLY"
 MEMORY_FLUSH_MAX_FAILURES: Final = 3
 """Consecutive failed flushes after which the cycle is given up ("exhausted", OpenClaw §6)."""
 _MAX_ERROR_CHARS: Final = 200
 _DEFAULT_FORCE_FLUSH_BYTES: Final = 2 * 1024 * 1024
-
-_TARGET_HINT: Final = (
-    "Write durable memories only to memory/YYYY-MM-DD.md (create the memory/ directory if it is missing)."
-)
-_APPEND_ONLY_HINT: Final = (
-    "If memory/YYYY-MM-DD.md already exists, only append to it: never overwrite or rewrite existing entries."
-)
-_READ_ONLY_HINT: Final = (
-    "During this flush, treat the workspace reference files MEMORY.md, DREAMS.md, SOUL.md, TOOLS.md and "
-    "AGENTS.md as read-only: do not edit, replace or overwrite them."
-)
-_REQUIRED_HINTS: Final = (_TARGET_HINT, _APPEND_ONLY_HINT, _READ_ONLY_HINT)
-_NO_REPLY_HINT: Final = f"If no reply for the user is needed, start your reply with {SILENT_REPLY_TOKEN}."
-
-DEFAULT_MEMORY_FLUSH_PROMPT: Final = " ".join(
-    (
-        "Pre-compaction memory flush.",
-        _TARGET_HINT,
-        _READ_ONLY_HINT,
-        _APPEND_ONLY_HINT,
-        "Do not create timestamped variants such as YYYY-MM-DD-HHMM.md; always use the canonical "
-        "YYYY-MM-DD.md file name.",
-        f"If there is nothing worth storing, reply with {SILENT_REPLY_TOKEN}.",
-    )
-)
-"""The flush turn's user prompt before date substitution (OpenClaw §6 "default prompt")."""
-
-DEFAULT_MEMORY_FLUSH_SYSTEM_PROMPT: Final = " ".join(
-    (
-        "Pre-compaction memory flush turn.",
-        "This session is close to automatic compaction: save durable memories to disk now.",
-        _TARGET_HINT,
-        _READ_ONLY_HINT,
-        _APPEND_ONLY_HINT,
-        f"You may reply, but {SILENT_REPLY_TOKEN} is usually the right answer.",
-    )
-)
-"""The extra system prompt of the flush turn before date substitution (OpenClaw §6)."""
 
 
 def _bool(raw: object, key: str) -> bool:
@@ -316,39 +281,6 @@ class MemoryFlushRecord:
         return patch
 
 
-def _ensure_hints(text: str) -> str:
-    result = text.strip()
-    for hint in _REQUIRED_HINTS:
-        if hint not in result:
-            result = f"{result}\n\n{hint}" if result else hint
-    if SILENT_REPLY_TOKEN not in result:
-        result = f"{result}\n\n{_NO_REPLY_HINT}"
-    return result
-
-
-def _ordinal(day: int) -> str:
-    if 11 <= day % 100 <= 13:
-        return "th"
-    return {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
-
-
-def _local_time(now_ms: int, zone: str | None) -> tuple[dt.datetime, str]:
-    utc = dt.datetime.fromtimestamp(now_ms / 1000, tz=dt.UTC)
-    if zone:
-        return utc.astimezone(zoneinfo.ZoneInfo(zone)), zone
-    local = utc.astimezone()
-    label = os.environ.get("TZ") or local.tzname() or "local"
-    return local, label
-
-
-def _time_line(now_ms: int, zone: str | None) -> tuple[str, str]:
-    local, label = _local_time(now_ms, zone)
-    utc = dt.datetime.fromtimestamp(now_ms / 1000, tz=dt.UTC)
-    when = f"{local:%A}, {local:%B} {local.day}{_ordinal(local.day)}, {local.year} - {local:%H:%M}"
-    line = f"Current time: {when} ({label})\nReference UTC: {utc:%Y-%m-%d %H:%M} UTC"
-    return line, f"{local:%Y-%m-%d}"
-
-
 @attrs.frozen(kw_only=True)
 class MemoryFlushPolicy:
     """
@@ -512,12 +444,12 @@ class MemoryFlushPolicy:
             extra_system_prompt: The run's own extra system prompt, placed before the flush system prompt.
             current_provider: The session's provider, kept when the override is a bare model id.
         """
-        line, stamp = _time_line(now_ms, self.settings.user_timezone)
-        prompt = _ensure_hints(self.settings.prompt or DEFAULT_MEMORY_FLUSH_PROMPT).replace(
+        line, stamp = time_line(now_ms, self.settings.user_timezone)
+        prompt = ensure_hints(self.settings.prompt or DEFAULT_MEMORY_FLUSH_PROMPT).replace(
             "YYYY-MM-DD", stamp
         )
         prompt = prompt if "Current time:" in prompt else f"{prompt.rstrip()}\n{line}"
-        system = _ensure_hints(self.settings.system_prompt or DEFAULT_MEMORY_FLUSH_SYSTEM_PROMPT)
+        system = ensure_hints(self.settings.system_prompt or DEFAULT_MEMORY_FLUSH_SYSTEM_PROMPT)
         system = system.replace("YYYY-MM-DD", stamp)
         if extra_system_prompt and extra_system_prompt.strip():
             system = f"{extra_system_prompt.strip()}\n\n{system}"
