@@ -28,6 +28,15 @@ def adapters_oldest(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHONS)
+def pydantic_ai_oldest(session: nox.Session) -> None:
+    """The pydantic-ai glue against the oldest pydantic-ai-slim the ``pydantic-ai`` extra allows."""
+    session.install("-e", ".[test]")
+    session.install("pydantic-ai-slim==2.0.0")
+    tests = ("test_adapters_pydantic_ai.py", "test_adapters_pydantic_ai_convert.py", "test_adapters_docs.py")
+    session.run("pytest", "-q", *(f"tests/adapters/{name}" for name in tests), *session.posargs)
+
+
+@nox.session(python=PYTHONS)
 def typecheck(session: nox.Session) -> None:
     """mypy --strict on the package and the typing tests (tests/typing), settings in pyproject.toml."""
     session.install("-e", ".[dev]")

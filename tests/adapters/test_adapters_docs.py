@@ -1,4 +1,4 @@
-"""``docs/adapters.md``: its runnable example runs, and the guide is linked from the index."""
+"""``docs/adapters.md`` and ``docs/pydantic_ai.md``: their runnable examples run; both are in the index."""
 
 from __future__ import annotations
 
@@ -19,3 +19,12 @@ def test_the_runnable_example_runs() -> None:
 
 def test_the_page_is_in_the_index() -> None:
     assert "\nadapters\n" in (DOCS / "index.md").read_text(encoding="utf-8")
+
+
+def test_the_pydantic_ai_example_runs() -> None:
+    page = (DOCS / "pydantic_ai.md").read_text(encoding="utf-8")
+    [example] = re.findall(r"```python\n(.*?)```", page, flags=re.DOTALL)
+    namespace: dict[str, object] = {}
+    exec(compile(example, "docs/pydantic_ai.md", "exec"), namespace)
+    assert namespace["outputs"] == ["It is noon.", "It is noon."]
+    assert "\npydantic_ai\n" in (DOCS / "index.md").read_text(encoding="utf-8")

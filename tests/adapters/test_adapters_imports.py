@@ -13,7 +13,8 @@ import sessionkeeper
 for name in sessionkeeper.__all__:
     getattr(sessionkeeper, name)  # resolve every lazy re-export
 import sessionkeeper.adapters
-print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("openai", "anthropic", "agents"))))
+vendors = ("openai", "anthropic", "agents", "pydantic_ai")
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in vendors)))
 """
 
 
@@ -30,6 +31,7 @@ def test_each_client_module_imports_only_its_own_sdk() -> None:
         ("sessionkeeper.adapters.openai", "openai", "anthropic"),
         ("sessionkeeper.adapters.anthropic", "anthropic", "openai"),
         ("sessionkeeper.adapters.openai_agents", "agents", "anthropic"),
+        ("sessionkeeper.adapters.pydantic_ai", "pydantic_ai", "anthropic"),
     ):
         probe = f"import importlib, json, sys; importlib.import_module({module!r}); " + (
             f"print(json.dumps([{sdk!r} in sys.modules, {other!r} in sys.modules]))"
