@@ -5,25 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests._helpers import assistant
 from tests.runtime._runtime_helpers import make_runtime
 
-from sessionkeeper import AssistantMessage, ModelInfo, SessionRuntime, SessionStore, TextContent
+from sessionkeeper import AssistantMessage, ModelInfo, SessionRuntime, SessionStore
 from sessionkeeper.testing import FakeClock
 from sessionkeeper.transcript import MessageEntry, TranscriptManager, Usage
 
 
 KEY = "agent:main:main"
-
-
-def _reply(text: str, *, usage: Usage | None = None) -> AssistantMessage:
-    # as in the README quickstart: no timestamp, so the record's default 0
-    return AssistantMessage(
-        content=[TextContent(text=text)],
-        api="anthropic-messages",
-        provider="anthropic",
-        model="claude-sonnet-4-5",
-        usage=usage if usage is not None else Usage(),
-    )
 
 
 @pytest.mark.anyio
@@ -46,7 +36,8 @@ async def test_a_reply_without_timestamp_is_dated_and_its_usage_counts_after_a_c
         session = await runtime.open("agent:main:main", body="hi")
         for n in range(4):
             await runtime.before_model_call(session, prompt=f"question {n} " + "words " * 200)
-            await runtime.after_turn(session, messages=[_reply(f"answer {n} " + "more " * 200)])
+            # a reply as in the README quickstart: no timestamp, so the record's default 0
+            await runtime.after_turn(session, messages=[assistant(f"answer {n} " + "more " * 200)])
             clock.advance(60)
         written = [e for e in session.transcript.entries() if isinstance(e, MessageEntry)]
         assert all(e.message.timestamp > 0 for e in written)  # was 0 for every reply
@@ -55,7 +46,7 @@ async def test_a_reply_without_timestamp_is_dated_and_its_usage_counts_after_a_c
         clock.advance(60)
         await runtime.before_model_call(session, prompt="next")
         outcome = await runtime.after_turn(
-            session, messages=[_reply("ok", usage=Usage(input=150_000, output=10))]
+            session, messages=[assistant("ok", usage=Usage(input=150_000, output=10))]
         )
         # The provider's usage is the context size; a reply dated 0 read as older than the compaction, so
         # its usage was skipped and the context estimated at a few tokens.

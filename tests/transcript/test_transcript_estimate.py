@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
+from tests._helpers import assistant
 
 from sessionkeeper.records import js_json_stringify
 from sessionkeeper.transcript import (
-    AssistantMessage,
     BashExecutionMessage,
     BranchSummaryMessage,
     CompactionSummaryMessage,
@@ -33,16 +34,7 @@ from sessionkeeper.transcript import (
 IMG = ImageContent(data="aGVsbG8=", mime_type="image/png")
 
 
-def _assistant(*blocks, usage=None, stop="stop"):
-    return AssistantMessage(
-        content=list(blocks),
-        api="a",
-        provider="p",
-        model="m",
-        usage=usage or Usage(),
-        stop_reason=stop,
-        timestamp=1,
-    )
+REPLY: dict[str, Any] = {"api": "a", "provider": "p", "model": "m", "ts": 1}
 
 
 def test_utf16_length_counts_astral_chars_twice():
@@ -66,7 +58,7 @@ def test_user_astral_text_counts_utf16_units():
 def test_assistant_counts_text_thinking_and_tool_calls():
     call = ToolCall(id="c", name="read", arguments={"path": "a.txt", "n": 1.0})
     # JSON.stringify -> {"path":"a.txt","n":1} = 22 chars, name 4
-    msg = _assistant(TextContent(text="abcd"), ThinkingContent(thinking="xy"), call)
+    msg = assistant(TextContent(text="abcd"), ThinkingContent(thinking="xy"), call, **REPLY)
     assert estimate_tokens(msg) == math.ceil((4 + 2 + 4 + 22) / 4)
 
 
@@ -121,8 +113,12 @@ def test_calculate_context_tokens_prefers_total_tokens():
 
 
 def test_context_estimate_uses_last_valid_usage_plus_trailing():
-    good = _assistant(TextContent(text="x"), usage=Usage(input=100, output=10, total_tokens=110, cost=Cost()))
-    errored = _assistant(TextContent(text="x" * 40), usage=Usage(input=999, total_tokens=999), stop="error")
+    good = assistant(
+        TextContent(text="x"), usage=Usage(input=100, output=10, total_tokens=110, cost=Cost()), **REPLY
+    )
+    errored = assistant(
+        TextContent(text="x" * 40), usage=Usage(input=999, total_tokens=999), stop="error", **REPLY
+    )
     trailing = UserMessage(content="x" * 8, timestamp=2)
     est = estimate_context_tokens([UserMessage(content="hi", timestamp=0), good, errored, trailing])
     assert est.last_usage_index == 1
@@ -133,7 +129,10 @@ def test_context_estimate_uses_last_valid_usage_plus_trailing():
 
 
 def test_context_estimate_without_usage_sums_estimates():
-    msgs = [UserMessage(content="x" * 8, timestamp=0), _assistant(TextContent(text="abcd"), stop="aborted")]
+    msgs = [
+        UserMessage(content="x" * 8, timestamp=0),
+        assistant(TextContent(text="abcd"), stop="aborted", **REPLY),
+    ]
     est = estimate_context_tokens(msgs)
     assert (est.tokens, est.usage_tokens, est.trailing_tokens, est.last_usage_index) == (3, 0, 3, None)
 
