@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -181,3 +182,17 @@ def test_read_only_commands_write_no_backup_of_a_corrupt_store(
     assert result.stderr.startswith("sessionkeeper: error: ") and result.stderr.count("\n") == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["sessions.json"]
     assert (tmp_path / "sessions.json").read_text() == content
+
+
+@pytest.mark.parametrize("content", [b"", b"   \n\t  \n", b"{not json", b"[]"])
+def test_cleanup_dry_run_on_an_empty_or_corrupt_store_writes_nothing(tmp_path: Path, content: bytes) -> None:
+    store = tmp_path / "sessions"
+    store.mkdir()
+    (store / "sessions.json").write_bytes(content)
+    (store / "s1.jsonl").write_text('{"type":"session","version":3,"id":"s1"}\n')
+    before = sorted(os.listdir(store))
+    for extra in (["--dry-run"], ["--dry-run", "--enforce"], ["--dry-run", "--json"]):
+        result = run_cli("sessions", "cleanup", "--store", str(store), *extra)
+        assert result.exit_code != 0
+        assert sorted(os.listdir(store)) == before, extra
+    assert (store / "sessions.json").read_bytes() == content

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import anyio
 import pytest
 
 from sessionkeeper.exceptions import StoreCorruptError
-from sessionkeeper.store import SessionStore
+from sessionkeeper.store import (
+    SessionStore,
+    run_maintenance,
+)
+
+
+NOW = 1_789_992_000_000
 
 
 @pytest.mark.anyio
@@ -47,3 +54,23 @@ def test_each_reader_of_an_unchanged_corrupt_store_does_not_add_a_backup(
     with pytest.raises(StoreCorruptError):
         anyio.run(read)
     assert len(sorted(tmp_path.glob(f"{name}.bak.*"))) == 2
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("content", [b"  \n", b"{not json"])
+async def test_run_maintenance_dry_run_and_warn_on_a_path_write_no_backup(
+    tmp_path: Path, content: bytes
+) -> None:
+    store = tmp_path / "sessions"
+    store.mkdir()
+    (store / "sessions.json").write_bytes(content)
+    for kwargs in ({"dry_run": True}, {"mode": "warn"}):
+        with pytest.raises(StoreCorruptError) as info:
+            await run_maintenance(store, now_ms=NOW, **kwargs)
+        assert info.value.backup_path is None
+        assert os.listdir(store) == ["sessions.json"]
+    # the enforce run still backs the file up (0600) before refusing
+    with pytest.raises(StoreCorruptError) as info:
+        await run_maintenance(store, now_ms=NOW)
+    assert info.value.backup_path is not None
+    assert info.value.backup_path.stat().st_mode & 0o777 == 0o600
