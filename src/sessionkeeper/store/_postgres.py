@@ -3,31 +3,8 @@
 reaches the database (DESIGN "Storage backends"; ``spec/distributed.md`` §2.4; optional extra
 ``sessionkeeper[postgres]``: psycopg 3 async and ``psycopg_pool``, imported only here).
 
-Schema (created and migrated by the library in ``schema``, default ``sessionkeeper``)::
-
-    CREATE TABLE sk_migrations (               -- one row per applied migration, forward-only
-        version    integer PRIMARY KEY,
-        name       text NOT NULL,
-        applied_at timestamptz NOT NULL DEFAULT now());
-    CREATE TABLE sk_sessions (                 -- the sessions.json equivalent
-        store_id    text   NOT NULL,           -- one store per agent / tenant; many share the table
-        session_key text   NOT NULL,
-        seq         bigint GENERATED ALWAYS AS IDENTITY,   -- insertion order
-        revision    bigint NOT NULL DEFAULT 1, -- compare-and-swap counter, never a timestamp
-        entry_text  text   NOT NULL,           -- the exact JSON object text (byte-exact round trip)
-        entry       jsonb,                     -- the same object for queries (NULL if jsonb cannot hold it)
-        session_id  text GENERATED ALWAYS AS (entry ->> 'sessionId') STORED,
-        created_at  timestamptz NOT NULL DEFAULT now(),
-        modified_at timestamptz NOT NULL DEFAULT now(),
-        key_folded   text,                     -- migration 2: the maintenance planner's verdicts,
-        updated_at   numeric,                  -- written with every row (_RowValues), backfilled once;
-        is_main      boolean,                  -- read by the set-based maintenance
-        is_protected boolean,                  -- (_postgres_maintenance)
-        is_model_run boolean,
-        PRIMARY KEY (store_id, session_key));
-    CREATE INDEX sk_sessions_order ON sk_sessions (store_id, seq);
-    CREATE INDEX sk_sessions_session_id ON sk_sessions (store_id, session_id);
-    CREATE INDEX sk_sessions_updated ON sk_sessions (store_id, updated_at);
+Schema: ``sk_migrations`` and ``sk_sessions`` in ``schema`` (default ``sessionkeeper``), drawn and
+migrated in ``_postgres_schema``.
 
 Concurrency (READ COMMITTED; every write is one transaction):
 
@@ -52,37 +29,33 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import random
-import re
 from collections.abc import Awaitable, Callable
-from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
-
-import attrs
 
 from sessionkeeper.exceptions import (
     ConfigError,
     SessionBusyError,
     StaleEntryError,
-    StoreCorruptError,
     StoreError,
     StoreUnavailableError,
 )
 from sessionkeeper.store._backend import EntryUpdater, StoreTransaction, check_entry, diff_entries
-from sessionkeeper.store._entry import SessionEntry, session_entry_to_dict
-from sessionkeeper.store._entry_shape import updated_at_of
-from sessionkeeper.store._keys import (
-    is_main_session_key,
-    is_model_run_session_key,
-    is_protected_session_entry,
+from sessionkeeper.store._entry import SessionEntry
+from sessionkeeper.store._postgres_schema import (
+    POSTGRES_SCHEMA_VERSION,
+    SCHEMA_NAME,
+    RowValues,
+    build_queries,
+    migrate,
+    probe,
+    schema_version,
 )
 from sessionkeeper.store._remote import (
     CallOrder,
     RevisionedEntry,
     check_key,
     decode_entry_text,
-    encode_entry_text,
     redact_url,
     require_asyncio,
     storable_key,
@@ -102,53 +75,6 @@ R = TypeVar("R")
 
 _log = logging.getLogger("sessionkeeper.store")
 
-_MIGRATIONS: Final[tuple[tuple[int, str, tuple[str, ...]], ...]] = (
-    (
-        1,
-        "session entries",
-        (
-            """
-            CREATE TABLE {schema}.sk_sessions (
-                store_id    text   NOT NULL,
-                session_key text   NOT NULL,
-                seq         bigint GENERATED ALWAYS AS IDENTITY,
-                revision    bigint NOT NULL DEFAULT 1 CHECK (revision >= 1),
-                entry_text  text   NOT NULL,
-                entry       jsonb,
-                session_id  text GENERATED ALWAYS AS (entry ->> 'sessionId') STORED,
-                created_at  timestamptz NOT NULL DEFAULT now(),
-                modified_at timestamptz NOT NULL DEFAULT now(),
-                PRIMARY KEY (store_id, session_key)
-            )
-            """,
-            "CREATE INDEX sk_sessions_order ON {schema}.sk_sessions (store_id, seq)",
-            "CREATE INDEX sk_sessions_session_id ON {schema}.sk_sessions (store_id, session_id)",
-        ),
-    ),
-    (
-        2,
-        "maintenance columns",
-        (
-            """
-            ALTER TABLE {schema}.sk_sessions
-                ADD COLUMN key_folded   text,
-                ADD COLUMN updated_at   numeric,
-                ADD COLUMN is_main      boolean,
-                ADD COLUMN is_protected boolean,
-                ADD COLUMN is_model_run boolean
-            """,
-            "CREATE INDEX sk_sessions_updated ON {schema}.sk_sessions (store_id, updated_at)",
-            # filled in by _backfill_maintenance_columns (Python: the planner's own rules)
-        ),
-    ),
-)
-
-_SCHEMA_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
-
-POSTGRES_SCHEMA_VERSION: Final = _MIGRATIONS[-1][0]
-"""The schema version this library writes (the highest ``sk_migrations.version``)."""
-
-
 CONFLICT_ATTEMPTS: Final = 8
 """
 How many times an operation runs when PostgreSQL rolls it back on a serialization failure (SQLSTATE
@@ -165,38 +91,6 @@ _CONFLICT_BACKOFF_S: Final = (0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.2)
 
 class _Retry(Exception):  # noqa: N818 - control flow: roll the transaction back and start again
     pass
-
-
-@attrs.frozen
-class _RowValues:
-    """What one row write stores: the text, its ``jsonb`` copy and the maintenance columns."""
-
-    text: str
-    jsonb: str | None
-    entry_columns: tuple[Decimal | int | None, bool]  # updated_at, is_protected (from the entry)
-    key_columns: tuple[str, bool, bool]  # key_folded, is_main, is_model_run (from the key)
-
-    @classmethod
-    def of(cls, session_key: str, entry: SessionEntry) -> _RowValues:
-        """
-        The row of ``entry``. The maintenance columns are the planner's own rules (``updated_at_of``,
-        ``is_protected_session_entry``, ``is_main_session_key``, ``is_model_run_session_key``, Python's
-        ``str.lower``), so the set-based maintenance selects exactly what the Python plan would.
-        """
-        text, jsonb_ok = encode_entry_text(entry)
-        raw = session_entry_to_dict(entry)
-        updated = updated_at_of(raw)
-        exact: Decimal | int | None = Decimal(updated) if isinstance(updated, float) else updated
-        return cls(
-            text=text,
-            jsonb=text if jsonb_ok else None,
-            entry_columns=(exact, is_protected_session_entry(session_key, raw)),
-            key_columns=(
-                session_key.lower(),
-                is_main_session_key(session_key),
-                is_model_run_session_key(session_key),
-            ),
-        )
 
 
 class PostgresStoreBackend:
@@ -253,7 +147,7 @@ class PostgresStoreBackend:
     ) -> None:
         if dsn is None and pool is None:
             raise ConfigError("PostgresStoreBackend needs dsn= or pool=")
-        if _SCHEMA_NAME.fullmatch(schema) is None:
+        if SCHEMA_NAME.fullmatch(schema) is None:
             raise ConfigError(
                 f"invalid schema name {schema!r} (1-63 characters: letters, digits, _)", key="schema"
             )
@@ -317,7 +211,9 @@ class PostgresStoreBackend:
         self._build_sql(sql)
         if self._pool is None:
             assert self.dsn is not None
-            await self._probe(self.dsn)
+            await probe(
+                self.dsn, application_name=self.application_name, connect_timeout_s=self.connect_timeout_s
+            )
             pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
                 self.dsn,
                 min_size=self._min_size,
@@ -349,164 +245,26 @@ class PostgresStoreBackend:
             raise
         self._ready = True
 
-    async def _probe(self, dsn: str) -> None:
-        """
-        One direct connection before the pool opens, so a bad URL or an unreachable server fails at once
-        with its real cause instead of the pool retrying (and logging each failure) for
-        ``connect_timeout_s`` and then saying only "cannot reach" (issue 15, CLI tester).
-
-        Raises:
-            ConfigError: libpq refuses the connection string (an unknown parameter such as ``bogus=1``).
-            StoreUnavailableError: The connection failed (refused, timed out, authentication, no such
-                database), with libpq's message; bounded by ``connect_timeout_s`` (libpq's
-                ``connect_timeout`` in the URL, when given, bounds each attempt too).
-        """
-        import psycopg  # noqa: PLC0415 - the optional extra, imported on first use
-        from psycopg.conninfo import conninfo_to_dict  # noqa: PLC0415 - the optional extra
-
-        where = redact_url(dsn)
-        try:
-            params = conninfo_to_dict(dsn)
-        except psycopg.ProgrammingError as err:
-            raise ConfigError(f"invalid PostgreSQL URL {where}: {err}") from None
-        options: dict[str, Any] = {"autocommit": True, "application_name": self.application_name}
-        if "connect_timeout" not in params:
-            options["connect_timeout"] = max(2, math.ceil(self.connect_timeout_s))
-        try:
-            async with asyncio.timeout(self.connect_timeout_s + 1):
-                conn = await psycopg.AsyncConnection.connect(dsn, **options)
-        except TimeoutError:
-            raise StoreUnavailableError(
-                f"cannot reach PostgreSQL at {where} within {self.connect_timeout_s} s"
-            ) from None
-        except psycopg.ProgrammingError as err:
-            raise ConfigError(f"invalid PostgreSQL URL {where}: {_one_line(err)}") from None
-        except psycopg.Error as err:
-            raise StoreUnavailableError(f"cannot reach PostgreSQL at {where}: {_one_line(err)}") from None
-        await conn.close()
-
     async def _configure(self, conn: AsyncConnection[Any]) -> None:
         """Per new pool connection: the row-lock wait limit (``SET lock_timeout``)."""
         # SET takes no bind parameters; the value is an int built here (pyright wants a LiteralString)
         await conn.execute(f"SET lock_timeout = {max(1, round(self.lock_timeout_s * 1000))}")  # pyright: ignore[reportCallIssue, reportArgumentType]
 
     def _build_sql(self, sql: Any) -> None:
-        table = sql.Identifier(self.schema, "sk_sessions")
-        fmt = {"t": table}
-        queries = {
-            "all": "SELECT session_key, entry_text FROM {t} WHERE store_id = %s ORDER BY seq",
-            "all_locked": (
-                "SELECT session_key, entry_text, revision FROM {t} WHERE store_id = %s "
-                "ORDER BY seq FOR UPDATE"
-            ),
-            "keys": "SELECT session_key FROM {t} WHERE store_id = %s ORDER BY seq",
-            "get": "SELECT entry_text, revision FROM {t} WHERE store_id = %s AND session_key = %s",
-            "get_locked": (
-                "SELECT entry_text, revision FROM {t} WHERE store_id = %s AND session_key = %s FOR UPDATE"
-            ),
-            "insert": (
-                "INSERT INTO {t} (store_id, session_key, entry_text, entry, updated_at, is_protected, "
-                "key_folded, is_main, is_model_run) VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s) "
-                "ON CONFLICT (store_id, session_key) DO NOTHING RETURNING revision"
-            ),
-            "cas": (
-                "UPDATE {t} SET entry_text = %s, entry = %s::jsonb, updated_at = %s, is_protected = %s, "
-                "modified_at = now(), revision = revision + CASE WHEN entry_text = %s THEN 0 ELSE 1 END "
-                "WHERE store_id = %s AND session_key = %s AND revision = %s RETURNING revision"
-            ),
-            "delete": "DELETE FROM {t} WHERE store_id = %s AND session_key = %s",
-            "delete_many": "DELETE FROM {t} WHERE store_id = %s AND session_key = ANY(%s)",
-        }
-        self._sql = {name: sql.SQL(text).format(**fmt) for name, text in queries.items()}
+        self._sql = build_queries(sql, self.schema)
         self._sql_module = sql
 
     async def _migrate(self) -> None:
         """Create or migrate the schema (forward-only; once per instance; safe under concurrent starts)."""
-        sql = self._sql_module
-        schema = sql.Identifier(self.schema)
-        migrations = sql.Identifier(self.schema, "sk_migrations")
         async with self._connection() as conn:
             version = await self._schema_version(conn)
             if version == POSTGRES_SCHEMA_VERSION:
                 return
-            async with conn.transaction():
-                await conn.execute(
-                    "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                    (f"sessionkeeper.migrate:{self.schema}",),
-                )
-                await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema))
-                await conn.execute(
-                    sql.SQL(
-                        "CREATE TABLE IF NOT EXISTS {} (version integer PRIMARY KEY, name text NOT NULL, "
-                        "applied_at timestamptz NOT NULL DEFAULT now())"
-                    ).format(migrations)
-                )
-                cur = await conn.execute(
-                    sql.SQL("SELECT coalesce(max(version), 0) FROM {}").format(migrations)
-                )
-                row = await cur.fetchone()
-                version = int(row[0]) if row is not None else 0
-                self._check_not_newer(version)
-                for number, name, statements in _MIGRATIONS:
-                    if number <= version:
-                        continue
-                    for statement in statements:
-                        await conn.execute(sql.SQL(statement).format(schema=schema))
-                    if number == 2:
-                        await self._backfill_maintenance_columns(conn)
-                    await conn.execute(
-                        sql.SQL("INSERT INTO {} (version, name) VALUES (%s, %s)").format(migrations),
-                        (number, name),
-                    )
-                    _log.info(
-                        "applied store schema migration %d (%s)",
-                        number,
-                        name,
-                        extra={"schema": self.schema, "version": number},
-                    )
-
-    async def _backfill_maintenance_columns(self, conn: AsyncConnection[Any]) -> None:
-        """
-        Migration 2: fill the maintenance columns of the rows written before it (every store), reading
-        them in batches of 1 000 through a server-side cursor (inside the migration's transaction).
-        """
-        table = self._sql_module.Identifier(self.schema, "sk_sessions")
-        select = self._sql_module.SQL("SELECT store_id, session_key, entry_text FROM {}").format(table)
-        update = self._sql_module.SQL(
-            "UPDATE {} SET updated_at = %s, is_protected = %s, key_folded = %s, is_main = %s, "
-            "is_model_run = %s WHERE store_id = %s AND session_key = %s"
-        ).format(table)
-        async with conn.cursor(name="sessionkeeper_backfill") as rows:
-            await rows.execute(select)
-            while batch := await rows.fetchmany(1000):
-                params = []
-                for store_id, session_key, text in batch:
-                    try:
-                        entry = decode_entry_text(session_key, text, where=self.where)
-                        row = _RowValues.of(session_key, entry)
-                        columns = (*row.entry_columns, *row.key_columns)
-                    except (StoreCorruptError, ValueError):  # kept by SQL maintenance; a load reports it
-                        columns = (None, True, session_key.lower(), False, False)
-                    params.append((*columns, store_id, session_key))
-                async with conn.cursor() as cursor:
-                    await cursor.executemany(update, params)
+            await migrate(conn, sql=self._sql_module, schema=self.schema, where=self.where)
 
     async def _schema_version(self, conn: AsyncConnection[Any]) -> int | None:
         """The applied schema version, or ``None`` when there is no migrations table."""
-        sql = self._sql_module
-        cur = await conn.execute("SELECT to_regclass(%s)", (f'"{self.schema}".sk_migrations',))
-        row = await cur.fetchone()
-        if row is None or row[0] is None:
-            return None
-        cur = await conn.execute(
-            sql.SQL("SELECT coalesce(max(version), 0) FROM {}").format(
-                sql.Identifier(self.schema, "sk_migrations")
-            )
-        )
-        row = await cur.fetchone()
-        version = int(row[0]) if row is not None else 0
-        self._check_not_newer(version)
-        return version
+        return await schema_version(conn, sql=self._sql_module, schema=self.schema, where=self.where)
 
     async def _check_schema_read_only(self) -> None:
         async with self._connection() as conn:
@@ -536,14 +294,6 @@ class PostgresStoreBackend:
     async def _has_tables(self, conn: AsyncConnection[Any]) -> bool:
         """Whether there is a store to read (read-only backends re-check a schema that was missing)."""
         return self._tables or await self._check_tables(conn)
-
-    def _check_not_newer(self, version: int) -> None:
-        if version > POSTGRES_SCHEMA_VERSION:
-            raise StoreCorruptError(
-                f"store schema version {version} is newer than this library's ({POSTGRES_SCHEMA_VERSION}); "
-                "upgrade sessionkeeper (migrations are forward-only)",
-                path=self.where,
-            )
 
     def _connection(self) -> Any:
         assert self._pool is not None
@@ -696,7 +446,7 @@ class PostgresStoreBackend:
         if new is None:
             return current
         check_entry(session_key, new)
-        row = _RowValues.of(session_key, new)
+        row = RowValues.of(session_key, new)
         if not rows:
             if not await self._insert(conn, session_key, row):
                 raise _Retry  # created meanwhile by another writer: start again on its row
@@ -707,7 +457,7 @@ class PostgresStoreBackend:
         return new
 
     async def _insert(
-        self, conn: AsyncConnection[TupleRow], session_key: str, row: _RowValues
+        self, conn: AsyncConnection[TupleRow], session_key: str, row: RowValues
     ) -> list[TupleRow]:
         return await self._rows(
             conn,
@@ -721,7 +471,7 @@ class PostgresStoreBackend:
         )
 
     async def _cas(
-        self, conn: AsyncConnection[TupleRow], session_key: str, row: _RowValues, revision: int
+        self, conn: AsyncConnection[TupleRow], session_key: str, row: RowValues, revision: int
     ) -> list[TupleRow]:
         return await self._rows(
             conn,
@@ -757,7 +507,7 @@ class PostgresStoreBackend:
         """
         check_entry(session_key, entry)
         check_key(session_key, nul_ok=False, backend="PostgreSQL")
-        row = _RowValues.of(session_key, entry)
+        row = RowValues.of(session_key, entry)
 
         async def body(conn: AsyncConnection[TupleRow]) -> int:
             if expected_revision is None:
@@ -832,7 +582,7 @@ class PostgresStoreBackend:
         if removals:
             await conn.execute(self._sql["delete_many"], (self.store_id, removals))
         for key, entry in upserts.items():
-            row = _RowValues.of(key, entry)
+            row = RowValues.of(key, entry)
             if key in revisions:
                 if not await self._cas(conn, key, row, revisions[key]):  # pragma: no cover - row locked
                     raise _Retry
@@ -846,8 +596,3 @@ class PostgresStoreBackend:
         pool, self._pool = self._pool, None
         if pool is not None and self._owns_pool:
             await pool.close()
-
-
-def _one_line(err: BaseException) -> str:
-    """libpq's message on one line (it adds a hint line after a tab: "Is the server running ...")."""
-    return " ".join(str(err).split()) or type(err).__name__
