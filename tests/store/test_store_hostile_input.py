@@ -11,8 +11,13 @@ import anyio
 import pytest
 
 from sessionkeeper.exceptions import InvalidSessionEntryError, StoreCorruptError
-from sessionkeeper.store import MaintenanceSettings, SessionEntry, SessionStore
-from sessionkeeper.store._reset import ResetPolicy, evaluate_freshness
+from sessionkeeper.store import (
+    MaintenanceSettings,
+    ResetPolicy,
+    SessionEntry,
+    SessionStore,
+    evaluate_freshness,
+)
 
 
 DAY = 86_400_000

@@ -10,8 +10,7 @@ import pytest
 
 from sessionkeeper._config import load_config
 from sessionkeeper.exceptions import ConfigError
-from sessionkeeper.store import SessionStore
-from sessionkeeper.store._reset import ResetPolicy
+from sessionkeeper.store import ResetPolicy, SessionStore
 from sessionkeeper.store.maintenance._cron import (
     CronSettings,
     plan_cron_run_retention,

@@ -16,18 +16,19 @@ from hypothesis import strategies as st
 
 from sessionkeeper._config import load_config
 from sessionkeeper.exceptions import ConfigError
-from sessionkeeper.store import SessionEntry, session_entry_to_dict
-from sessionkeeper.store._reset import (
+from sessionkeeper.store import (
     EffectiveResetPolicy,
     ResetContext,
     ResetPolicy,
     ResetRule,
+    SessionEntry,
     daily_reset_at_ms,
     evaluate_freshness,
     has_provider_owned_session,
     match_reset_trigger,
     resolve_reset_type,
     resolve_session,
+    session_entry_to_dict,
 )
 
 

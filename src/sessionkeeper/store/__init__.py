@@ -100,11 +100,8 @@ from sessionkeeper.store._postgres import POSTGRES_SCHEMA_VERSION, PostgresStore
 from sessionkeeper.store._redis import RedisStoreBackend
 from sessionkeeper.store._remote import RevisionedEntry, redact_url
 from sessionkeeper.store._reset import (
-    EffectiveResetPolicy,
     Freshness,
     ResetContext,
-    ResetPolicy,
-    ResetRule,
     SessionEvent,
     SessionResolution,
     daily_reset_at_ms,
@@ -114,6 +111,7 @@ from sessionkeeper.store._reset import (
     resolve_reset_type,
     resolve_session,
 )
+from sessionkeeper.store._reset_policy import EffectiveResetPolicy, ResetPolicy, ResetRule
 from sessionkeeper.store._sqlite import SQLITE_FILE_NAME, SqliteStoreBackend
 from sessionkeeper.store._store import RESET_CLEARED_FIELDS, BackendName, SessionStore, resolve_store_location
 from sessionkeeper.store._urls import is_store_url

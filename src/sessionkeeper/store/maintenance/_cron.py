@@ -30,7 +30,8 @@ from sessionkeeper._fs import atomic_write_bytes
 from sessionkeeper.exceptions import ConfigError, UnsafePathError
 from sessionkeeper.store._entry import SessionEntry, session_entry_from_dict, session_entry_to_dict
 from sessionkeeper.store._keys import is_cron_run_session_key, transcript_file_name
-from sessionkeeper.store._reset import ResetPolicy, evaluate_freshness, has_provider_owned_session
+from sessionkeeper.store._reset import evaluate_freshness, has_provider_owned_session
+from sessionkeeper.store._reset_policy import ResetPolicy
 from sessionkeeper.store.maintenance._artifacts import archive_file_name, archive_timestamp_ms
 from sessionkeeper.store.maintenance._run import held_transcript_locks, list_store_files
 
