@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import builtins
 import logging
-import os
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -21,108 +20,32 @@ import anyio.to_thread
 from msgspec import UNSET
 
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
-from sessionkeeper._fs import FILE_MODE, fsync_dir, refuse_symlink
 from sessionkeeper.exceptions import ConfigError, SessionNotFoundError, UnsafePathError
 from sessionkeeper.store._backend import StoreBackend
 from sessionkeeper.store._entry import SessionEntry, session_entry_to_dict
 from sessionkeeper.store._entry_merge import merge_session_entry
-from sessionkeeper.store._json import STORE_FILE_NAME, JsonFileStoreBackend
+from sessionkeeper.store._json import JsonFileStoreBackend
+from sessionkeeper.store._location import BackendName, resolve_store_location
 from sessionkeeper.store._memory import InMemoryStoreBackend
-from sessionkeeper.store._paths import (
-    archive_name,
-    check_session_file_owner,
-    resolve_session_file,
-    session_ids_owning,
-    transcript_path,
-)
 from sessionkeeper.store._reset import SessionResolution
-from sessionkeeper.store._sqlite import SQLITE_FILE_NAME, SqliteStoreBackend
+from sessionkeeper.store._rollover import RESET_CLEARED_FIELDS, ReplayedIds, rollover_patch
+from sessionkeeper.store._sqlite import SqliteStoreBackend
+from sessionkeeper.store._store_files import (
+    archive_transcript,
+    refusal_of,
+    transcript_file_of,
+    unlink_quietly,
+    warn_refused_reset,
+    write_header,
+)
 from sessionkeeper.store._urls import is_store_url, open_store_url
-from sessionkeeper.transcript import create_transcript_lines
 
 
 __all__ = ("RESET_CLEARED_FIELDS", "BackendName", "SessionStore", "resolve_store_location")
 
 _log = logging.getLogger("sessionkeeper.store")
 
-BackendName = Literal["json", "sqlite"]
-
 EntryPatch = SessionEntry | Mapping[str, Any]
-
-RESET_CLEARED_FIELDS: tuple[str, ...] = (
-    "inputTokens",
-    "outputTokens",
-    "cacheRead",
-    "cacheWrite",
-    "estimatedCostUsd",
-    "contextTokens",
-    "contextBudgetStatus",
-    "model",
-    "modelProvider",
-    "fallbackNoticeSelectedModel",
-    "fallbackNoticeActiveModel",
-    "fallbackNoticeReason",
-    "systemPromptReport",
-    "goal",
-    "skillsSnapshot",
-    "memoryFlushAt",
-    "memoryFlushCompactionCount",
-    "memoryFlushContextHash",
-    "memoryFlushFailureCount",
-    "memoryFlushLastFailedAt",
-    "memoryFlushLastFailureError",
-    "status",
-    "startedAt",
-    "endedAt",
-    "runtimeMs",
-    "abortedLastRun",
-    "abortCutoffMessageSid",
-    "abortCutoffTimestamp",
-    "compactionCheckpoints",
-)
-"""Per-session fields :meth:`SessionStore.reset` removes (OpenClaw ``initSessionState`` step 7, §4.3)."""
-
-
-def resolve_store_location(path: Path | str, backend: BackendName | None = None) -> tuple[Path, BackendName]:
-    """
-    Resolve ``--store`` (a sessions directory, or its ``sessions.json``/``sessions.sqlite``) to the store
-    file and backend (DESIGN "Files").
-
-    Without ``backend``: the one whose file exists, else ``"json"``.
-
-    Returns:
-        ``(store file, backend name)``.
-
-    Raises:
-        ConfigError: Both files exist and no backend was named, the file name contradicts ``backend``, or
-            ``path`` is another file.
-    """
-    target = Path(path).expanduser()  # "~/.openclaw/agents/main/sessions", never a "./~" directory
-    if target.name in (STORE_FILE_NAME, SQLITE_FILE_NAME) and not target.is_dir():
-        found: BackendName = "json" if target.name == STORE_FILE_NAME else "sqlite"
-        if backend is not None and backend != found:
-            raise ConfigError(f"{target} is a {found} store, not {backend}", key="backend")
-        return target, found
-    if target.exists() and not target.is_dir():
-        raise ConfigError(
-            f"{target} is not a sessions directory, nor its {STORE_FILE_NAME} or {SQLITE_FILE_NAME}"
-        )
-    if backend == "json":
-        return target / STORE_FILE_NAME, "json"
-    if backend == "sqlite":
-        return target / SQLITE_FILE_NAME, "sqlite"
-    if backend is not None:
-        raise ConfigError(f"unknown backend {backend!r} (json or sqlite)", key="backend")
-    has_json = (target / STORE_FILE_NAME).exists()
-    has_sqlite = (target / SQLITE_FILE_NAME).exists()
-    if has_json and has_sqlite:
-        raise ConfigError(
-            f"{target} holds both {STORE_FILE_NAME} and {SQLITE_FILE_NAME}; choose one with backend=",
-            key="backend",
-        )
-    if has_sqlite:
-        return target / SQLITE_FILE_NAME, "sqlite"
-    return target / STORE_FILE_NAME, "json"
 
 
 class SessionStore:
@@ -479,13 +402,13 @@ class SessionStore:
         except BaseException:
             with anyio.CancelScope(shield=True):
                 if created is not None:
-                    await anyio.to_thread.run_sync(_unlink_quietly, created)
+                    await anyio.to_thread.run_sync(unlink_quietly, created)
                 if "entry" in previous:
                     await self._undo_reset(session_key, previous["entry"], new_id)
             raise
         refused = refusals.get("sessionFile")
         if refused is not None:
-            self._warn_refused_reset(session_key, previous["entry"], refused, result)
+            warn_refused_reset(session_key, previous["entry"], refused, result)
         elif self.sessions_dir is not None:
             await self._archive_transcript(previous["entry"], "reset")
         return result
@@ -530,7 +453,7 @@ class SessionStore:
                 reused entry; nothing is written.
         """
         now = self.clock.now_ms()
-        ids = _ReplayedIds(self._new_session_id)
+        ids = ReplayedIds(self._new_session_id)
         refusals: dict[str, UnsafePathError] = {}
         decided: dict[str, Any] = {}
 
@@ -570,19 +493,19 @@ class SessionStore:
         except BaseException:
             with anyio.CancelScope(shield=True):
                 if created is not None:
-                    await anyio.to_thread.run_sync(_unlink_quietly, created)
+                    await anyio.to_thread.run_sync(unlink_quietly, created)
                 if rolled:
                     await self._undo_reset(session_key, decided["previous"], decided["new_id"])
             raise
         if created is not None and (not rolled or self.transcript_file(result) != created):
             # another writer decided first: this caller continues its session, the header is not used
-            await anyio.to_thread.run_sync(_unlink_quietly, created)
+            await anyio.to_thread.run_sync(unlink_quietly, created)
         resolution: SessionResolution = decided["resolution"]
         if rolled:
             previous: SessionEntry = decided["previous"]
             refused = refusals.get("sessionFile")
             if refused is not None:
-                self._warn_refused_reset(session_key, previous, refused, result)
+                warn_refused_reset(session_key, previous, refused, result)
             elif self.sessions_dir is not None:
                 await self._archive_transcript(previous, "reset")
         _log.debug(
@@ -593,38 +516,11 @@ class SessionStore:
         )
         return result, resolution
 
-    def _warn_refused_reset(
-        self, session_key: str, previous: SessionEntry, refused: UnsafePathError, result: SessionEntry
-    ) -> None:
-        """The WARNING of a reset that left a refused ``sessionFile`` alone (issue 15 item 1, F1)."""
-        _log.warning(
-            "reset of %r: sessionFile refused (%s); the new session starts at %s and the refused file "
-            "is left as it is",
-            session_key,
-            refused,
-            result.session_file or f"{result.session_id}.jsonl",
-            extra={
-                "session_key": session_key,
-                "session_id": previous.session_id,
-                "session_file": refused.value,
-                "reason": "reset",
-            },
-        )
-
     def _rollover_entry(
         self, current: SessionEntry, new_id: str, now: int, refusals: dict[str, UnsafePathError]
     ) -> SessionEntry:
         """The entry :meth:`reset` stores for ``current`` with ``new_id`` (a refused file: ``refusals``)."""
-        patch: dict[str, Any] = dict.fromkeys(RESET_CLEARED_FIELDS, UNSET)
-        patch.update(
-            sessionId=new_id,
-            updatedAt=now,
-            sessionStartedAt=now,
-            lastInteractionAt=now,
-            compactionCount=0,
-            totalTokens=0,
-            totalTokensFresh=True,
-        )
+        patch = rollover_patch(new_id, now)
         merged = self._merge(current, patch, now_ms=now, preserve_activity=False)
         refused = self._refusal(current) or self._refusal(merged)
         refusals.pop("sessionFile", None)
@@ -637,16 +533,6 @@ class SessionStore:
         # leave the store pointing at a session whose transcript cannot be created
         self.transcript_file(merged)
         return merged
-
-    def _refusal(self, entry: SessionEntry) -> UnsafePathError | None:
-        """The error :meth:`transcript_file` raises for ``entry``'s explicit ``sessionFile``, if any."""
-        if not (isinstance(entry.session_file, str) and entry.session_file.strip()):
-            return None
-        try:
-            self.transcript_file(entry)
-        except UnsafePathError as err:
-            return err
-        return None
 
     async def _undo_reset(self, session_key: str, before: SessionEntry, new_id: str) -> None:
         """Put back the entry a failed :meth:`reset` replaced, unless another writer changed it since."""
@@ -672,116 +558,18 @@ class SessionStore:
             UnsafePathError: The path would leave the sessions directory, is not valid Unicode, or names a
                 file that is not the entry's (nothing is read, written or moved through it).
         """
-        if self.sessions_dir is None:
-            return None
-        if isinstance(entry.session_file, str) and entry.session_file.strip():
-            value = entry.session_file.strip()
-            path = resolve_session_file(self.sessions_dir, value)
-            session_id = entry.session_id if isinstance(entry.session_id, str) else None
-            refused = check_session_file_owner(path.name, session_id)
-            if refused is not None:
-                raise UnsafePathError(f"sessionFile refused: {refused}", value=value)
-            return path
-        if isinstance(entry.session_id, str):
-            return transcript_path(self.sessions_dir, entry.session_id)
-        return None
+        return transcript_file_of(self.sessions_dir, entry)
+
+    def _refusal(self, entry: SessionEntry) -> UnsafePathError | None:
+        """The error :meth:`transcript_file` raises for ``entry``'s explicit ``sessionFile``, if any."""
+        return refusal_of(self.sessions_dir, entry)
 
     def _write_header(self, entry: SessionEntry, now_ms: int, cwd: str | None) -> Path | None:
         """Create ``entry``'s transcript with its header; the path when created here, else ``None``."""
-        path = self.transcript_file(entry)
-        if path is None:
-            return None
-        refuse_symlink(path, what="transcript")  # a link, dangling or not: never write through it (issue 15)
-        if path.exists():
-            return None
-        assert isinstance(entry.session_id, str)  # transcript_file() found a file: the entry has an id
-        header = create_transcript_lines(
-            entry.session_id, now_ms=now_ms, cwd=cwd if cwd is not None else str(Path.cwd())
-        )[0]
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), FILE_MODE)
-        try:
-            os.write(fd, header + b"\n")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        fsync_dir(path.parent)
-        return path
+        return write_header(self.sessions_dir, entry, now_ms, cwd)
 
     async def _archive_transcript(self, entry: SessionEntry, reason: Literal["reset", "deleted"]) -> None:
-        """
-        Rename the transcript of a removed or reset ``entry`` to ``<file>.<reason>.<stamp>``.
-
-        Not acted on (issue 15 item 1, F1), with a ``sessionkeeper.store`` warning: a ``sessionFile`` the
-        entry cannot own (:meth:`transcript_file` refuses it), and a file a live entry of the store still
-        references. Never renames over an existing file.
-        """
-        try:
-            path = self.transcript_file(entry)
-        except UnsafePathError as err:
-            _log.warning(
-                "transcript not archived: %s",
-                err,
-                extra={"session_id": entry.session_id, "session_file": err.value, "reason": reason},
-            )
-            return
-        if path is None:
-            return
-        owners = session_ids_owning(path.name)
-        for key, other in (await self.backend.load_all()).items():
-            # only an entry that could own this file name can reference it (transcript_file refuses the
-            # rest), so the others are skipped without resolving their paths (a realpath each)
-            if not isinstance(other.session_id, str) or other.session_id.strip() not in owners:
-                continue
-            try:
-                other_path = self.transcript_file(other)
-            except UnsafePathError:
-                continue
-            if other_path == path:
-                _log.warning(
-                    "transcript %s not archived: the live entry %r references it",
-                    path.name,
-                    key,
-                    extra={"session_id": entry.session_id, "session_key": key, "reason": reason},
-                )
-                return
-        target = archive_name(path, reason, self.clock.now_ms())
-
-        def move() -> None:
-            if path.exists() and not target.exists():
-                path.rename(target)
-                fsync_dir(path.parent)
-
-        await anyio.to_thread.run_sync(move)
-
-
-class _ReplayedIds:
-    """
-    A session id factory whose draws repeat after :meth:`restart`: a decision that runs more than once
-    (:meth:`SessionStore.resolve`'s pre-check, a database retry) names the same ids, and the store's
-    factory is called exactly as often as one run needs.
-    """
-
-    def __init__(self, factory: Callable[[], str]) -> None:
-        self._factory = factory
-        self._drawn: builtins.list[str] = []
-        self._next = 0
-
-    def restart(self) -> None:
-        """Replay the ids from the first one."""
-        self._next = 0
-
-    def __call__(self) -> str:
-        if self._next == len(self._drawn):
-            self._drawn.append(self._factory())
-        value = self._drawn[self._next]
-        self._next += 1
-        return value
-
-
-def _unlink_quietly(path: Path) -> None:
-    """Remove a header file a failed :meth:`SessionStore.reset` created (best effort)."""
-    try:
-        path.unlink()
-    except OSError:
-        _log.warning("could not remove %s after a failed reset", path, extra={"path": str(path)})
+        """Archive the transcript of a removed or reset ``entry`` (:func:`archive_transcript`)."""
+        await archive_transcript(
+            self.sessions_dir, entry, reason, live=self.backend.load_all, now_ms=self.clock.now_ms
+        )
