@@ -28,7 +28,15 @@ from sessionkeeper.store._entry import SessionEntry
 from sessionkeeper.store._entry_shape import is_safe_store_session_id
 
 
-__all__ = ("EntryUpdater", "LoadReport", "StoreBackend", "StoreTransaction", "check_entry", "diff_entries")
+__all__ = (
+    "EntryUpdater",
+    "LoadReport",
+    "RowsAlwaysLoad",
+    "StoreBackend",
+    "StoreTransaction",
+    "check_entry",
+    "diff_entries",
+)
 
 T = TypeVar("T")
 
@@ -198,6 +206,24 @@ class StoreBackend(Protocol):
     async def aclose(self) -> None:
         """Release resources (connections, file handles). The backend is unusable afterwards."""
         ...
+
+
+class RowsAlwaysLoad:
+    """
+    The maintenance members of a backend whose store is not one ``sessions.json`` file and whose every
+    stored row loads (a row that does not decode raises ``StoreCorruptError`` instead of being dropped):
+    memory, SQLite, PostgreSQL and Redis inherit them.
+    """
+
+    @property
+    def store_file(self) -> None:
+        """``None``: the store is not one JSON file (:attr:`StoreBackend.store_file`)."""
+        return None
+
+    @property
+    def dropped_keys(self) -> tuple[str, ...]:
+        """``()``: no row is ever dropped on load (:attr:`StoreBackend.dropped_keys`)."""
+        return ()
 
 
 def diff_entries(

@@ -6,7 +6,13 @@ import threading
 from collections.abc import Mapping
 from typing import TypeVar
 
-from sessionkeeper.store._backend import EntryUpdater, StoreTransaction, check_entry, diff_entries
+from sessionkeeper.store._backend import (
+    EntryUpdater,
+    RowsAlwaysLoad,
+    StoreTransaction,
+    check_entry,
+    diff_entries,
+)
 from sessionkeeper.store._entry import SessionEntry
 
 
@@ -15,7 +21,7 @@ __all__ = ("InMemoryStoreBackend",)
 T = TypeVar("T")
 
 
-class InMemoryStoreBackend:
+class InMemoryStoreBackend(RowsAlwaysLoad):
     """
     A :class:`~sessionkeeper.store.StoreBackend` holding entries in memory; nothing is persisted.
 
@@ -73,16 +79,6 @@ class InMemoryStoreBackend:
         """Remove ``session_key``; return whether it existed."""
         with self._lock:
             return self._entries.pop(session_key, None) is not None
-
-    @property
-    def store_file(self) -> None:
-        """``None``: the store is not one JSON file (:attr:`StoreBackend.store_file`)."""
-        return None
-
-    @property
-    def dropped_keys(self) -> tuple[str, ...]:
-        """``()``: every stored row loads (a row that does not decode raises ``StoreCorruptError``)."""
-        return ()
 
     async def transaction(self, fn: StoreTransaction[T], *, purge_dropped: bool = False) -> T:
         """

@@ -40,7 +40,13 @@ from sessionkeeper.exceptions import (
     StoreError,
     StoreUnavailableError,
 )
-from sessionkeeper.store._backend import EntryUpdater, StoreTransaction, check_entry, diff_entries
+from sessionkeeper.store._backend import (
+    EntryUpdater,
+    RowsAlwaysLoad,
+    StoreTransaction,
+    check_entry,
+    diff_entries,
+)
 from sessionkeeper.store._entry import SessionEntry
 from sessionkeeper.store._postgres_schema import (
     POSTGRES_SCHEMA_VERSION,
@@ -93,7 +99,7 @@ class _Retry(Exception):  # noqa: N818 - control flow: roll the transaction back
     pass
 
 
-class PostgresStoreBackend:
+class PostgresStoreBackend(RowsAlwaysLoad):
     """
     A :class:`~sessionkeeper.store.StoreBackend` on PostgreSQL (psycopg 3 async, one connection pool).
 
@@ -535,16 +541,6 @@ class PostgresStoreBackend:
             return cur.rowcount > 0
 
         return await self._run(body, write=True, turn=session_key)
-
-    @property
-    def store_file(self) -> None:
-        """``None``: the store is not one JSON file (:attr:`StoreBackend.store_file`)."""
-        return None
-
-    @property
-    def dropped_keys(self) -> tuple[str, ...]:
-        """``()``: every stored row loads (a row that does not decode raises ``StoreCorruptError``)."""
-        return ()
 
     async def transaction(self, fn: StoreTransaction[T], *, purge_dropped: bool = False) -> T:
         """

@@ -34,7 +34,13 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
 
 from sessionkeeper.exceptions import ConfigError, StaleEntryError, StoreError, StoreUnavailableError
-from sessionkeeper.store._backend import EntryUpdater, StoreTransaction, check_entry, diff_entries
+from sessionkeeper.store._backend import (
+    EntryUpdater,
+    RowsAlwaysLoad,
+    StoreTransaction,
+    check_entry,
+    diff_entries,
+)
 from sessionkeeper.store._entry import SessionEntry
 from sessionkeeper.store._remote import (
     CallOrder,
@@ -157,7 +163,7 @@ return 1
 """
 
 
-class RedisStoreBackend:
+class RedisStoreBackend(RowsAlwaysLoad):
     """
     A :class:`~sessionkeeper.store.StoreBackend` on Redis (redis-py asyncio; Lua compare-and-swap).
 
@@ -448,16 +454,6 @@ class RedisStoreBackend:
             return bool(await self._call(lambda: self._scripts["delete"](keys=keys, args=args)))
 
         return await self._run(body, write=True, turn=session_key)
-
-    @property
-    def store_file(self) -> None:
-        """``None``: the store is not one JSON file (:attr:`StoreBackend.store_file`)."""
-        return None
-
-    @property
-    def dropped_keys(self) -> tuple[str, ...]:
-        """``()``: every stored row loads (a row that does not decode raises ``StoreCorruptError``)."""
-        return ()
 
     async def transaction(self, fn: StoreTransaction[T], *, purge_dropped: bool = False) -> T:
         """

@@ -43,7 +43,13 @@ from sessionkeeper.exceptions import (
     StoreCorruptError,
     StoreError,
 )
-from sessionkeeper.store._backend import EntryUpdater, StoreTransaction, check_entry, diff_entries
+from sessionkeeper.store._backend import (
+    EntryUpdater,
+    RowsAlwaysLoad,
+    StoreTransaction,
+    check_entry,
+    diff_entries,
+)
 from sessionkeeper.store._entry import (
     SessionEntry,
     encode_session_entry,
@@ -77,7 +83,7 @@ _UPSERT: Final = (
 )
 
 
-class SqliteStoreBackend:
+class SqliteStoreBackend(RowsAlwaysLoad):
     """
     A :class:`~sessionkeeper.store.StoreBackend` on a SQLite database in WAL mode.
 
@@ -394,16 +400,6 @@ class SqliteStoreBackend:
             return False
         result: bool = await self._turns.run(self._write, self._delete, session_key)
         return result
-
-    @property
-    def store_file(self) -> None:
-        """``None``: the store is not one JSON file (:attr:`StoreBackend.store_file`)."""
-        return None
-
-    @property
-    def dropped_keys(self) -> tuple[str, ...]:
-        """``()``: every stored row loads (a row that does not decode raises ``StoreCorruptError``)."""
-        return ()
 
     async def transaction(self, fn: StoreTransaction[T], *, purge_dropped: bool = False) -> T:
         """

@@ -42,21 +42,11 @@ _log = logging.getLogger("sessionkeeper.store")
 
 def transcript_file_of(sessions_dir: Path | None, entry: SessionEntry) -> Path | None:
     """
-    The transcript path of ``entry``: its ``sessionFile`` (checked to stay in the sessions directory and
-    to be attributable to the entry) or ``<sessions dir>/<sessionId>.jsonl``; ``None`` without a
-    sessions directory or session id.
-
-    Attributable (deviation F1, docs/store.md "Whose file is it"): ``<sessionId>.jsonl``, its topic form
-    ``<sessionId>-topic-<thread>.jsonl`` or its fork/successor form ``<ISO stamp>_<sessionId>.jsonl``,
-    never a file of the store itself (``sessions.json``, ``sessions.sqlite``, their locks, backups).
-
-    Args:
-        sessions_dir: The store's sessions directory (``None``: the store has none).
-        entry: The entry.
+    :meth:`SessionStore.transcript_file <sessionkeeper.store.SessionStore.transcript_file>` for a store
+    whose sessions directory is ``sessions_dir`` (``None``: none; the entry's file is then ``None``).
 
     Raises:
-        UnsafePathError: The path would leave the sessions directory, is not valid Unicode, or names a
-            file that is not the entry's (nothing is read, written or moved through it).
+        UnsafePathError: The entry's ``sessionFile`` leaves the directory or is not the entry's (F1).
     """
     if sessions_dir is None:
         return None
