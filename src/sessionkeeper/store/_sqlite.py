@@ -57,6 +57,7 @@ from sessionkeeper.store._entry import (
     session_entry_to_dict,
 )
 from sessionkeeper.store._jsontext import dump_js, parse_store_json
+from sessionkeeper.store._remote import storable_key  # SQLite text is UTF-8: no lone surrogate
 from sessionkeeper.store._turns import FifoTurns
 
 
@@ -372,7 +373,7 @@ class SqliteStoreBackend(RowsAlwaysLoad):
 
     async def get(self, session_key: str) -> SessionEntry | None:
         """Return the entry under ``session_key``, or ``None`` (one indexed row read)."""
-        if not _storable_key(session_key):
+        if not storable_key(session_key, nul_ok=True):
             return None
         result: SessionEntry | None = await self._turns.run(self._read, self._get, session_key)
         return result
@@ -396,7 +397,7 @@ class SqliteStoreBackend(RowsAlwaysLoad):
 
     async def delete(self, session_key: str) -> bool:
         """Remove ``session_key``; return whether it existed."""
-        if not _storable_key(session_key):
+        if not storable_key(session_key, nul_ok=True):
             return False
         result: bool = await self._turns.run(self._write, self._delete, session_key)
         return result
@@ -459,19 +460,8 @@ def _check_version(conn: sqlite3.Connection, version: int, path: Path) -> None:
         )
 
 
-def _storable_key(key: object) -> bool:
-    """SQLite text is UTF-8: a key with a lone surrogate (JavaScript allows them) cannot be a row key."""
-    if not isinstance(key, str):
-        return True  # check_entry reports the type
-    try:
-        key.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _check_key(key: object) -> None:
-    if not _storable_key(key):
+    if not storable_key(key, nul_ok=True):
         raise InvalidSessionEntryError(
             f"session key {key!r} holds a lone surrogate: a SQLite store cannot hold it (a JSON store can)"
         )
