@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from sessionkeeper.records import js_json_stringify
@@ -75,19 +75,28 @@ def _identifier_tokens(value: Any) -> int:
     return _json_tokens(value)
 
 
-def _block_tokens(block: Any) -> int:
+def _block_tokens_by(block: Any, text_tokens: Callable[[str], int], json_tokens: Callable[[Any], int]) -> int:
+    """One content block's tokens: its text by ``text_tokens``, anything else by ``json_tokens``."""
     if isinstance(block, str):
-        return _text_tokens(block)
+        return text_tokens(block)
     if not isinstance(block, Mapping):
-        return _json_tokens(block, _CHARS_PER_TOKEN)
+        return json_tokens(block)
     kind = block.get("type")
     if kind == "text" and isinstance(block.get("text"), str):
-        return _BLOCK_OVERHEAD + _text_tokens(block["text"])
+        return _BLOCK_OVERHEAD + text_tokens(block["text"])
     if kind == "thinking" and isinstance(block.get("thinking"), str):
-        return _BLOCK_OVERHEAD + _text_tokens(block["thinking"])
+        return _BLOCK_OVERHEAD + text_tokens(block["thinking"])
     if kind == "image":
         return _IMAGE_TOKENS
-    return _BLOCK_OVERHEAD + _json_tokens(block, _CHARS_PER_TOKEN)
+    return _BLOCK_OVERHEAD + json_tokens(block)
+
+
+def _content_json_tokens(value: Any) -> int:
+    return _json_tokens(value, _CHARS_PER_TOKEN)
+
+
+def _block_tokens(block: Any) -> int:
+    return _block_tokens_by(block, _text_tokens, _content_json_tokens)
 
 
 def _content_tokens(content: Any) -> int:
@@ -96,7 +105,7 @@ def _content_tokens(content: Any) -> int:
     if isinstance(content, list):
         return sum(_block_tokens(b) for b in content)
     if content is not None:
-        return _json_tokens(content, _CHARS_PER_TOKEN)
+        return _content_json_tokens(content)
     return 0
 
 
@@ -109,18 +118,7 @@ def _tool_json_tokens(value: Any) -> int:
 
 
 def _tool_block_tokens(block: Any) -> int:
-    if isinstance(block, str):
-        return _tool_text_tokens(block)
-    if not isinstance(block, Mapping):
-        return _tool_json_tokens(block)
-    kind = block.get("type")
-    if kind == "text" and isinstance(block.get("text"), str):
-        return _BLOCK_OVERHEAD + _tool_text_tokens(block["text"])
-    if kind == "thinking" and isinstance(block.get("thinking"), str):
-        return _BLOCK_OVERHEAD + _tool_text_tokens(block["thinking"])
-    if kind == "image":
-        return _IMAGE_TOKENS
-    return _BLOCK_OVERHEAD + _tool_json_tokens(block)
+    return _block_tokens_by(block, _tool_text_tokens, _tool_json_tokens)
 
 
 def _tool_call_tokens(block: Mapping[str, Any]) -> int:
