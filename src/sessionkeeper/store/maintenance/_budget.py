@@ -7,8 +7,10 @@ an immutable :class:`PlanSnapshot` and returns a new one with its summary set.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Collection, Iterable
-from typing import Literal
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any, Literal
+
+import attrs
 
 from sessionkeeper.store._entry_shape import session_id_of, updated_at_of
 from sessionkeeper.store.maintenance._artifacts import (
@@ -74,106 +76,140 @@ def remove_unreferenced_artifacts(plan: PlanSnapshot, ctx: PlanContext) -> PlanS
     return sim.freeze()
 
 
+@attrs.define
+class _Tally:
+    """The running totals of one disk-budget pass (bytes; the store file counted at its projected size)."""
+
+    total: int
+    high_water: int
+    projected: int
+    freed: int = 0
+    removed_files: int = 0
+    removed_entries: int = 0
+
+    @property
+    def over(self) -> bool:
+        return self.total > self.high_water
+
+    def drop(self, sim: PlanState, name: str, reason: FileReason) -> None:
+        """Delete one file and count it (OpenClaw counts only files with bytes)."""
+        deleted = sim.delete(name, reason) or 0
+        if deleted > 0:
+            self.total -= deleted
+            self.freed += deleted
+            self.removed_files += 1
+
+    def drain(self, sim: PlanState, files: Iterable[StoreFile]) -> None:
+        """Delete ``files`` oldest first until the total is at the high-water mark."""
+        for file in sorted(files, key=lambda f: f.mtime_ms):
+            if not self.over:
+                break
+            self.drop(sim, file.name, "budget-artifact")
+
+
 def _disk_budget(sim: PlanState, ctx: PlanContext) -> DiskBudgetReport:
     max_bytes = ctx.settings.max_disk_bytes
     high_water = ctx.settings.resolved_high_water_bytes
     assert max_bytes is not None and high_water is not None
-    resolver = ctx.resolver
     store_file = sim.files.get(sim.store_name)
     projected = len(serialize_store(sim.entries))
     total = sum(f.size for f in sim.files.values()) - (store_file.size if store_file else 0) + projected
-    before = total
-
-    def result(removed_files: int, removed_entries: int, freed: int, *, over: bool) -> DiskBudgetReport:
-        return DiskBudgetReport(
-            total_bytes_before=before,
-            total_bytes_after=total,
-            removed_files=removed_files,
-            removed_entries=removed_entries,
-            freed_bytes=freed,
-            max_bytes=max_bytes,
-            high_water_bytes=high_water,
-            over_budget=over,
+    tally = _Tally(total=total, high_water=high_water, projected=projected)
+    if total > max_bytes:
+        temp_cutoff = sim.now_ms - STORE_TEMP_STALE_MS
+        prompt_refs = prompt_refcounts(sim.entries)
+        # 1. unreferenced prompt blobs older than 5 minutes and stale blob temp files, oldest first
+        tally.drain(
+            sim, [f for f in sim.files.values() if blob_removable(f, prompt_refs, temp_cutoff, temp_cutoff)]
         )
-
-    if total <= max_bytes:
-        return result(0, 0, 0, over=False)
-    removed_files = removed_entries = freed = 0
-    referenced = resolver.referenced(sim.entries)
-    temp_cutoff = sim.now_ms - STORE_TEMP_STALE_MS
-    prompt_refs = prompt_refcounts(sim.entries)
-
-    def drop(name: str, reason: FileReason) -> None:
-        """Delete one file and count it (OpenClaw counts only files with bytes)."""
-        nonlocal total, freed, removed_files
-        deleted = sim.delete(name, reason) or 0
-        if deleted > 0:
-            total -= deleted
-            freed += deleted
-            removed_files += 1
-
-    def drain(files: Iterable[StoreFile]) -> None:
-        """Delete ``files`` oldest first until the total is at the high-water mark."""
-        for file in sorted(files, key=lambda f: f.mtime_ms):
-            if total <= high_water:
-                break
-            drop(file.name, "budget-artifact")
-
-    # 1. unreferenced prompt blobs older than 5 minutes and stale blob temp files, oldest first
-    drain([f for f in sim.files.values() if blob_removable(f, prompt_refs, temp_cutoff, temp_cutoff)])
-
-    def removable(file: StoreFile) -> bool:
-        if is_blob(file.name):
-            return False
-        if is_store_temp_name(file.name, sim.store_name):
-            return file.mtime_ms <= temp_cutoff
-        return is_archive_name(file.name) or is_unreferenced(file.name, referenced)
-
-    # 2. archives, unreferenced transcripts/checkpoints/trajectories and stale temp files, oldest first
-    drain([f for f in sim.files.values() if removable(f)])
-    if total > high_water:
-        refcounts: dict[str, int] = {}
-        for entry in sim.entries.values():
-            if (sid := session_id_of(entry)) is not None:
-                refcounts[sid] = refcounts.get(sid, 0) + 1
-        chunks = {k: entry_chunk_bytes(k, e) for k, e in sim.entries.items()}
-        live_refs: Counter[str] = Counter()
-        for entry in sim.entries.values():
-            live_refs.update(resolver.entry_references(entry))
-        for key in sorted(sim.entries, key=lambda k: updated_at_of(sim.entries[k]) or 0):
-            if total <= high_water:
-                break
-            entry = sim.entries[key]
-            if ctx.is_preserved(key):
-                continue
-            previous = projected
-            sim.remove_entry(key, "evict-budget")
-            live_refs.subtract(resolver.entry_references(entry))
-            projected = max(2, projected - (chunks[key] + 2))
-            total += projected - previous
-            digest = prompt_hash(entry)
-            if digest is not None:
-                prompt_refs[digest] = prompt_refs.get(digest, 1) - 1
-                if prompt_refs[digest] <= 0:
-                    del prompt_refs[digest]
-                    blob = sim.files.get(prompt_blob_name(digest))
-                    if blob is not None and blob_removable(blob, prompt_refs, temp_cutoff, temp_cutoff):
-                        drop(blob.name, "budget-entry-file")
-            removed_entries += 1
-            sid = session_id_of(entry)
-            if sid is None:
-                continue
-            refcounts[sid] = refcounts.get(sid, 1) - 1
-            if refcounts[sid] > 0:
-                continue
-            for name in resolver.owned_artifacts(entry, sim.warnings):
-                if live_refs[name] <= 0:  # F1: never a file a remaining entry references
-                    drop(name, "budget-entry-file")
-    if total > high_water:
-        sim.warnings.append(
-            f"session disk budget still above high-water target ({total} > {high_water} bytes)"
+        # 2. archives, unreferenced transcripts/checkpoints/trajectories and stale temp files, oldest first
+        referenced = ctx.resolver.referenced(sim.entries)
+        tally.drain(
+            sim, [f for f in sim.files.values() if _artifact_removable(sim, f, referenced, temp_cutoff)]
         )
-    return result(removed_files, removed_entries, freed, over=True)
+        # 3. entries, least recently updated first, with the files they alone own
+        if tally.over:
+            _evict_entries(sim, ctx, tally, prompt_refs, temp_cutoff)
+        if tally.over:
+            sim.warnings.append(
+                f"session disk budget still above high-water target ({tally.total} > {high_water} bytes)"
+            )
+    return DiskBudgetReport(
+        total_bytes_before=total,
+        total_bytes_after=tally.total,
+        removed_files=tally.removed_files,
+        removed_entries=tally.removed_entries,
+        freed_bytes=tally.freed,
+        max_bytes=max_bytes,
+        high_water_bytes=high_water,
+        over_budget=total > max_bytes,
+    )
+
+
+def _artifact_removable(
+    sim: PlanState, file: StoreFile, referenced: Collection[str], temp_cutoff: int
+) -> bool:
+    """Step 2's files: an archive, an unreferenced transcript file, or a stale store temp file."""
+    if is_blob(file.name):
+        return False
+    if is_store_temp_name(file.name, sim.store_name):
+        return file.mtime_ms <= temp_cutoff
+    return is_archive_name(file.name) or is_unreferenced(file.name, referenced)
+
+
+def _evict_entries(
+    sim: PlanState, ctx: PlanContext, tally: _Tally, prompt_refs: dict[str, int], temp_cutoff: int
+) -> None:
+    """
+    Step 3: evict unpreserved entries, least recently updated first, until the total is at the mark; each
+    eviction shrinks the projected store file and deletes the prompt blob and the files only it owned.
+    """
+    resolver = ctx.resolver
+    refcounts: dict[str, int] = {}
+    for entry in sim.entries.values():
+        if (sid := session_id_of(entry)) is not None:
+            refcounts[sid] = refcounts.get(sid, 0) + 1
+    chunks = {k: entry_chunk_bytes(k, e) for k, e in sim.entries.items()}
+    live_refs: Counter[str] = Counter()
+    for entry in sim.entries.values():
+        live_refs.update(resolver.entry_references(entry))
+    for key in sorted(sim.entries, key=lambda k: updated_at_of(sim.entries[k]) or 0):
+        if not tally.over:
+            break
+        if ctx.is_preserved(key):
+            continue
+        entry = sim.remove_entry(key, "evict-budget")
+        live_refs.subtract(resolver.entry_references(entry))
+        previous = tally.projected
+        tally.projected = max(2, tally.projected - (chunks[key] + 2))
+        tally.total += tally.projected - previous
+        _release_prompt_blob(sim, tally, entry, prompt_refs, temp_cutoff)
+        tally.removed_entries += 1
+        sid = session_id_of(entry)
+        if sid is None:
+            continue
+        refcounts[sid] = refcounts.get(sid, 1) - 1
+        if refcounts[sid] > 0:
+            continue
+        for name in resolver.owned_artifacts(entry, sim.warnings):
+            if live_refs[name] <= 0:  # F1: never a file a remaining entry references
+                tally.drop(sim, name, "budget-entry-file")
+
+
+def _release_prompt_blob(
+    sim: PlanState, tally: _Tally, entry: Mapping[str, Any], prompt_refs: dict[str, int], temp_cutoff: int
+) -> None:
+    """An evicted entry's prompt blob goes when no remaining entry refers to it (and it is removable)."""
+    digest = prompt_hash(entry)
+    if digest is None:
+        return
+    prompt_refs[digest] = prompt_refs.get(digest, 1) - 1
+    if prompt_refs[digest] > 0:
+        return
+    del prompt_refs[digest]
+    blob = sim.files.get(prompt_blob_name(digest))
+    if blob is not None and blob_removable(blob, prompt_refs, temp_cutoff, temp_cutoff):
+        tally.drop(sim, blob.name, "budget-entry-file")
 
 
 def is_unreferenced(name: str, referenced: Collection[str]) -> bool:
