@@ -8,13 +8,21 @@ Which conversation this is (session key -> :class:`SessionEntry` in a :class:`Se
 :func:`is_silent_reply`), tied together for an agent loop by :class:`SessionRuntime`.
 
 The main names are re-exported here and imported lazily on first use, so ``import sessionkeeper`` stays
-cheap. Every subpackage (``sessionkeeper.transcript``, ``.store``, ``.compaction``, ``.pruning``,
-``.runtime``, ``.testing``) re-exports its full public surface; ``sessionkeeper.hooks`` has every hook event.
+cheap. Each subpackage (``sessionkeeper.records``, ``.transcript``, ``.store``, ``.compaction``,
+``.pruning``, ``.runtime``, ``.testing``) exports what a user needs; ``sessionkeeper.hooks`` has every hook
+event and ``sessionkeeper.abc`` every protocol a user implements.
+
+Each public name is written once, as a ``from module import Name as Name`` line (the redundant alias marks
+a re-export for type checkers, as in anyio's ``__init__``): eagerly for the two error names below, under
+``TYPE_CHECKING`` for the rest. At run time the lazy table and ``__all__`` are read from those very lines
+(:func:`_exports`), so there is no second list to keep in step.
 """
 
 from __future__ import annotations
 
 import importlib
+import re
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sessionkeeper import exceptions as exceptions
@@ -27,24 +35,6 @@ if TYPE_CHECKING:
     from sessionkeeper._clock import SystemClock as SystemClock
     from sessionkeeper._config import Config as Config
     from sessionkeeper._config import load_config as load_config
-    from sessionkeeper._hooks import CompactHookResult as CompactHookResult
-    from sessionkeeper._hooks import CompactionEndEvent as CompactionEndEvent
-    from sessionkeeper._hooks import CompactionHookOverride as CompactionHookOverride
-    from sessionkeeper._hooks import CompactionStartEvent as CompactionStartEvent
-    from sessionkeeper._hooks import ContextEvent as ContextEvent
-    from sessionkeeper._hooks import HookEvent as HookEvent
-    from sessionkeeper._hooks import HookRegistry as HookRegistry
-    from sessionkeeper._hooks import MemoryFlushEndEvent as MemoryFlushEndEvent
-    from sessionkeeper._hooks import MemoryFlushStartEvent as MemoryFlushStartEvent
-    from sessionkeeper._hooks import MessageEndEvent as MessageEndEvent
-    from sessionkeeper._hooks import SessionBeforeCompactEvent as SessionBeforeCompactEvent
-    from sessionkeeper._hooks import SessionBeforeForkEvent as SessionBeforeForkEvent
-    from sessionkeeper._hooks import SessionBeforeSwitchEvent as SessionBeforeSwitchEvent
-    from sessionkeeper._hooks import SessionBeforeTreeEvent as SessionBeforeTreeEvent
-    from sessionkeeper._hooks import SessionCompactEvent as SessionCompactEvent
-    from sessionkeeper._hooks import SessionShutdownEvent as SessionShutdownEvent
-    from sessionkeeper._hooks import SessionStartEvent as SessionStartEvent
-    from sessionkeeper._hooks import SessionTreeEvent as SessionTreeEvent
     from sessionkeeper._model_client import ModelClient as ModelClient
     from sessionkeeper._model_client import ModelRequest as ModelRequest
     from sessionkeeper._model_client import ModelResponse as ModelResponse
@@ -67,6 +57,24 @@ if TYPE_CHECKING:
     from sessionkeeper.compaction import find_cut_point as find_cut_point
     from sessionkeeper.compaction import prepare_compaction as prepare_compaction
     from sessionkeeper.compaction import should_compact as should_compact
+    from sessionkeeper.hooks import CompactHookResult as CompactHookResult
+    from sessionkeeper.hooks import CompactionEndEvent as CompactionEndEvent
+    from sessionkeeper.hooks import CompactionHookOverride as CompactionHookOverride
+    from sessionkeeper.hooks import CompactionStartEvent as CompactionStartEvent
+    from sessionkeeper.hooks import ContextEvent as ContextEvent
+    from sessionkeeper.hooks import HookEvent as HookEvent
+    from sessionkeeper.hooks import HookRegistry as HookRegistry
+    from sessionkeeper.hooks import MemoryFlushEndEvent as MemoryFlushEndEvent
+    from sessionkeeper.hooks import MemoryFlushStartEvent as MemoryFlushStartEvent
+    from sessionkeeper.hooks import MessageEndEvent as MessageEndEvent
+    from sessionkeeper.hooks import SessionBeforeCompactEvent as SessionBeforeCompactEvent
+    from sessionkeeper.hooks import SessionBeforeForkEvent as SessionBeforeForkEvent
+    from sessionkeeper.hooks import SessionBeforeSwitchEvent as SessionBeforeSwitchEvent
+    from sessionkeeper.hooks import SessionBeforeTreeEvent as SessionBeforeTreeEvent
+    from sessionkeeper.hooks import SessionCompactEvent as SessionCompactEvent
+    from sessionkeeper.hooks import SessionShutdownEvent as SessionShutdownEvent
+    from sessionkeeper.hooks import SessionStartEvent as SessionStartEvent
+    from sessionkeeper.hooks import SessionTreeEvent as SessionTreeEvent
     from sessionkeeper.pruning import Pruner as Pruner
     from sessionkeeper.pruning import PruneResult as PruneResult
     from sessionkeeper.pruning import PruningSettings as PruningSettings
@@ -151,278 +159,41 @@ if TYPE_CHECKING:
     from sessionkeeper.transcript import shared_index_cache as shared_index_cache
 
 
-_LAZY: dict[str, str] = {
-    "__version__": "sessionkeeper._version",  # a constant module: no importlib.metadata at import (issue 11)
-    "apply_parent_fork": "sessionkeeper.store",
-    "shared_index_cache": "sessionkeeper.transcript",
-    "TranscriptInfo": "sessionkeeper.transcript",
-    "list_transcripts": "sessionkeeper.transcript",
-    "read_last_messages": "sessionkeeper.transcript",
-    "read_tail_context": "sessionkeeper.transcript",
-    "Clock": "sessionkeeper._clock",
-    "SystemClock": "sessionkeeper._clock",
-    "SYSTEM_CLOCK": "sessionkeeper._clock",
-    "Config": "sessionkeeper._config",
-    "load_config": "sessionkeeper._config",
-    "HookRegistry": "sessionkeeper._hooks",
-    "HookEvent": "sessionkeeper._hooks",
-    "SessionBeforeCompactEvent": "sessionkeeper._hooks",
-    "SessionCompactEvent": "sessionkeeper._hooks",
-    "SessionBeforeTreeEvent": "sessionkeeper._hooks",
-    "SessionTreeEvent": "sessionkeeper._hooks",
-    "SessionStartEvent": "sessionkeeper._hooks",
-    "SessionShutdownEvent": "sessionkeeper._hooks",
-    "SessionBeforeSwitchEvent": "sessionkeeper._hooks",
-    "SessionBeforeForkEvent": "sessionkeeper._hooks",
-    "ContextEvent": "sessionkeeper._hooks",
-    "MessageEndEvent": "sessionkeeper._hooks",
-    "CompactionStartEvent": "sessionkeeper._hooks",
-    "CompactionEndEvent": "sessionkeeper._hooks",
-    "MemoryFlushStartEvent": "sessionkeeper._hooks",
-    "MemoryFlushEndEvent": "sessionkeeper._hooks",
-    "CompactHookResult": "sessionkeeper._hooks",
-    "CompactionHookOverride": "sessionkeeper._hooks",
-    "ModelClient": "sessionkeeper._model_client",
-    "ModelRequest": "sessionkeeper._model_client",
-    "ModelResponse": "sessionkeeper._model_client",
-    "TokenCounter": "sessionkeeper._tokens",
-    "EstimateTokenCounter": "sessionkeeper._tokens",
-    "TiktokenCounter": "sessionkeeper._tokens",
-    "SILENT_REPLY_TOKEN": "sessionkeeper._silent",
-    "is_silent_reply": "sessionkeeper._silent",
-    "is_silent_reply_payload": "sessionkeeper._silent",
-    "SilentReplyStreamFilter": "sessionkeeper._silent_stream",
-    "filter_silent_stream": "sessionkeeper._silent_stream",
-    "TranscriptManager": "sessionkeeper.transcript",
-    "SessionHeader": "sessionkeeper.transcript",
-    "TranscriptEntry": "sessionkeeper.transcript",
-    "MessageEntry": "sessionkeeper.transcript",
-    "ThinkingLevelChangeEntry": "sessionkeeper.transcript",
-    "ModelChangeEntry": "sessionkeeper.transcript",
-    "CompactionEntry": "sessionkeeper.transcript",
-    "BranchSummaryEntry": "sessionkeeper.transcript",
-    "CustomEntry": "sessionkeeper.transcript",
-    "CustomMessageEntry": "sessionkeeper.transcript",
-    "LabelEntry": "sessionkeeper.transcript",
-    "SessionInfoEntry": "sessionkeeper.transcript",
-    "UnknownEntry": "sessionkeeper.transcript",
-    "AgentMessage": "sessionkeeper.transcript",
-    "UserMessage": "sessionkeeper.transcript",
-    "AssistantMessage": "sessionkeeper.transcript",
-    "ToolResultMessage": "sessionkeeper.transcript",
-    "BashExecutionMessage": "sessionkeeper.transcript",
-    "CustomMessage": "sessionkeeper.transcript",
-    "BranchSummaryMessage": "sessionkeeper.transcript",
-    "CompactionSummaryMessage": "sessionkeeper.transcript",
-    "UnknownMessage": "sessionkeeper.transcript",
-    "TextContent": "sessionkeeper.transcript",
-    "ThinkingContent": "sessionkeeper.transcript",
-    "ImageContent": "sessionkeeper.transcript",
-    "ToolCall": "sessionkeeper.transcript",
-    "Usage": "sessionkeeper.transcript",
-    "Cost": "sessionkeeper.transcript",
-    "SessionContext": "sessionkeeper.transcript",
-    "ModelRef": "sessionkeeper.transcript",
-    "build_session_context": "sessionkeeper.transcript",
-    "convert_to_llm": "sessionkeeper.transcript",
-    "estimate_tokens": "sessionkeeper.transcript",
-    "estimate_context_tokens": "sessionkeeper.transcript",
-    "load_transcript": "sessionkeeper.transcript",
-    "scan_transcript": "sessionkeeper.transcript",
-    "TranscriptDiagnostics": "sessionkeeper.transcript",
-    "SessionWriteLock": "sessionkeeper.transcript",
-    "WriteLockSettings": "sessionkeeper.transcript",
-    "SessionStore": "sessionkeeper.store",
-    "SessionEntry": "sessionkeeper.store",
-    "StoreBackend": "sessionkeeper.store",
-    "InMemoryStoreBackend": "sessionkeeper.store",
-    "JsonFileStoreBackend": "sessionkeeper.store",
-    "SqliteStoreBackend": "sessionkeeper.store",
-    "merge_session_entry": "sessionkeeper.store",
-    "MaintenanceSettings": "sessionkeeper.store",
-    "MaintenanceReport": "sessionkeeper.store",
-    "run_maintenance": "sessionkeeper.store",
-    "ResetPolicy": "sessionkeeper.store",
-    "resolve_session": "sessionkeeper.store",
-    "SessionResolution": "sessionkeeper.store",
-    "build_main_session_key": "sessionkeeper.store",
-    "build_direct_session_key": "sessionkeeper.store",
-    "build_group_session_key": "sessionkeeper.store",
-    "build_thread_session_key": "sessionkeeper.store",
-    "build_cron_session_key": "sessionkeeper.store",
-    "parse_agent_session_key": "sessionkeeper.store",
-    "normalize_session_key": "sessionkeeper.store",
-    "Compactor": "sessionkeeper.compaction",
-    "CompactionSettings": "sessionkeeper.compaction",
-    "CompactionPreparation": "sessionkeeper.compaction",
-    "CompactionResult": "sessionkeeper.compaction",
-    "find_cut_point": "sessionkeeper.compaction",
-    "prepare_compaction": "sessionkeeper.compaction",
-    "should_compact": "sessionkeeper.compaction",
-    "effective_reserve_tokens": "sessionkeeper.compaction",
-    "CompactionProvider": "sessionkeeper.compaction",
-    "CompactionProviderRegistry": "sessionkeeper.compaction",
-    "Pruner": "sessionkeeper.pruning",
-    "PruningSettings": "sessionkeeper.pruning",
-    "PruneResult": "sessionkeeper.pruning",
-    "sanitize_replay_history": "sessionkeeper.pruning",
-    "resolve_replay_policy": "sessionkeeper.pruning",
-    "ReplayPolicy": "sessionkeeper.pruning",
-    "SessionRuntime": "sessionkeeper.runtime",
-    "RuntimeSession": "sessionkeeper.runtime",
-    "RuntimeSettings": "sessionkeeper.runtime",
-    "ModelInfo": "sessionkeeper.runtime",
-    "ModelCallPlan": "sessionkeeper.runtime",
-    "TurnOutcome": "sessionkeeper.runtime",
-    "RecoveryOutcome": "sessionkeeper.runtime",
-    "MemoryFlushPolicy": "sessionkeeper.runtime",
-    "MemoryFlushSettings": "sessionkeeper.runtime",
-    "is_context_overflow": "sessionkeeper.runtime",
-    "resolve_context_window": "sessionkeeper.runtime",
-}
+_EXPORT_LINE = r"^( *)from (sessionkeeper[\w.]*) import (\w+) as \3$"
+
+
+def _exports() -> dict[str, str | None]:
+    """
+    Every public name of this module -> the module to import it from on first use (``None``: eager).
+
+    Read from this file's own ``from module import Name as Name`` lines (indented: under ``TYPE_CHECKING``,
+    so lazy). A regular expression rather than :mod:`ast`: ``importlib``, ``re`` and ``pathlib`` are
+    loaded anyway (``sessionkeeper.exceptions`` imports ``pathlib``) and the scan takes well under a
+    millisecond; ``tests/test_public_api.py`` checks it finds exactly the
+    imports :mod:`ast` finds. Computed on the first lazy lookup and kept in ``_EXPORTS``.
+    """
+    text = Path(__file__).read_text(encoding="utf-8")
+    found: dict[str, str | None] = {}
+    for match in re.finditer(_EXPORT_LINE, text, flags=re.MULTILINE):
+        indent, module, name = match.groups()
+        found[name] = module if indent else None
+    return found
 
 
 def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'sessionkeeper' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    exports = globals().get("_EXPORTS")
+    if exports is None:
+        exports = globals()["_EXPORTS"] = _exports()
+    if name == "__all__":
+        value: Any = tuple(sorted(exports))
+    else:
+        module = exports.get(name)
+        if module is None:
+            raise AttributeError(f"module 'sessionkeeper' has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
-
-
-__all__ = (
-    "SILENT_REPLY_TOKEN",
-    "SYSTEM_CLOCK",
-    "AgentMessage",
-    "AssistantMessage",
-    "BashExecutionMessage",
-    "BranchSummaryEntry",
-    "BranchSummaryMessage",
-    "Clock",
-    "CompactHookResult",
-    "CompactionEndEvent",
-    "CompactionEntry",
-    "CompactionHookOverride",
-    "CompactionPreparation",
-    "CompactionProvider",
-    "CompactionProviderRegistry",
-    "CompactionResult",
-    "CompactionSettings",
-    "CompactionStartEvent",
-    "CompactionSummaryMessage",
-    "Compactor",
-    "Config",
-    "ContextEvent",
-    "Cost",
-    "CustomEntry",
-    "CustomMessage",
-    "CustomMessageEntry",
-    "EstimateTokenCounter",
-    "HookEvent",
-    "HookRegistry",
-    "ImageContent",
-    "InMemoryStoreBackend",
-    "JsonFileStoreBackend",
-    "LabelEntry",
-    "MaintenanceReport",
-    "MaintenanceSettings",
-    "MemoryFlushEndEvent",
-    "MemoryFlushPolicy",
-    "MemoryFlushSettings",
-    "MemoryFlushStartEvent",
-    "MessageEndEvent",
-    "MessageEntry",
-    "ModelCallPlan",
-    "ModelChangeEntry",
-    "ModelClient",
-    "ModelInfo",
-    "ModelRef",
-    "ModelRequest",
-    "ModelResponse",
-    "PruneResult",
-    "Pruner",
-    "PruningSettings",
-    "RecoveryOutcome",
-    "ReplayPolicy",
-    "ResetPolicy",
-    "RuntimeSession",
-    "RuntimeSettings",
-    "SessionBeforeCompactEvent",
-    "SessionBeforeForkEvent",
-    "SessionBeforeSwitchEvent",
-    "SessionBeforeTreeEvent",
-    "SessionCompactEvent",
-    "SessionContext",
-    "SessionEntry",
-    "SessionHeader",
-    "SessionInfoEntry",
-    "SessionKeeperError",
-    "SessionResolution",
-    "SessionRuntime",
-    "SessionShutdownEvent",
-    "SessionStartEvent",
-    "SessionStore",
-    "SessionTreeEvent",
-    "SessionWriteLock",
-    "SilentReplyStreamFilter",
-    "SqliteStoreBackend",
-    "StoreBackend",
-    "SystemClock",
-    "TextContent",
-    "ThinkingContent",
-    "ThinkingLevelChangeEntry",
-    "TiktokenCounter",
-    "TokenCounter",
-    "ToolCall",
-    "ToolResultMessage",
-    "TranscriptDiagnostics",
-    "TranscriptEntry",
-    "TranscriptInfo",
-    "TranscriptManager",
-    "TurnOutcome",
-    "UnknownEntry",
-    "UnknownMessage",
-    "Usage",
-    "UserMessage",
-    "WriteLockSettings",
-    "__version__",
-    "apply_parent_fork",
-    "build_cron_session_key",
-    "build_direct_session_key",
-    "build_group_session_key",
-    "build_main_session_key",
-    "build_session_context",
-    "build_thread_session_key",
-    "convert_to_llm",
-    "effective_reserve_tokens",
-    "estimate_context_tokens",
-    "estimate_tokens",
-    "exceptions",
-    "filter_silent_stream",
-    "find_cut_point",
-    "is_context_overflow",
-    "is_silent_reply",
-    "is_silent_reply_payload",
-    "list_transcripts",
-    "load_config",
-    "load_transcript",
-    "merge_session_entry",
-    "normalize_session_key",
-    "parse_agent_session_key",
-    "prepare_compaction",
-    "read_last_messages",
-    "read_tail_context",
-    "resolve_context_window",
-    "resolve_replay_policy",
-    "resolve_session",
-    "run_maintenance",
-    "sanitize_replay_history",
-    "scan_transcript",
-    "shared_index_cache",
-    "should_compact",
-)
+    return sorted(set(globals()) | set(__getattr__("__all__")))

@@ -1,7 +1,7 @@
 """
 The typed session events and the results their handlers may return (pi spec §15.6; OpenClaw spec §6).
 
-Re-exported by :mod:`sessionkeeper._hooks`, which holds the :class:`~sessionkeeper._hooks.HookRegistry`
+Re-exported by :mod:`sessionkeeper.hooks`, which holds the :class:`~sessionkeeper.hooks.HookRegistry`
 that runs the handlers. Payloads that belong to later layers (the compaction preparation, the
 compaction result) are typed ``object`` here; the layers that emit them document the concrete types.
 """

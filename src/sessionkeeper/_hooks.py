@@ -31,7 +31,8 @@ Semantics (pi 0.73.1, ``ExtensionRunner``), with one deliberate choice about err
 - A handler returning a result of the wrong type is an error of the same kind (a :class:`TypeError`).
   Cancellation (``BaseException``) always propagates.
 
-The event and result classes live in :mod:`sessionkeeper._hook_events` and are re-exported here.
+This is the private registry module; the event and result classes live in the private events module
+``sessionkeeper._hook_events``. Users and the other packages import both from :mod:`sessionkeeper.hooks`.
 """
 
 from __future__ import annotations
@@ -44,66 +45,10 @@ from typing import Any, TypeAlias, TypeVar
 
 import attrs
 
-from sessionkeeper._hook_events import (
-    BranchSummaryOverride,
-    CompactHookResult,
-    CompactionEndEvent,
-    CompactionHookOverride,
-    CompactionReason,
-    CompactionStartEvent,
-    ContextEvent,
-    ContextHookResult,
-    ForkHookResult,
-    HookEvent,
-    MemoryFlushEndEvent,
-    MemoryFlushStartEvent,
-    MessageEndEvent,
-    MessageEndHookResult,
-    SessionBeforeCompactEvent,
-    SessionBeforeForkEvent,
-    SessionBeforeSwitchEvent,
-    SessionBeforeTreeEvent,
-    SessionCompactEvent,
-    SessionShutdownEvent,
-    SessionStartEvent,
-    SessionTreeEvent,
-    SwitchHookResult,
-    TreeHookResult,
-    TreePreparation,
-)
+from sessionkeeper._hook_events import HookEvent
 
 
-__all__ = (
-    "BranchSummaryOverride",
-    "CompactHookResult",
-    "CompactionEndEvent",
-    "CompactionHookOverride",
-    "CompactionReason",
-    "CompactionStartEvent",
-    "ContextEvent",
-    "ContextHookResult",
-    "ForkHookResult",
-    "HookError",
-    "HookErrorHandler",
-    "HookEvent",
-    "HookHandler",
-    "HookRegistry",
-    "MemoryFlushEndEvent",
-    "MemoryFlushStartEvent",
-    "MessageEndEvent",
-    "MessageEndHookResult",
-    "SessionBeforeCompactEvent",
-    "SessionBeforeForkEvent",
-    "SessionBeforeSwitchEvent",
-    "SessionBeforeTreeEvent",
-    "SessionCompactEvent",
-    "SessionShutdownEvent",
-    "SessionStartEvent",
-    "SessionTreeEvent",
-    "SwitchHookResult",
-    "TreeHookResult",
-    "TreePreparation",
-)
+__all__ = ("HookError", "HookErrorHandler", "HookHandler", "HookRegistry")
 
 R = TypeVar("R")
 E = TypeVar("E", bound="HookEvent[Any]")

@@ -11,67 +11,12 @@ their errors are logged, passed to ``on_error`` and returned as :class:`HookErro
 
 from __future__ import annotations
 
-from sessionkeeper._hooks import (
-    BranchSummaryOverride,
-    CompactHookResult,
-    CompactionEndEvent,
-    CompactionHookOverride,
-    CompactionReason,
-    CompactionStartEvent,
-    ContextEvent,
-    ContextHookResult,
-    ForkHookResult,
-    HookError,
-    HookErrorHandler,
-    HookEvent,
-    HookHandler,
-    HookRegistry,
-    MemoryFlushEndEvent,
-    MemoryFlushStartEvent,
-    MessageEndEvent,
-    MessageEndHookResult,
-    SessionBeforeCompactEvent,
-    SessionBeforeForkEvent,
-    SessionBeforeSwitchEvent,
-    SessionBeforeTreeEvent,
-    SessionCompactEvent,
-    SessionShutdownEvent,
-    SessionStartEvent,
-    SessionTreeEvent,
-    SwitchHookResult,
-    TreeHookResult,
-    TreePreparation,
-)
+from sessionkeeper import _hook_events, _hooks
+from sessionkeeper._hook_events import *  # noqa: F403 - the events module's __all__, re-exported
+from sessionkeeper._hooks import *  # noqa: F403 - the registry module's __all__, re-exported
 
 
-__all__ = (
-    "BranchSummaryOverride",
-    "CompactHookResult",
-    "CompactionEndEvent",
-    "CompactionHookOverride",
-    "CompactionReason",
-    "CompactionStartEvent",
-    "ContextEvent",
-    "ContextHookResult",
-    "ForkHookResult",
-    "HookError",
-    "HookErrorHandler",
-    "HookEvent",
-    "HookHandler",
-    "HookRegistry",
-    "MemoryFlushEndEvent",
-    "MemoryFlushStartEvent",
-    "MessageEndEvent",
-    "MessageEndHookResult",
-    "SessionBeforeCompactEvent",
-    "SessionBeforeForkEvent",
-    "SessionBeforeSwitchEvent",
-    "SessionBeforeTreeEvent",
-    "SessionCompactEvent",
-    "SessionShutdownEvent",
-    "SessionStartEvent",
-    "SessionTreeEvent",
-    "SwitchHookResult",
-    "TreeHookResult",
-    "TreePreparation",
-)
+# Each name is listed once, in the private module that defines it; this module's surface is their union.
+__all__: tuple[str, ...] = ()
+__all__ += _hook_events.__all__
+__all__ += _hooks.__all__

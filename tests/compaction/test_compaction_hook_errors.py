@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.compaction._build import assistant, manager, result, user
 
-from sessionkeeper._hooks import (
+from sessionkeeper.compaction import Compactor
+from sessionkeeper.hooks import (
     CompactHookResult,
     CompactionEndEvent,
     CompactionHookOverride,
@@ -28,7 +29,6 @@ from sessionkeeper._hooks import (
     SessionCompactEvent,
     SessionStartEvent,
 )
-from sessionkeeper.compaction import Compactor
 from sessionkeeper.transcript import CompactionEntry
 from sessionkeeper.transcript._manager import TranscriptManager
 

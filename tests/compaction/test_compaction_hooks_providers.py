@@ -6,13 +6,6 @@ import anyio
 import pytest
 from tests.compaction._build import assistant, manager, result, user
 
-from sessionkeeper._hooks import (
-    CompactHookResult,
-    CompactionHookOverride,
-    HookRegistry,
-    SessionBeforeCompactEvent,
-    SessionCompactEvent,
-)
 from sessionkeeper.compaction import (
     CompactionProviderRegistry,
     CompactionSettings,
@@ -24,6 +17,13 @@ from sessionkeeper.exceptions import (
     DuplicateProviderError,
     ProviderError,
     UnknownProviderError,
+)
+from sessionkeeper.hooks import (
+    CompactHookResult,
+    CompactionHookOverride,
+    HookRegistry,
+    SessionBeforeCompactEvent,
+    SessionCompactEvent,
 )
 from sessionkeeper.testing import FakeClock, ScriptedModelClient, capture_events
 from sessionkeeper.transcript import CompactionEntry

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from tests._helpers import user
 
-from sessionkeeper._hooks import (
+from sessionkeeper.compaction import CompactionProviderRegistry, CompactionSettings, Compactor, SummaryRequest
+from sessionkeeper.hooks import (
     CompactionHookOverride,
     HookRegistry,
     SessionBeforeCompactEvent,
     SessionCompactEvent,
 )
-from sessionkeeper.compaction import CompactionProviderRegistry, CompactionSettings, Compactor, SummaryRequest
 from sessionkeeper.transcript import (
     CompactionEntry,
     CompactionSummaryMessage,

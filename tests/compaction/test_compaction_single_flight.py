@@ -21,10 +21,10 @@ import anyio
 import pytest
 from tests._helpers import user
 
-from sessionkeeper._hooks import CompactionStartEvent, HookRegistry
 from sessionkeeper._lockfile import format_lock_payload, iso_ms, parse_lock_payload
 from sessionkeeper.compaction import CompactionProviderRegistry, CompactionSettings, Compactor, SummaryRequest
 from sessionkeeper.compaction._flight import claim_path_for
+from sessionkeeper.hooks import CompactionStartEvent, HookRegistry
 from sessionkeeper.runtime import RuntimeSettings, SessionRuntime
 from sessionkeeper.store import SessionStore
 from sessionkeeper.testing import FakeClock

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests._helpers import user
 
-from sessionkeeper._hooks import (
+from sessionkeeper.hooks import (
     CompactHookResult,
     CompactionEndEvent,
     CompactionHookOverride,

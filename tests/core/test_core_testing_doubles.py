@@ -7,15 +7,15 @@ import pytest
 
 from sessionkeeper import testing
 from sessionkeeper._clock import Clock
-from sessionkeeper._hooks import (
+from sessionkeeper._model_client import ModelClient, ModelRequest, ModelResponse
+from sessionkeeper._tokens import TokenCounter
+from sessionkeeper.hooks import (
     CompactHookResult,
     CompactionStartEvent,
     HookRegistry,
     SessionBeforeCompactEvent,
     SessionStartEvent,
 )
-from sessionkeeper._model_client import ModelClient, ModelRequest, ModelResponse
-from sessionkeeper._tokens import TokenCounter
 from sessionkeeper.records._messages import (
     AssistantMessage,
     ImageContent,

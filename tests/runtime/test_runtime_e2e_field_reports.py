@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 from tests.runtime._runtime_helpers import FlushRecorder, make_runtime, reply, tool_call, tool_result
 
-from sessionkeeper._hooks import (
+from sessionkeeper.compaction import CompactionPreparation, CompactionSettings
+from sessionkeeper.exceptions import ContextOverflowError
+from sessionkeeper.hooks import (
     CompactHookResult,
     CompactionHookOverride,
     HookRegistry,
     SessionBeforeCompactEvent,
 )
-from sessionkeeper.compaction import CompactionPreparation, CompactionSettings
-from sessionkeeper.exceptions import ContextOverflowError
 from sessionkeeper.runtime import (
     MemoryFlushRequest,
     MemoryFlushSettings,

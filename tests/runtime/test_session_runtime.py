@@ -15,15 +15,15 @@ from tests.runtime._runtime_helpers import (
     tool_result,
 )
 
-from sessionkeeper._hooks import (
+from sessionkeeper.compaction import CompactionSettings
+from sessionkeeper.exceptions import ContextOverflowError
+from sessionkeeper.hooks import (
     CompactionEndEvent,
     CompactionStartEvent,
     HookRegistry,
     MemoryFlushEndEvent,
     MemoryFlushStartEvent,
 )
-from sessionkeeper.compaction import CompactionSettings
-from sessionkeeper.exceptions import ContextOverflowError
 from sessionkeeper.pruning import CACHE_TTL_CUSTOM_TYPE, PruningSettings, SoftTrimSettings
 from sessionkeeper.runtime import (
     ModelInfo,
@@ -491,7 +491,7 @@ async def test_overflow_compacts_then_retry_overflow_gives_a_typed_error_and_kee
 async def test_overflow_recovery_retries_when_another_writer_compacted_meanwhile() -> None:
     # While this compaction summarises, another writer's compaction lands on the branch: ours is
     # "superseded" (nothing written), but the context is compacted, so recovery retries the call.
-    from sessionkeeper._hooks import SessionBeforeCompactEvent
+    from sessionkeeper.hooks import SessionBeforeCompactEvent
 
     hooks = HookRegistry()
     runtime, store, _ = make_runtime(compaction=_small(), hooks=hooks)

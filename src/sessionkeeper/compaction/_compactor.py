@@ -24,18 +24,6 @@ import attrs
 from msgspec import UNSET
 
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
-from sessionkeeper._hooks import (
-    CompactHookResult,
-    CompactionEndEvent,
-    CompactionHookOverride,
-    CompactionReason,
-    CompactionStartEvent,
-    HookError,
-    HookEvent,
-    HookRegistry,
-    SessionBeforeCompactEvent,
-    SessionCompactEvent,
-)
 from sessionkeeper._model_client import ModelClient
 from sessionkeeper.compaction._budget import DEFAULT_CONTEXT_WINDOW, CompactionBudget, compaction_budget
 from sessionkeeper.compaction._cut import entry_kind, message_role
@@ -55,6 +43,18 @@ from sessionkeeper.compaction._suffix import (
     safeguard_suffix,
 )
 from sessionkeeper.exceptions import CompactionCancelled, CompactionError, ConfigError, ModelClientError
+from sessionkeeper.hooks import (
+    CompactHookResult,
+    CompactionEndEvent,
+    CompactionHookOverride,
+    CompactionReason,
+    CompactionStartEvent,
+    HookError,
+    HookEvent,
+    HookRegistry,
+    SessionBeforeCompactEvent,
+    SessionCompactEvent,
+)
 from sessionkeeper.records import key_to_json
 from sessionkeeper.transcript import (
     CompactionEntry,

@@ -14,10 +14,10 @@ from typing import Literal, TypeAlias
 import anyio
 
 from sessionkeeper._fs import ensure_dir
-from sessionkeeper._hooks import HookError, MemoryFlushEndEvent, MemoryFlushStartEvent
 from sessionkeeper._model_client import ModelRequest
 from sessionkeeper._silent import is_silent_reply_payload, strip_silent_token
 from sessionkeeper.exceptions import UnsafePathError
+from sessionkeeper.hooks import HookError, MemoryFlushEndEvent, MemoryFlushStartEvent
 from sessionkeeper.runtime._active_bytes import active_transcript_bytes
 from sessionkeeper.runtime._memory_flush import MemoryFlushDecision, MemoryFlushPlan, MemoryFlushPolicy
 from sessionkeeper.runtime._parts import RuntimeParts

@@ -11,10 +11,10 @@ from __future__ import annotations
 from typing import Protocol
 
 from sessionkeeper._clock import Clock
-from sessionkeeper._hooks import HookRegistry
 from sessionkeeper._model_client import ModelClient
 from sessionkeeper._tokens import TokenCounter
 from sessionkeeper.compaction import CompactionProviderRegistry
+from sessionkeeper.hooks import HookRegistry
 from sessionkeeper.pruning import Pruner
 from sessionkeeper.runtime._runtime_types import ModelInfo, RuntimeSettings
 from sessionkeeper.store import SessionStore

@@ -13,8 +13,8 @@ from typing import Any, Literal, Self, TypeAlias
 import attrs
 
 from sessionkeeper._config import Config
-from sessionkeeper._hooks import HookError
 from sessionkeeper.compaction import CompactionResult, CompactionSettings
+from sessionkeeper.hooks import HookError
 from sessionkeeper.pruning import HygieneResult, PruneResult, PruningSettings
 from sessionkeeper.runtime._budget import ContextWindowSettings
 from sessionkeeper.runtime._memory_flush import MemoryFlushDecision, MemoryFlushPlan, MemoryFlushSettings

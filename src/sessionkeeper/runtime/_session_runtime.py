@@ -29,7 +29,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
-from sessionkeeper._hooks import HookRegistry
 from sessionkeeper._model_client import ModelClient
 from sessionkeeper._tokens import EstimateTokenCounter, TokenCounter
 from sessionkeeper.compaction import (
@@ -37,6 +36,7 @@ from sessionkeeper.compaction import (
     check_provider_configured,
     compaction_threshold,
 )
+from sessionkeeper.hooks import HookRegistry
 from sessionkeeper.pruning import Pruner
 from sessionkeeper.runtime._active_bytes import active_transcript_bytes as _active_transcript_bytes
 from sessionkeeper.runtime._budget import estimate_context_usage, resolve_context_window

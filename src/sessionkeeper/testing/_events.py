@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from sessionkeeper._hooks import HookEvent, HookRegistry
+from sessionkeeper.hooks import HookEvent, HookRegistry
 
 
 __all__ = ("CapturedEvents", "capture_events")
