@@ -1,0 +1,130 @@
+"""
+The public API as text: every public module, every name in its ``__all__``, and each name's signature.
+
+``tests/test_public_api.py`` compares :func:`render` with the checked-in ``tests/data/public_api.txt``; after
+a reviewed change of the public surface, regenerate the file with ``python tests/regen_public_api.py`` and
+commit it with the change (the diff is the API review).
+
+One line per name, grouped by module: a class with its constructor signature and then its public methods,
+properties and class attributes (indented); a function with its signature; any other value with its type
+(and its ``repr`` when short). A name whose object is exported by an earlier module in :data:`MODULES` is
+written as an alias of that home (``= sessionkeeper.records.UserMessage``), so each definition appears once.
+"""
+
+from __future__ import annotations
+
+import enum
+import importlib
+import inspect
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+
+# The public modules, homes first: a re-export is written as an alias of the first module listing it.
+MODULES: tuple[str, ...] = (
+    "sessionkeeper.exceptions",
+    "sessionkeeper.records",
+    "sessionkeeper.hooks",
+    "sessionkeeper.abc",
+    "sessionkeeper.transcript",
+    "sessionkeeper.store",
+    "sessionkeeper.pruning",
+    "sessionkeeper.compaction",
+    "sessionkeeper.runtime",
+    "sessionkeeper.testing",
+    "sessionkeeper.testing.conformance",
+    "sessionkeeper.adapters",
+    "sessionkeeper.adapters.openai",
+    "sessionkeeper.adapters.anthropic",
+    "sessionkeeper.adapters.openai_agents",
+    "sessionkeeper.cli",
+    "sessionkeeper",
+)
+
+SNAPSHOT = Path(__file__).resolve().parent / "data" / "public_api.txt"
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+_SHORT = 100
+
+
+def _clean(text: str) -> str:
+    return _ADDRESS.sub("", text)
+
+
+def _signature(obj: object) -> str:
+    try:
+        return _clean(str(inspect.signature(obj)))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "(...)"
+
+
+def _value(obj: object) -> str:
+    text = _clean(repr(obj))
+    kind = type(obj).__qualname__
+    is_type_alias = type(obj).__module__ in {"typing", "types"}
+    return f": {kind} = {text}" if is_type_alias or len(text) <= _SHORT else f": {kind}"
+
+
+def _bases(cls: type) -> str:
+    names = [
+        b.__qualname__ if b.__module__ == "builtins" else f"{b.__module__}.{b.__qualname__}"
+        for b in cls.__bases__
+    ]
+    names = [n for n in names if n != "object"]
+    return f"({', '.join(names)})" if names else ""
+
+
+def _members(cls: type) -> Iterator[str]:
+    if issubclass(cls, enum.Enum):
+        for member in cls:
+            yield f"    {member.name} = {_clean(repr(member.value))}"
+        return
+    own = {name: value for name, value in vars(cls).items() if not name.startswith("_")}
+    for name in sorted(own):
+        value = own[name]
+        if isinstance(value, property):
+            yield f"    property {name}"
+        elif isinstance(value, (staticmethod, classmethod)):
+            yield f"    {type(value).__name__} {name}{_signature(value.__func__)}"
+        elif inspect.isfunction(value):
+            prefix = "async def" if inspect.iscoroutinefunction(value) else "def"
+            yield f"    {prefix} {name}{_signature(value)}"
+        elif inspect.isclass(value):
+            yield f"    class {name}"
+        elif type(value).__name__ in {"member_descriptor", "getset_descriptor", "_CountingAttr"}:
+            continue  # a field: the constructor signature shows it
+        else:
+            yield f"    {name}{_value(value)}"
+
+
+def _describe(name: str, obj: object) -> Iterator[str]:
+    if inspect.isclass(obj):
+        yield f"class {name}{_bases(obj)}{_signature(obj)}"
+        yield from _members(obj)
+    elif inspect.isfunction(obj) or inspect.isbuiltin(obj):
+        prefix = "async def" if inspect.iscoroutinefunction(obj) else "def"
+        yield f"{prefix} {name}{_signature(obj)}"
+    elif inspect.ismodule(obj):
+        yield f"module {name} = {obj.__name__}"
+    else:
+        yield f"{name}{_value(obj)}"
+
+
+def render() -> str:
+    """The snapshot text (ends with a newline)."""
+    lines: list[str] = []
+    homes: dict[int, str] = {}
+    modules = [importlib.import_module(name) for name in MODULES]  # all first: imports may set __module__
+    for module_name, module in zip(MODULES, modules, strict=True):
+        lines.append(f"[{module_name}]")
+        for name in sorted(module.__all__):
+            obj = getattr(module, name)
+            home = homes.get(id(obj)) if (inspect.isclass(obj) or inspect.isfunction(obj)) else None
+            if home is not None:
+                lines.append(f"{name} = {home}.{getattr(obj, '__name__', name)}")
+                continue
+            if inspect.isclass(obj) or inspect.isfunction(obj):
+                homes[id(obj)] = module_name
+            lines.extend(_describe(name, obj))
+        lines.append("")
+    return "\n".join(lines)
