@@ -7,8 +7,9 @@ commit it with the change (the diff is the API review).
 
 One line per name, grouped by module: a class with its constructor signature and then its public methods,
 properties and class attributes (indented); a function with its signature; any other value with its type
-(and its ``repr`` when short). A name whose object is exported by an earlier module in :data:`MODULES` is
-written as an alias of that home (``= sessionkeeper.records.UserMessage``), so each definition appears once.
+(and its ``repr`` when short). A name whose object is exported by an earlier public module is written as
+an alias of that home (``= sessionkeeper.records.UserMessage``), so each definition appears once. New
+public modules join by themselves (:func:`public_modules`).
 """
 
 from __future__ import annotations
@@ -21,26 +22,28 @@ from collections.abc import Iterator
 from pathlib import Path
 
 
-# The public modules, homes first: a re-export is written as an alias of the first module listing it.
-MODULES: tuple[str, ...] = (
-    "sessionkeeper.exceptions",
-    "sessionkeeper.records",
-    "sessionkeeper.hooks",
-    "sessionkeeper.abc",
-    "sessionkeeper.transcript",
-    "sessionkeeper.store",
-    "sessionkeeper.pruning",
-    "sessionkeeper.compaction",
-    "sessionkeeper.runtime",
-    "sessionkeeper.testing",
-    "sessionkeeper.testing.conformance",
-    "sessionkeeper.adapters",
-    "sessionkeeper.adapters.openai",
-    "sessionkeeper.adapters.anthropic",
-    "sessionkeeper.adapters.openai_agents",
-    "sessionkeeper.cli",
-    "sessionkeeper",
-)
+# Home order: a re-export is written as an alias of the first module (in this order) listing the object.
+_RANK = ("exceptions", "records", "hooks", "abc", "transcript", "store", "pruning", "compaction", "runtime")
+
+
+def public_modules() -> tuple[str, ...]:
+    """Every public module (no ``_`` segment, ``__main__`` aside), lower layers first, the facade last."""
+    import pkgutil
+
+    import sessionkeeper
+
+    names = [
+        info.name
+        for info in pkgutil.walk_packages(sessionkeeper.__path__, "sessionkeeper.")
+        if not any(part.startswith("_") for part in info.name.split(".")[1:])
+    ]
+
+    def rank(name: str) -> tuple[int, str]:
+        top = name.split(".")[1]
+        return (_RANK.index(top) if top in _RANK else len(_RANK), name)
+
+    return (*sorted(names, key=rank), "sessionkeeper")
+
 
 SNAPSHOT = Path(__file__).resolve().parent / "data" / "public_api.txt"
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
@@ -114,8 +117,9 @@ def render() -> str:
     """The snapshot text (ends with a newline)."""
     lines: list[str] = []
     homes: dict[int, str] = {}
-    modules = [importlib.import_module(name) for name in MODULES]  # all first: imports may set __module__
-    for module_name, module in zip(MODULES, modules, strict=True):
+    names = public_modules()
+    modules = [importlib.import_module(name) for name in names]  # all first: imports may set __module__
+    for module_name, module in zip(names, modules, strict=True):
         lines.append(f"[{module_name}]")
         for name in sorted(module.__all__):
             obj = getattr(module, name)
