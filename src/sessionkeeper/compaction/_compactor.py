@@ -25,6 +25,7 @@ from msgspec import UNSET
 
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
 from sessionkeeper._model_client import ModelClient
+from sessionkeeper._tracing import traced
 from sessionkeeper.compaction._budget import DEFAULT_CONTEXT_WINDOW, CompactionBudget, compaction_budget
 from sessionkeeper.compaction._cut import entry_kind, message_role
 from sessionkeeper.compaction._extractive import extractive_summary, message_text
@@ -411,6 +412,7 @@ class Compactor:
             return None
         return await rotate_after_compaction(transcript, clock=self._clock)
 
+    @traced("compaction")
     async def compact(
         self,
         transcript: TranscriptManager,

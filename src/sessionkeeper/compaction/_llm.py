@@ -43,6 +43,7 @@ import attrs
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
 from sessionkeeper._model_client import ModelClient, ModelRequest
 from sessionkeeper._overflow import is_context_overflow
+from sessionkeeper._tracing import count
 from sessionkeeper.compaction._budget import CompactionBudget, compaction_budget
 from sessionkeeper.compaction._chunking import (
     chunk_messages_by_max_tokens,
@@ -261,6 +262,7 @@ class LlmSummarizer:
             metadata={"purpose": purpose},
         )
         self.calls += 1
+        count("summarizer_calls")
         try:
             response = await self._client.complete(request)
         except TimeoutError:

@@ -17,6 +17,7 @@ import attrs
 import msgspec
 
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
+from sessionkeeper._tracing import traced
 from sessionkeeper._window import (
     DEFAULT_CONTEXT_WINDOW_TOKENS,
     ContextWindowSource,
@@ -520,6 +521,7 @@ class Pruner:
     is_cache_ttl_eligible: Callable[[str | None, str | None, str | None], bool] = _anthropic_family_default
     clock: Clock = SYSTEM_CLOCK
 
+    @traced("pruning")
     def prune(
         self,
         messages: Sequence[AgentMessage],

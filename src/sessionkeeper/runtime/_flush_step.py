@@ -16,6 +16,7 @@ import anyio
 from sessionkeeper._fs import ensure_dir
 from sessionkeeper._model_client import ModelRequest
 from sessionkeeper._silent import is_silent_reply_payload, strip_silent_token
+from sessionkeeper._tracing import traced
 from sessionkeeper.exceptions import UnsafePathError
 from sessionkeeper.hooks import HookError, MemoryFlushEndEvent, MemoryFlushStartEvent
 from sessionkeeper.runtime._active_bytes import active_transcript_bytes
@@ -111,6 +112,7 @@ class MemoryFlushStep:
             session, self._runner, decision, trigger=trigger, pending_compaction=pending_compaction
         )
 
+    @traced("memory_flush")
     async def _run(
         self,
         session: RuntimeSession,

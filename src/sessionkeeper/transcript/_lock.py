@@ -66,6 +66,7 @@ from sessionkeeper._lockfile import (
     parse_lock_payload,
     remove_if_unchanged,
 )
+from sessionkeeper._tracing import traced
 from sessionkeeper.exceptions import LockError, LockNotHeldError, SessionBusyError, StaleLockError
 from sessionkeeper.transcript._lock_registry import (
     Attempt,
@@ -193,6 +194,7 @@ class SessionWriteLock:
         )
 
     @classmethod
+    @traced("lock_wait")
     async def _take(
         cls,
         *,
@@ -515,6 +517,7 @@ async def _release_held(reg: Registry, held: Held) -> None:
         finish_release(reg, state, held)
 
 
+@traced("lock_wait")
 async def run_locked(
     path: Path | str,
     work: Callable[[], T],

@@ -23,6 +23,7 @@ import attrs
 
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
 from sessionkeeper._fs import backup_file
+from sessionkeeper._tracing import traced
 from sessionkeeper.exceptions import ConfigError, StoreCorruptError
 from sessionkeeper.store._backend import StoreBackend
 from sessionkeeper.store._entry import SessionEntry, session_entry_to_dict
@@ -302,6 +303,7 @@ def _execute_files(
     return done, warnings
 
 
+@traced("maintenance")
 async def run_maintenance(
     store: Path | str | JsonFileStoreBackend | Any,
     *,
