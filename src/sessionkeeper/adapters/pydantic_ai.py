@@ -26,7 +26,7 @@ import attrs
 from pydantic_ai import messages as pai
 from pydantic_ai.tools import RunContext
 
-from sessionkeeper._clock import SYSTEM_CLOCK, Clock
+from sessionkeeper import SYSTEM_CLOCK, Clock
 from sessionkeeper.adapters._pydantic_ai import (
     PYDANTIC_AI_API,
     RETRY_CUSTOM_TYPE,
