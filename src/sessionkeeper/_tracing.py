@@ -36,7 +36,7 @@ R = TypeVar("R")
 TRACER_NAME: Final = "sessionkeeper"
 """Name of the tracer (the instrumentation scope) of every span."""
 
-PREFIX: Final = "sessionkeeper."
+PREFIX: Final = TRACER_NAME + "."
 """Prefix of span names and of the attributes this library sets."""
 
 AttributeValue = str | bool | int | float
