@@ -32,7 +32,7 @@ from typing import Any
 import pytest
 
 
-__all__ = ("PiOracle", "PiOracleError", "find_pi_oracle", "pi_oracle")
+__all__ = ("PiOracle", "PiOracleError", "find_oracle", "find_pi_oracle", "pi_oracle")
 
 _NPM_TIMEOUT_S = 600
 _CALL_TIMEOUT_S = 120
@@ -135,26 +135,34 @@ def _file_lock(path: Path) -> Iterator[None]:
 
 def find_pi_oracle() -> PiOracle | str:
     """Return a ready :class:`PiOracle`, or the reason why none is available."""
+    return find_oracle("pi-oracle", "SESSIONKEEPER_PI_ORACLE_DIR")
+
+
+def find_oracle(tool: str, ready_env: str) -> PiOracle | str:
+    """
+    Return a ready oracle for ``shared/tools/<tool>`` (installed once into the cache, keyed by its
+    ``package-lock.json``), or the reason why none is available. ``$<ready_env>`` may name a ready copy.
+    """
     node = shutil.which("node")
     npm = shutil.which("npm")
     if node is None or npm is None:
-        return "node/npm not found on PATH: the pi oracle cannot run"
-    ready = os.environ.get("SESSIONKEEPER_PI_ORACLE_DIR")
+        return f"node/npm not found on PATH: the {tool} oracle cannot run"
+    ready = os.environ.get(ready_env)
     if ready:
         root = Path(ready)
         if (root / "node_modules").is_dir() and (root / "context.mjs").is_file():
             return PiOracle(root, node)
-        return f"$SESSIONKEEPER_PI_ORACLE_DIR={ready} has no installed pi oracle"
+        return f"${ready_env}={ready} has no installed {tool}"
     shared = _shared_dir()
-    source = shared / "tools" / "pi-oracle" if shared is not None else None
+    source = shared / "tools" / tool if shared is not None else None
     if source is None or not (source / "package-lock.json").is_file():
-        return "shared/tools/pi-oracle not found (set $SESSIONKEEPER_SHARED)"
+        return f"shared/tools/{tool} not found (set $SESSIONKEEPER_SHARED)"
     digest = hashlib.sha256((source / "package-lock.json").read_bytes()).hexdigest()[:16]
     cache_root = Path(os.environ.get("SESSIONKEEPER_ORACLE_CACHE", Path.home() / ".cache" / "sessionkeeper"))
-    root = cache_root / f"pi-oracle-{digest}"
-    with _file_lock(cache_root / f"pi-oracle-{digest}.lock"):
+    root = cache_root / f"{tool}-{digest}"
+    with _file_lock(cache_root / f"{tool}-{digest}.lock"):
         if not (root / "node_modules").is_dir():
-            staging = cache_root / f"pi-oracle-{digest}.staging"
+            staging = cache_root / f"{tool}-{digest}.staging"
             shutil.rmtree(staging, ignore_errors=True)
             shutil.copytree(source, staging)
             for item in staging.rglob("*"):
@@ -170,7 +178,7 @@ def find_pi_oracle() -> PiOracle | str:
             )
             if proc.returncode != 0:
                 shutil.rmtree(staging, ignore_errors=True)
-                return f"npm ci for the pi oracle failed: {proc.stderr.strip()[-500:]}"
+                return f"npm ci for the {tool} oracle failed: {proc.stderr.strip()[-500:]}"
             shutil.rmtree(root, ignore_errors=True)
             staging.rename(root)
     return PiOracle(root, node)

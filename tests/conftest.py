@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, settings
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"
 PI_SAMPLES = DATA / "pi"
+PI16_SAMPLES = DATA / "pi16"
 OPENCLAW_SAMPLES = DATA / "openclaw"
 
 settings.register_profile("ci", max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -59,6 +60,12 @@ def anyio_backend(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def pi_samples() -> Path:
     return PI_SAMPLES
+
+
+@pytest.fixture
+def pi16_samples() -> Path:
+    """Sessions pi 1.6.0 wrote, with its goldens (copied from ``shared/samples/pi16``)."""
+    return PI16_SAMPLES
 
 
 @pytest.fixture

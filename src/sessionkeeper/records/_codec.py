@@ -27,6 +27,7 @@ from sessionkeeper.records._entries import (
     BooleanId,
     BranchSummaryEntry,
     CompactionEntry,
+    ContextEditEntry,
     CustomEntry,
     CustomMessageEntry,
     LabelEntry,
@@ -38,6 +39,7 @@ from sessionkeeper.records._entries import (
     ThinkingLevelChangeEntry,
     TranscriptEntry,
     UnknownEntry,
+    UsageEntry,
 )
 from sessionkeeper.records._messages import (
     AgentMessage,
@@ -47,6 +49,7 @@ from sessionkeeper.records._messages import (
     CompactionSummaryMessage,
     CustomMessage,
     KnownMessage,
+    SystemMessage,
     ToolResultMessage,
     UnknownMessage,
     UserMessage,
@@ -76,6 +79,8 @@ _ENTRY_TYPES: Final[dict[str, type[Any]]] = {
     "custom_message": CustomMessageEntry,
     "label": LabelEntry,
     "session_info": SessionInfoEntry,
+    "usage": UsageEntry,
+    "context_edit": ContextEditEntry,
 }
 
 _MESSAGE_TYPES: Final[dict[str, type[Any]]] = {
@@ -86,6 +91,7 @@ _MESSAGE_TYPES: Final[dict[str, type[Any]]] = {
     "custom": CustomMessage,
     "branchSummary": BranchSummaryMessage,
     "compactionSummary": CompactionSummaryMessage,
+    "system": SystemMessage,
 }
 
 # Keys a record writes even when they were absent (their default is not UNSET): they must be present.
@@ -280,20 +286,21 @@ def _contains_lone(value: Any) -> bool:
     return False
 
 
+def _usage_complete(usage: Any) -> bool:
+    """A usage object has every key :class:`Usage` writes with a default (else it would gain them)."""
+    if not isinstance(usage, dict) or any(key not in usage for key in _USAGE_KEYS):
+        return False
+    cost = usage["cost"]
+    return isinstance(cost, dict) and all(key in cost for key in _COST_KEYS)
+
+
 def _complete(role: str, raw: dict[str, Any]) -> bool:
+    if "usage" in raw and not _usage_complete(raw["usage"]):  # assistant, and pi 1.6 tool results
+        return False
     required = _REQUIRED_PRESENT.get(role)
     if required is None:
         return True
-    if any(key not in raw for key in required):
-        return False
-    if role == "assistant":
-        usage = raw["usage"]
-        if not isinstance(usage, dict) or any(key not in usage for key in _USAGE_KEYS):
-            return False
-        cost = usage["cost"]
-        if not isinstance(cost, dict) or any(key not in cost for key in _COST_KEYS):
-            return False
-    return True
+    return all(key in raw for key in required)
 
 
 def message_from_json(raw: dict[str, Any]) -> AgentMessage:
@@ -347,6 +354,8 @@ def entry_from_json(raw: dict[str, Any]) -> TranscriptEntry:
         return UnknownEntry(raw)
     cls = _ENTRY_TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None or "parentId" not in raw:
+        return UnknownEntry(raw)
+    if "usage" in raw and not _usage_complete(raw["usage"]):  # pi 1.6 usage / compaction / summary
         return UnknownEntry(raw)
     try:
         entry: TranscriptEntry = msgspec.convert(raw, cls)

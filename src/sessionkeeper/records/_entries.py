@@ -17,7 +17,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from sessionkeeper.records._jscompat import js_json_stringify
-from sessionkeeper.records._messages import AgentMessage, UserContent
+from sessionkeeper.records._messages import AgentMessage, ContentBlock, SystemMessage, Usage, UserContent
 
 
 __all__ = (
@@ -25,6 +25,8 @@ __all__ = (
     "BooleanId",
     "BranchSummaryEntry",
     "CompactionEntry",
+    "ContextEditEntry",
+    "ContextEditReplacement",
     "CustomEntry",
     "CustomMessageEntry",
     "LabelEntry",
@@ -38,6 +40,7 @@ __all__ = (
     "ThinkingLevelChangeEntry",
     "TranscriptEntry",
     "UnknownEntry",
+    "UsageEntry",
     "entry_key",
     "key_to_json",
 )
@@ -231,7 +234,14 @@ class CompactionEntry(_Record, tag="compaction", frozen=True, kw_only=True):
         first_kept_entry_id: First entry (on the same path, before this one) kept verbatim.
         tokens_before: Estimated context tokens before the compaction (informational).
         details: pi writes ``{"readFiles": [...], "modifiedFiles": [...]}``; extensions anything.
+        usage: Usage of the summariser call(s) (pi 1.6), when known.
         from_hook: ``True`` when a hook/extension supplied the result; absent means ``False``.
+        system_message: The complete prompt and tool state at this boundary (pi 1.6): pi 1.6's context
+            puts it before the summary. Re-encoded with a system message entry's key order (decision
+            PI16-ORDER: pi writes ``timestamp`` last here; the JSON value is the same).
+
+    A *retain-none* compaction (pi 1.6 ``appendCompaction(summary, null, ...)``) has
+    ``first_kept_entry_id`` equal to its own ``id``: nothing before it is kept.
     """
 
     id: str
@@ -241,7 +251,14 @@ class CompactionEntry(_Record, tag="compaction", frozen=True, kw_only=True):
     first_kept_entry_id: str
     tokens_before: int | float
     details: Any | UnsetType = UNSET
+    usage: Usage | UnsetType = UNSET
     from_hook: bool | UnsetType = UNSET
+    system_message: SystemMessage | UnsetType = UNSET
+
+    @property
+    def retains_none(self) -> bool:
+        """``True`` for a retain-none compaction (``first_kept_entry_id`` is this entry's own id)."""
+        return self.first_kept_entry_id == self.id
 
 
 class BranchSummaryEntry(_Record, tag="branch_summary", frozen=True, kw_only=True):
@@ -249,9 +266,12 @@ class BranchSummaryEntry(_Record, tag="branch_summary", frozen=True, kw_only=Tru
     A summary of a branch the conversation came back from (spec §5.5).
 
     Attributes:
-        from_id: The navigation target (same as ``parent_id``), or ``"root"``.
+        from_id: pi 0.73.1: the navigation target (same as ``parent_id``), or ``"root"``. pi 1.6: the
+            *abandoned leaf* (the entry the user navigated away from), ``"root"`` only when there was
+            none. Both are passed through to the context unchanged; only the meaning differs.
         summary: The summary; an empty one adds nothing to the context.
         details: ``{"readFiles", "modifiedFiles"}`` or extension data.
+        usage: Usage of the summariser call (pi 1.6), when known.
         from_hook: ``True`` when an extension supplied the summary.
     """
 
@@ -261,6 +281,7 @@ class BranchSummaryEntry(_Record, tag="branch_summary", frozen=True, kw_only=Tru
     from_id: str
     summary: str
     details: Any | UnsetType = UNSET
+    usage: Usage | UnsetType = UNSET
     from_hook: bool | UnsetType = UNSET
 
 
@@ -327,6 +348,62 @@ class SessionInfoEntry(_Record, tag="session_info", frozen=True, kw_only=True):
     name: str | UnsetType = UNSET
 
 
+class UsageEntry(_Record, tag="usage", frozen=True, kw_only=True):
+    """
+    Usage billed outside a reply, e.g. a cache keep-alive (pi 1.6 ``appendUsage``). Adds no message.
+
+    Attributes:
+        kind: Free-form category, e.g. ``"cache_warm"``.
+        provider: Provider id.
+        model: Model id.
+        usage: The tokens and cost.
+        note: Optional human-readable qualifier.
+    """
+
+    id: str
+    parent_id: str | None
+    timestamp: str
+    kind: str
+    provider: str
+    model: str
+    usage: Usage
+    note: str | UnsetType = UNSET
+
+
+class ContextEditReplacement(
+    msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=True
+):
+    """
+    New content for a context edit's target (pi 1.6 ``{content}``): replaces only the content.
+
+    Attributes:
+        content: A string (pi 1.6 turns it into one text block on assistant and tool-result
+            messages) or content blocks.
+    """
+
+    content: str | list[ContentBlock]
+
+
+class ContextEditEntry(_Record, tag="context_edit", frozen=True, kw_only=True):
+    """
+    An append-only change to an earlier entry's contribution to the context (pi 1.6).
+
+    On a branch, the latest edit of a target among the context entries wins. ``replacement=None``
+    omits the target from the context; a replacement swaps the ``content`` of a user, assistant,
+    tool-result or custom message and leaves every other field as stored.
+
+    Attributes:
+        target_id: Id of the edited entry.
+        replacement: The new content, or ``None`` to omit the target.
+    """
+
+    id: str
+    parent_id: str | None
+    timestamp: str
+    target_id: str
+    replacement: ContextEditReplacement | None
+
+
 class UnknownEntry:
     """
     An entry whose ``type`` is unknown, or whose fields do not fit its type's record (spec §5.10).
@@ -390,6 +467,8 @@ TranscriptEntry: TypeAlias = (
     | CustomMessageEntry
     | LabelEntry
     | SessionInfoEntry
+    | UsageEntry
+    | ContextEditEntry
     | UnknownEntry
 )
 """Any non-header line of a transcript."""

@@ -31,9 +31,13 @@ __all__ = (
     "CustomMessage",
     "ImageContent",
     "StopReason",
+    "SystemMessage",
+    "SystemSections",
     "TextContent",
     "ThinkingContent",
     "ToolCall",
+    "ToolDeclaration",
+    "ToolReference",
     "ToolResultMessage",
     "UnknownMessage",
     "Usage",
@@ -120,13 +124,19 @@ ContentBlock: TypeAlias = TextContent | ThinkingContent | ImageContent | ToolCal
 
 
 class Cost(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=True):
-    """Cost of one reply in USD, split like :class:`Usage` (spec §6.3)."""
+    """
+    Cost of one reply in USD, split like :class:`Usage` (spec §6.3).
+
+    ``total_from_provider`` (pi 1.6): ``True`` when ``total`` is the billed cost the provider reported;
+    absent in older files (means ``False``).
+    """
 
     input: Number = 0
     output: Number = 0
     cache_read: Number = 0
     cache_write: Number = 0
     total: Number = 0
+    total_from_provider: bool | UnsetType = UNSET
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=True):
@@ -138,6 +148,9 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_un
         output: Output tokens.
         cache_read: Tokens read from the prompt cache.
         cache_write: Tokens written to the prompt cache.
+        cache_write_1h: Subset of ``cache_write`` with 1h retention (pi 1.6, Anthropic only; wire
+            ``cacheWrite1h``).
+        reasoning: Reasoning tokens, a subset of ``output`` (pi 1.6, when the provider reports them).
         total_tokens: Total as reported or computed by pi; absent in old files.
         cost: Cost in USD.
     """
@@ -146,6 +159,8 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_un
     output: int = 0
     cache_read: int = 0
     cache_write: int = 0
+    cache_write_1h: int | UnsetType = msgspec.field(default=UNSET, name="cacheWrite1h")
+    reasoning: int | UnsetType = UNSET
     total_tokens: int | UnsetType = UNSET
     cost: Cost = msgspec.field(default_factory=Cost)
 
@@ -195,6 +210,12 @@ class AssistantMessage(_Message, tag="assistant", frozen=True, kw_only=True):
         response_id: Provider response id (pi 0.73.1).
         response_model: Concrete model when it differs from ``model`` (pi 0.73.1).
         diagnostics: Provider diagnostics (pi 0.73.1), kept as JSON objects.
+        provider_thinking_level: Provider-native effort level used (pi 1.6).
+        raw_stop_reason: The provider's own stop reason (pi 1.6).
+        end_turn: Whether the model explicitly ended its turn (pi 1.6).
+        duration_ms: Milliseconds from ``timestamp`` until the response ended (pi 1.6).
+        thinking_level: pi thinking level the agent loop requested (pi 1.6; written after
+            ``durationMs``, as pi's agent loop adds it).
     """
 
     content: list[AssistantContent]
@@ -208,6 +229,11 @@ class AssistantMessage(_Message, tag="assistant", frozen=True, kw_only=True):
     response_id: str | UnsetType = UNSET
     response_model: str | UnsetType = UNSET
     diagnostics: list[dict[str, Any]] | UnsetType = UNSET
+    provider_thinking_level: str | UnsetType = UNSET
+    raw_stop_reason: str | UnsetType = UNSET
+    end_turn: bool | UnsetType = UNSET
+    duration_ms: Number | UnsetType = UNSET
+    thinking_level: str | UnsetType = UNSET
 
 
 class ToolResultMessage(_Message, tag="toolResult", frozen=True, kw_only=True):
@@ -221,6 +247,9 @@ class ToolResultMessage(_Message, tag="toolResult", frozen=True, kw_only=True):
         details: Tool-specific JSON (never sent to the model).
         is_error: Whether the tool failed.
         timestamp: Unix time in ms.
+        usage: Usage of the tool execution itself (pi 1.6; not context accounting).
+        nested_calls: Calls this tool made to other tools (pi 1.6), kept as JSON.
+        duration_ms: Milliseconds the tool's execution took (pi 1.6).
     """
 
     tool_call_id: str
@@ -229,6 +258,62 @@ class ToolResultMessage(_Message, tag="toolResult", frozen=True, kw_only=True):
     is_error: bool = False
     timestamp: Number = 0
     details: Any | UnsetType = UNSET
+    usage: Usage | UnsetType = UNSET
+    nested_calls: Any | UnsetType = UNSET
+    duration_ms: Number | UnsetType = UNSET
+
+
+class ToolDeclaration(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=True):
+    """
+    A tool the model may call, as pi 1.6 declares it in a system message (pi-ai ``Tool``).
+
+    Attributes:
+        name: The tool name.
+        description: What the tool does (sent to the model).
+        parameters: JSON Schema of the arguments, key order preserved.
+        constrained_sampling: ``False`` or a provider constrained-sampling config such as
+            ``{"type": "json_schema", "strict": "prefer"}``; absent when not set.
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    constrained_sampling: Literal[False] | dict[str, Any] | UnsetType = UNSET
+
+
+class ToolReference(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=True):
+    """A tool that stops being available (pi 1.6 ``ToolReference``: ``{"name": ...}``)."""
+
+    name: str
+
+
+SystemSections: TypeAlias = dict[str, str | None]
+"""Named prompt sections of a system message: a text replaces the section, ``None`` removes it (pi 1.6)."""
+
+
+class SystemMessage(_Message, tag="system", frozen=True, kw_only=True):
+    """
+    The system prompt and tool loadout, or a patch of them (pi 1.6 ``role: "system"``).
+
+    The first system message on a branch declares the prompt; later ones replace sections by name
+    (``None`` removes one) and add or remove tools. pi 1.6 drops system messages inside a compaction's
+    kept range from the context (the compaction carries the complete state as its ``systemMessage``).
+    pi 0.73.1 passes them through like any message.
+
+    Attributes:
+        content: Instruction text (pi writes ``""`` and puts the prompt in ``sections``); a
+            ``None`` is projected as ``""`` by pi 1.6.
+        sections: Named, ordered sections rendered after ``content``.
+        timestamp: Unix time in ms.
+        tools_added: Complete declarations of tools that become available here.
+        tools_removed: Tools that stop being available here.
+    """
+
+    content: str | list[TextContent] | None
+    sections: SystemSections | UnsetType = UNSET
+    timestamp: Number
+    tools_added: list[ToolDeclaration] | UnsetType = UNSET
+    tools_removed: list[ToolReference] | UnsetType = UNSET
 
 
 class BashExecutionMessage(_Message, tag="bashExecution", frozen=True, kw_only=True):
@@ -338,7 +423,8 @@ class UnknownMessage:
 
 
 KnownMessage: TypeAlias = (
-    UserMessage
+    SystemMessage
+    | UserMessage
     | AssistantMessage
     | ToolResultMessage
     | BashExecutionMessage

@@ -1,20 +1,28 @@
 """
 Context reconstruction: the messages, thinking level and model of one leaf (pi-format spec §9).
 
-:func:`build_session_context` is pi 0.73.1's ``buildSessionContext`` (DESIGN decision 1: exact, nothing
-added or dropped), with one safety difference: a ``parentId`` cycle ends the path walk at the first
-entry that would repeat (pi would loop forever). Entries of a known type with an unexpected shape
-(:class:`UnknownEntry`) are interpreted from their JSON the way pi's untyped code reads them; ids,
-parent ids and ``firstKeptEntryId`` that are JSON numbers or booleans compare as pi's ``===`` and ``Map``
-do (:func:`entry_key`: ``1`` is not ``"1"``).
+:func:`build_session_context` is pi's ``buildSessionContext`` (DESIGN decision 1: exact, nothing added
+or dropped), equal to pi 1.6.0's on the files pi 1.6 writes and to pi 0.73.1's on the files 0.73.1
+writes (the two agree there; docs/pi16.md). pi 1.6.0 builds it as a projection: the context entries
+(the path; or the newest compaction, its kept range minus ``role: "system"`` message entries, and what
+follows it), the ``context_edit`` entries among them applied (the latest edit of a target wins: omit
+or replace the content), a compaction contributing ``[systemMessage?, compactionSummary]``, and
+``null`` message content projected as ``[]`` (``""`` for system messages).
+
+One safety difference: a ``parentId`` cycle ends the path walk at the first entry that would repeat
+(pi would loop forever). Entries of a known type with an unexpected shape (:class:`UnknownEntry`) are
+interpreted from their JSON the way pi's untyped code reads them; ids, parent ids, ``targetId`` and
+``firstKeptEntryId`` that are JSON numbers or booleans compare as pi's ``===`` and ``Map`` do
+(:func:`entry_key`: ``1`` is not ``"1"``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 import attrs
+import msgspec
 from msgspec import UNSET, UnsetType
 
 from sessionkeeper.records import (
@@ -24,10 +32,12 @@ from sessionkeeper.records import (
     BranchSummaryMessage,
     CompactionEntry,
     CompactionSummaryMessage,
+    ContextEditEntry,
     CustomMessage,
     CustomMessageEntry,
     MessageEntry,
     ModelChangeEntry,
+    SystemMessage,
     ThinkingLevelChangeEntry,
     TranscriptEntry,
     UnknownEntry,
@@ -148,26 +158,51 @@ def _raw_model(raw: Any) -> ModelRef | None:
     return ModelRef(provider=provider, model_id=model)
 
 
-def _compaction_message(entry: TranscriptEntry) -> AgentMessage:
+def _compaction_messages(entry: TranscriptEntry) -> list[AgentMessage]:
+    """pi 1.6: ``[systemMessage?, compactionSummary]`` (pi 0.73.1 files carry no ``systemMessage``)."""
     if isinstance(entry, CompactionEntry):
-        return CompactionSummaryMessage(
+        summary = CompactionSummaryMessage(
             summary=entry.summary,
             tokens_before=entry.tokens_before,
             timestamp=parse_iso_ms(entry.timestamp),
         )
+        if isinstance(entry.system_message, SystemMessage):
+            return [entry.system_message, summary]
+        return [summary]
     raw = entry.raw if isinstance(entry, UnknownEntry) else {}
     synthesized: dict[str, Any] = {"role": "compactionSummary"}
     for key in ("summary", "tokensBefore"):
         if key in raw:
             synthesized[key] = raw[key]
     synthesized["timestamp"] = js_date_ms(raw.get("timestamp", ""))
-    return message_from_json(synthesized)
+    system = raw.get("systemMessage")
+    if isinstance(system, dict):
+        return [message_from_json(system), message_from_json(synthesized)]
+    return [message_from_json(synthesized)]
+
+
+_EMPTY_CONTENT_ROLES = frozenset({"user", "assistant", "toolResult"})
+
+
+def _with_content(message: AgentMessage) -> AgentMessage:
+    """pi 1.6 (decision PI16-NULL): a message stored with ``null`` / missing content is projected with
+    ``""`` (system) or ``[]`` (user, assistant, tool result); typed records always have content."""
+    if isinstance(message, SystemMessage):
+        return message if message.content is not None else msgspec.structs.replace(message, content="")
+    if isinstance(message, UnknownMessage) and message.raw.get("content") is None:
+        role = message.raw.get("role")
+        if role == "system":
+            return message_from_json({**message.raw, "content": ""})
+        if role in _EMPTY_CONTENT_ROLES:
+            return message_from_json({**message.raw, "content": []})
+    return message
 
 
 def _entry_message(entry: TranscriptEntry) -> AgentMessage | None:
-    """pi's ``appendMessage`` mapping (spec §9 item 4); ``None`` = the entry adds nothing."""
+    """pi's ``sessionEntryToContextMessages`` for a non-compaction entry (spec §9 item 4); ``None`` = the
+    entry adds nothing."""
     if isinstance(entry, MessageEntry):
-        return entry.message
+        return _with_content(entry.message)
     if isinstance(entry, CustomMessageEntry):
         return CustomMessage(
             custom_type=entry.custom_type,
@@ -188,12 +223,14 @@ def _entry_message(entry: TranscriptEntry) -> AgentMessage | None:
     kind = entry.type
     if kind == "message":
         message = raw.get("message")
-        return message_from_json(message) if isinstance(message, dict) else None
+        return _with_content(message_from_json(message)) if isinstance(message, dict) else None
     if kind == "custom_message":
         synthesized: dict[str, Any] = {"role": "custom"}
         for key in ("customType", "content", "display", "details"):
             if key in raw:
                 synthesized[key] = raw[key]
+        if synthesized.get("content") is None:  # pi 1.6: ``entry.content ?? []`` (PI16-NULL)
+            synthesized["content"] = []
         synthesized["timestamp"] = js_date_ms(raw.get("timestamp", ""))
         return message_from_json(synthesized)
     if kind == "branch_summary" and raw.get("summary"):
@@ -203,6 +240,71 @@ def _entry_message(entry: TranscriptEntry) -> AgentMessage | None:
         synthesized["timestamp"] = js_date_ms(raw.get("timestamp", ""))
         return message_from_json(synthesized)
     return None
+
+
+def _is_system_entry(entry: TranscriptEntry) -> bool:
+    """A ``message`` entry with ``role: "system"`` (pi 1.6 drops them inside a compaction's kept range)."""
+    if isinstance(entry, MessageEntry):
+        message = entry.message
+        return isinstance(message, SystemMessage) or (
+            isinstance(message, UnknownMessage) and message.raw.get("role") == "system"
+        )
+    if isinstance(entry, UnknownEntry) and entry.type == "message":
+        inner = entry.raw.get("message")
+        return isinstance(inner, dict) and inner.get("role") == "system"
+    return False
+
+
+_EDITABLE_ROLES = frozenset({"user", "assistant", "toolResult", "custom"})
+_TEXT_BLOCK_ROLES = frozenset({"assistant", "toolResult"})
+_OMIT: Final = object()
+
+
+def _edit_of(entry: TranscriptEntry) -> tuple[str | None, Any]:
+    """``(targetId key, replacement)`` of a ``context_edit`` entry: the replacement is ``None`` (omit),
+    its ``content`` value, or ``_OMIT`` when the replacement has no ``content`` (pi writes ``undefined``)."""
+    if isinstance(entry, ContextEditEntry):
+        if entry.replacement is None:
+            return entry.target_id, None
+        return entry.target_id, [_block_json(b) for b in entry.replacement.content] if isinstance(
+            entry.replacement.content, list
+        ) else entry.replacement.content
+    raw = entry.raw if isinstance(entry, UnknownEntry) else {}
+    target = entry_key(raw.get("targetId"))
+    replacement = raw.get("replacement")
+    if replacement is None:
+        return target, None
+    if isinstance(replacement, dict) and "content" in replacement:
+        return target, replacement["content"]
+    return target, _OMIT
+
+
+def _block_json(block: Any) -> Any:
+    return msgspec.to_builtins(block)
+
+
+def _apply_edit(messages: list[AgentMessage], replacement: Any) -> list[AgentMessage]:
+    """pi 1.6 ``projectContextEntry``: ``None`` omits the entry; otherwise the content of user,
+    assistant, tool-result and custom messages is replaced (a string becomes one text block on
+    assistant and tool-result messages); other messages are kept as they are."""
+    if replacement is None:
+        return []
+    edited: list[AgentMessage] = []
+    for message in messages:
+        raw = message_to_builtins(message)
+        role = raw.get("role") if isinstance(raw, dict) else None
+        if role not in _EDITABLE_ROLES:
+            edited.append(message)
+            continue
+        updated = dict(raw)
+        if replacement is _OMIT:
+            updated.pop("content", None)  # ``{...message, content: undefined}``: JSON drops it
+        elif role in _TEXT_BLOCK_ROLES and isinstance(replacement, str):
+            updated["content"] = [{"type": "text", "text": replacement}]
+        else:
+            updated["content"] = replacement
+        edited.append(message_from_json(updated))
+    return edited
 
 
 _MESSAGE_KINDS = frozenset({"message", "custom_message", "branch_summary"})
@@ -279,28 +381,55 @@ def build_context_lazily(
                 model = found_model
                 break
     compaction_at = _last_index(kinds, "compaction", count)
+    selected = _context_indices(kinds, ids, entry_at, compaction_at)
+
+    edits: dict[str | None, Any] = {}
+    for i in selected:
+        if kinds[i] == "context_edit":
+            target, replacement = _edit_of(entry_at(i))
+            edits[target] = replacement  # pi 1.6: the latest edit of a target wins
 
     messages: list[AgentMessage] = []
+    for position, i in enumerate(selected):
+        kind = kinds[i]
+        if kind == "compaction":
+            # only the newest compaction (first context entry) contributes; an older one in the kept range
+            # renders nothing (pi 0.73.1 and 1.6)
+            produced = _compaction_messages(entry_at(i)) if position == 0 else []
+        elif kind in _MESSAGE_KINDS:
+            item = _entry_message(entry_at(i))
+            produced = [item] if item is not None else []
+        else:
+            continue
+        if edits and ids[i] in edits:
+            produced = _apply_edit(produced, edits[ids[i]])
+        messages.extend(produced)
+    return SessionContext(messages=tuple(messages), thinking_level=thinking_level, model=model)
 
-    def emit(start: int, stop: int) -> None:
-        for i in range(start, stop):
-            if kinds[i] in _MESSAGE_KINDS:
-                item = _entry_message(entry_at(i))
-                if item is not None:
-                    messages.append(item)
 
+def _context_indices(
+    kinds: list[str],
+    ids: list[str | None],
+    entry_at: Callable[[int], TranscriptEntry],
+    compaction_at: int,
+) -> list[int]:
+    """
+    pi 1.6 ``buildContextEntries`` as path indices: the whole path without a compaction; else the newest
+    compaction, the path entries from its ``firstKeptEntryId`` up to it minus ``role: "system"`` message
+    entries, then everything after it. A retain-none compaction (``firstKeptEntryId`` = its own id)
+    keeps nothing before it. pi 0.73.1 selects the same entries (it has no system message entries).
+    """
+    count = len(kinds)
     if compaction_at < 0:
-        emit(0, count)
-        return SessionContext(messages=tuple(messages), thinking_level=thinking_level, model=model)
-
+        return list(range(count))
     compaction = entry_at(compaction_at)
-    messages.append(_compaction_message(compaction))
     compaction_id = ids[compaction_at]
     # pi: the first path entry of type compaction with that id (ids are unique on a path built through
     # the id index, so this is normally ``compaction_at`` itself)
     first_index = ids.index(compaction_id)
     while kinds[first_index] != "compaction" or ids[first_index] != compaction_id:
         first_index = ids.index(compaction_id, first_index + 1)
+    selected = [compaction_at]
     if isinstance(compaction, CompactionEntry):
         first_kept: Any = compaction.first_kept_entry_id
     else:
@@ -311,18 +440,22 @@ def build_context_lazily(
             kept_from = ids.index(first_kept, 0, first_index)
         except ValueError:
             kept_from = first_index
-        emit(kept_from, first_index)
-    emit(first_index + 1, count)
-    return SessionContext(messages=tuple(messages), thinking_level=thinking_level, model=model)
+        for i in range(kept_from, first_index):
+            if kinds[i] == "message" and _is_system_entry(entry_at(i)):
+                continue
+            selected.append(i)
+    selected.extend(range(first_index + 1, count))
+    return selected
 
 
 def build_context_from_path(path: Sequence[TranscriptEntry]) -> SessionContext:
     """
-    Rebuild the context from a path (root first, leaf last): spec §9 items 3-7.
+    Rebuild the context from a path (root first, leaf last): spec §9 items 3-7, pi 1.6.0's projection.
 
     Thinking level and model are scanned over the whole path (last wins); the last compaction on the
-    path emits its summary first, then the kept entries from its ``first_kept_entry_id`` (if that id
-    is on the path before it; otherwise none), then every entry after it.
+    path emits its system message (pi 1.6) and summary first, then the kept entries from its
+    ``first_kept_entry_id`` (if that id is on the path before it; otherwise none) except system
+    message entries, then every entry after it; context edits among those entries are applied.
     """
     return build_context_lazily(
         kinds=[entry_kind(entry) for entry in path],
@@ -338,7 +471,8 @@ def build_session_context(
     by_id: Mapping[str, TranscriptEntry] | None = None,
 ) -> SessionContext:
     """
-    Rebuild the model context for a leaf exactly as pi's ``buildSessionContext`` (spec §9).
+    Rebuild the model context for a leaf exactly as pi's ``buildSessionContext`` (spec §9; pi 1.6.0's
+    ``buildSessionProjection`` messages, equal to pi 0.73.1's on the files 0.73.1 writes).
 
     Args:
         entries: All entries in file order (the header excluded).

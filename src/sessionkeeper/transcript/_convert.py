@@ -17,6 +17,7 @@ from sessionkeeper.records import (
     BranchSummaryMessage,
     CompactionSummaryMessage,
     CustomMessage,
+    SystemMessage,
     TextContent,
     ToolResultMessage,
     UnknownMessage,
@@ -130,6 +131,7 @@ def convert_to_llm(messages: Iterable[AgentMessage]) -> list[AgentMessage]:
     Per message, order preserved:
 
     - user, assistant, toolResult: unchanged (a string user content stays a string);
+    - system (pi 1.6 system message entries, typed): unchanged, as pi 1.6's ``convertToLlm``;
     - bashExecution: dropped when ``exclude_from_context``; else a user message with one text block
       (:func:`bash_execution_to_text`);
     - custom: a user message; string content becomes one text block; ``display`` is ignored;
@@ -143,8 +145,8 @@ def convert_to_llm(messages: Iterable[AgentMessage]) -> list[AgentMessage]:
     out: list[AgentMessage] = []
     for message in messages:
         converted: AgentMessage | None
-        if isinstance(message, UserMessage | AssistantMessage | ToolResultMessage):
-            converted = message
+        if isinstance(message, UserMessage | AssistantMessage | ToolResultMessage | SystemMessage):
+            converted = message  # pi 1.6 passes system messages through (0.73.1 files have none)
         elif isinstance(message, BashExecutionMessage):
             if message.exclude_from_context is True:
                 continue

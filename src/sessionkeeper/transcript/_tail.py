@@ -485,7 +485,8 @@ class _ContextWalk:
         if not self.compaction_seen and kind == "compaction":
             self.compaction_seen = True
             self.first_kept = entry_key(_first_kept_of(record.entry))
-            self.kept_seen = self.first_kept is None
+            # a retain-none compaction (pi 1.6: firstKeptEntryId = its own id) keeps nothing before it
+            self.kept_seen = self.first_kept is None or self.first_kept == record.entry_id
         elif self.compaction_seen and not self.kept_seen and record.entry_id == self.first_kept:
             self.kept_seen = True
         if not self.thinking_seen and kind == "thinking_level_change":
