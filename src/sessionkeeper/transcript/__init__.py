@@ -101,6 +101,12 @@ from sessionkeeper.transcript._lock_tools import (
     read_lock_owner,
 )
 from sessionkeeper.transcript._manager import Durability, TranscriptManager
+from sessionkeeper.transcript._system import (
+    PiGeneration,
+    current_system_message,
+    current_tools,
+    detect_pi_generation,
+)
 from sessionkeeper.transcript._tail import (
     TailContext,
     aread_last_messages,
@@ -145,6 +151,7 @@ __all__ = (
     "MessageEntry",
     "ModelChangeEntry",
     "ModelRef",
+    "PiGeneration",
     "SessionContext",
     "SessionHeader",
     "SessionInfoEntry",
@@ -185,6 +192,9 @@ __all__ = (
     "convert_to_llm",
     "copy_path",
     "create_transcript_lines",
+    "current_system_message",
+    "current_tools",
+    "detect_pi_generation",
     "encode_entry",
     "encode_message",
     "entry_from_json",

@@ -242,7 +242,7 @@ def _entry_message(entry: TranscriptEntry) -> AgentMessage | None:
     return None
 
 
-def _is_system_entry(entry: TranscriptEntry) -> bool:
+def is_system_entry(entry: TranscriptEntry) -> bool:
     """A ``message`` entry with ``role: "system"`` (pi 1.6 drops them inside a compaction's kept range)."""
     if isinstance(entry, MessageEntry):
         message = entry.message
@@ -255,8 +255,10 @@ def _is_system_entry(entry: TranscriptEntry) -> bool:
     return False
 
 
-_EDITABLE_ROLES = frozenset({"user", "assistant", "toolResult", "custom"})
-_TEXT_BLOCK_ROLES = frozenset({"assistant", "toolResult"})
+EDITABLE_ROLES: Final = frozenset({"user", "assistant", "toolResult", "custom"})
+"""Roles whose ``content`` a pi 1.6 context edit replaces (``custom`` = a ``custom_message`` entry)."""
+TEXT_BLOCK_ROLES: Final = frozenset({"assistant", "toolResult"})
+"""Roles where a string replacement becomes one text block (pi 1.6)."""
 _OMIT: Final = object()
 
 
@@ -293,13 +295,13 @@ def _apply_edit(messages: list[AgentMessage], replacement: Any) -> list[AgentMes
     for message in messages:
         raw = message_to_builtins(message)
         role = raw.get("role") if isinstance(raw, dict) else None
-        if role not in _EDITABLE_ROLES:
+        if role not in EDITABLE_ROLES:
             edited.append(message)
             continue
         updated = dict(raw)
         if replacement is _OMIT:
             updated.pop("content", None)  # ``{...message, content: undefined}``: JSON drops it
-        elif role in _TEXT_BLOCK_ROLES and isinstance(replacement, str):
+        elif role in TEXT_BLOCK_ROLES and isinstance(replacement, str):
             updated["content"] = [{"type": "text", "text": replacement}]
         else:
             updated["content"] = replacement
@@ -441,7 +443,7 @@ def _context_indices(
         except ValueError:
             kept_from = first_index
         for i in range(kept_from, first_index):
-            if kinds[i] == "message" and _is_system_entry(entry_at(i)):
+            if kinds[i] == "message" and is_system_entry(entry_at(i)):
                 continue
             selected.append(i)
     selected.extend(range(first_index + 1, count))

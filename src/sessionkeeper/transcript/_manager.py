@@ -40,8 +40,10 @@ from sessionkeeper.records import (
     ModelChangeEntry,
     SessionHeader,
     SessionInfoEntry,
+    SystemMessage,
     ThinkingLevelChangeEntry,
     TranscriptEntry,
+    Usage,
     UserContent,
     UserMessage,
     encode_entry,
@@ -75,6 +77,7 @@ from sessionkeeper.transcript._lock import SessionWriteLock, run_locked, run_loc
 from sessionkeeper.transcript._lock_local import ThreadSafeEvent, ThreadSafeLock
 from sessionkeeper.transcript._lock_registry import default_settings
 from sessionkeeper.transcript._lock_settings import WriteLockSettings
+from sessionkeeper.transcript._pi16_writes import Pi16Appends
 from sessionkeeper.transcript._tree import TreeNode, build_tree
 
 
@@ -139,7 +142,7 @@ def _check_unchanged_since_load(path: Path, index: TranscriptIndex) -> None:
         )
 
 
-class TranscriptManager:
+class TranscriptManager(Pi16Appends):
     """
     One transcript: its header, entry tree, leaf pointer, labels and session name; appends of every
     entry type; branching; fork/clone into new transcripts (pi's ``SessionManager``, spec §4-11).
@@ -163,6 +166,9 @@ class TranscriptManager:
     is raised before anything is written) but does not itself yield to the event loop, except once
     the inline writes since its last yield add up to one budget: a task appending in a loop lets other
     tasks run at least about every budget.
+
+    pi 1.6 (issue 18, docs/pi16.md): :meth:`append_usage`, :meth:`append_system_message`,
+    :meth:`append_context_edit`; :attr:`pi_generation` picks the conventions appends follow.
 
     The leaf is not persisted (spec §4): on load it is the last entry in file order, so navigation that
     appends nothing (:meth:`branch`, :meth:`reset_leaf`) is lost when the file is reopened.
@@ -847,6 +853,8 @@ class TranscriptManager:
         tokens_before: int,
         details: Any | UnsetType = UNSET,
         from_hook: bool | UnsetType = UNSET,
+        usage: Usage | UnsetType = UNSET,
+        system_message: SystemMessage | UnsetType | None = UNSET,
     ) -> CompactionEntry:
         """
         Append a ``compaction`` entry (spec §5.4, §13.5). ``first_kept_entry_id`` is not validated,
@@ -860,6 +868,11 @@ class TranscriptManager:
             tokens_before: Context tokens before compaction.
             details: pi writes ``{"readFiles": [...], "modifiedFiles": [...]}``; omitted when ``UNSET``.
             from_hook: ``False`` for our own compactions, ``True`` when a hook supplied it.
+            usage: Usage of the summariser call(s) (pi 1.6); omitted when ``UNSET``.
+            system_message: pi 1.6 ``systemMessage``, the complete prompt and tools at this boundary.
+                ``UNSET`` (default): on a :attr:`pi_generation` ``"1.6"`` transcript, the current system
+                message of the leaf's context (as pi 1.6.0's ``appendCompaction``), else none;
+                ``None``: none.
         """
         result: CompactionEntry = await self._append(
             lambda i, p, t: CompactionEntry(
@@ -870,7 +883,9 @@ class TranscriptManager:
                 first_kept_entry_id=i if first_kept_entry_id is None else first_kept_entry_id,
                 tokens_before=tokens_before,
                 details=details,
+                usage=usage,
                 from_hook=from_hook,
+                system_message=self._boundary_system_message(system_message, p, t),
             )
         )
         return result
@@ -939,25 +954,30 @@ class TranscriptManager:
         *,
         details: Any | UnsetType = UNSET,
         from_hook: bool | UnsetType = UNSET,
+        usage: Usage | UnsetType = UNSET,
     ) -> BranchSummaryEntry:
         """
         Move the leaf to ``entry_id`` (``None``: before the first entry) and append a ``branch_summary``
-        child there, with ``fromId`` = ``entry_id`` or ``"root"`` (spec §4, §5.5).
+        child there (spec §4, §5.5). ``fromId`` follows :attr:`pi_generation`: ``"0.73"`` the target
+        ``entry_id`` (``"root"`` for ``None``), ``"1.6"`` the abandoned leaf (``"root"`` when there was
+        none). ``usage``: the summariser call's usage (pi 1.6).
 
         Raises:
             EntryNotFoundError: ``entry_id`` is not in the transcript.
         """
         if entry_id is not None and entry_id not in self._index.by_id:
             raise EntryNotFoundError(entry_id)
+        from_id = self._summary_from_id(entry_id)
         self._leaf_id = entry_id
         result: BranchSummaryEntry = await self._append(
             lambda i, p, t: BranchSummaryEntry(
                 id=i,
                 parent_id=entry_id,
                 timestamp=t,
-                from_id=entry_id if entry_id is not None else "root",
+                from_id=from_id,
                 summary=summary,
                 details=details,
+                usage=usage,
                 from_hook=from_hook,
             ),
             follow=False,  # hangs where it was asked to, whatever others appended
@@ -965,10 +985,17 @@ class TranscriptManager:
         return result
 
     async def append_branch_summary(
-        self, summary: str, *, details: Any | UnsetType = UNSET, from_hook: bool | UnsetType = UNSET
+        self,
+        summary: str,
+        *,
+        details: Any | UnsetType = UNSET,
+        from_hook: bool | UnsetType = UNSET,
+        usage: Usage | UnsetType = UNSET,
     ) -> BranchSummaryEntry:
         """Append a ``branch_summary`` at the current leaf (:meth:`branch_with_summary` there)."""
-        return await self.branch_with_summary(self._leaf_id, summary, details=details, from_hook=from_hook)
+        return await self.branch_with_summary(
+            self._leaf_id, summary, details=details, from_hook=from_hook, usage=usage
+        )
 
     # -- new sessions from this one --------------------------------------------------------------------
 

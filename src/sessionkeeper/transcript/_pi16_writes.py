@@ -1,0 +1,219 @@
+"""
+The pi 1.6 appends of :class:`~sessionkeeper.transcript.TranscriptManager` (issue 18), as a mixin.
+
+``append_usage``, ``append_system_message`` and ``append_context_edit`` write the entries pi 1.6.0's
+``SessionManager.appendUsage`` / ``appendMessage({role: "system"})`` / ``appendContextEdit`` write, with
+the same checks; :attr:`pi_generation` says which pi generation's conventions the manager writes for
+(branch summary ``fromId``, a compaction's ``systemMessage``), by default what the file contains.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from sessionkeeper._clock import Clock
+from sessionkeeper.exceptions import EntryNotFoundError
+from sessionkeeper.records import (
+    ContentBlock,
+    ContextEditEntry,
+    ContextEditReplacement,
+    CustomMessageEntry,
+    MessageEntry,
+    SystemMessage,
+    SystemSections,
+    TextContent,
+    ToolDeclaration,
+    ToolReference,
+    TranscriptEntry,
+    Usage,
+    UsageEntry,
+    parse_iso_ms,
+)
+from sessionkeeper.transcript._context import EDITABLE_ROLES, TEXT_BLOCK_ROLES
+from sessionkeeper.transcript._load import TranscriptIndex
+from sessionkeeper.transcript._system import PiGeneration, current_system_message, detect_pi_generation
+
+
+__all__ = ("Pi16Appends",)
+
+
+def _role(entry: TranscriptEntry) -> str | None:
+    if isinstance(entry, CustomMessageEntry):
+        return "custom"
+    if isinstance(entry, MessageEntry):
+        message = entry.message
+        return message.role
+    return None
+
+
+class Pi16Appends:
+    """Mixin: the pi 1.6 entries and conventions of a transcript manager (see the module docstring)."""
+
+    # provided by TranscriptManager
+    _index: TranscriptIndex
+    _leaf_id: str | None
+    _clock: Clock
+    _append: Callable[..., Awaitable[Any]]
+    refresh: Callable[[], Awaitable[int]]
+    get_branch: Callable[..., list[TranscriptEntry]]
+
+    _pi_generation_set: PiGeneration | None = None
+    _pi_generation_seen: tuple[int, PiGeneration] | None = None
+
+    # -- the generation ----------------------------------------------------------------------------
+
+    @property
+    def pi_generation(self) -> PiGeneration:
+        """
+        Which pi generation's conventions appends follow: ``"1.6"`` writes a branch summary's ``fromId``
+        as the abandoned leaf and gives each compaction the current ``systemMessage``; ``"0.73"`` writes
+        ``fromId`` = the navigation target and no ``systemMessage`` (pi 0.73.1, OpenClaw 2026.7).
+
+        Default: what the file contains (:func:`~sessionkeeper.transcript.detect_pi_generation`:
+        ``"1.6"`` once it holds a pi 1.6 entry, ``"0.73"`` for a new or 0.73.1 file), re-read as the
+        file grows. Setting it overrides the detection for this manager.
+        """
+        if self._pi_generation_set is not None:
+            return self._pi_generation_set
+        size = len(self._index)
+        seen = self._pi_generation_seen
+        if seen is None or seen[0] != size:
+            if seen is not None and seen[1] == "1.6":  # append-only: a pi 1.6 entry stays in the file
+                seen = (size, "1.6")
+            else:
+                seen = (size, detect_pi_generation(self._index.kinds, self._index.entry_at))
+            self._pi_generation_seen = seen
+        return seen[1]
+
+    @pi_generation.setter
+    def pi_generation(self, value: PiGeneration) -> None:
+        if value not in ("0.73", "1.6"):
+            raise ValueError(f"pi_generation must be '0.73' or '1.6', not {value!r}")
+        self._pi_generation_set = value
+
+    def _summary_from_id(self, target: str | None) -> str:
+        """A branch summary's ``fromId``: pi 1.6 the abandoned leaf, pi 0.73.1 the target (``"root"``
+        for ``None``)."""
+        if self.pi_generation == "1.6":
+            return self._leaf_id if self._leaf_id is not None else "root"
+        return target if target is not None else "root"
+
+    def _boundary_system_message(
+        self, system_message: SystemMessage | UnsetType | None, leaf_id: str | None, timestamp: str
+    ) -> SystemMessage | UnsetType:
+        """A compaction's ``systemMessage``: the given one; for ``UNSET`` on a pi 1.6 transcript, the
+        current system message of the leaf's context dated with the entry's timestamp, as pi 1.6.0's
+        ``appendCompaction`` (none when the context has no system message and no tool)."""
+        if system_message is None:
+            return UNSET
+        if not isinstance(system_message, UnsetType):
+            return system_message
+        if self.pi_generation != "1.6" or leaf_id is None:
+            return UNSET
+        current = current_system_message(self._index.build_context(leaf_id).messages)
+        if current is None:
+            return UNSET
+        return msgspec.structs.replace(current, timestamp=parse_iso_ms(timestamp))
+
+    # -- appends -----------------------------------------------------------------------------------
+
+    async def append_usage(
+        self, kind: str, *, provider: str, model: str, usage: Usage, note: str | None = None
+    ) -> UsageEntry:
+        """
+        Append a ``usage`` entry (pi 1.6 ``appendUsage``): usage billed outside a reply, e.g. a cache
+        keep-alive (``kind="cache_warm"``). It adds nothing to the context. An empty ``note`` is
+        omitted, as pi does.
+        """
+        value: str | UnsetType = note if note else UNSET
+        result: UsageEntry = await self._append(
+            lambda i, p, t: UsageEntry(
+                id=i,
+                parent_id=p,
+                timestamp=t,
+                kind=kind,
+                provider=provider,
+                model=model,
+                usage=usage,
+                note=value,
+            )
+        )
+        return result
+
+    async def append_system_message(
+        self,
+        content: str | list[TextContent] = "",
+        *,
+        sections: SystemSections | UnsetType = UNSET,
+        tools_added: Sequence[ToolDeclaration] | UnsetType = UNSET,
+        tools_removed: Sequence[ToolReference] | UnsetType = UNSET,
+        timestamp: int | None = None,
+    ) -> MessageEntry:
+        """
+        Append a ``role: "system"`` message entry (pi 1.6): the system prompt and tool loadout, or a
+        patch of them. The first one on a branch declares the ``sections``; a later one replaces
+        sections by name (``None`` removes one) and adds or removes tools.
+
+        Args:
+            content: Instruction text (pi writes ``""`` and puts the prompt in ``sections``).
+            sections: Named prompt sections, in order.
+            tools_added: Tools that become available here.
+            tools_removed: Tools that stop being available here.
+            timestamp: Unix ms; default now.
+        """
+        message = SystemMessage(
+            content=content,
+            sections=dict(sections) if not isinstance(sections, UnsetType) else UNSET,
+            timestamp=timestamp if timestamp is not None else self._clock.now_ms(),
+            tools_added=list(tools_added) if not isinstance(tools_added, UnsetType) else UNSET,
+            tools_removed=list(tools_removed) if not isinstance(tools_removed, UnsetType) else UNSET,
+        )
+        result: MessageEntry = await self._append(
+            lambda i, p, t: MessageEntry(id=i, parent_id=p, timestamp=t, message=message)
+        )
+        return result
+
+    async def append_context_edit(
+        self, target_id: str, replacement: str | Sequence[ContentBlock] | None
+    ) -> ContextEditEntry:
+        """
+        Append a ``context_edit`` (pi 1.6 ``appendContextEdit``): from here on this branch, ``target_id``
+        is omitted from the context (``replacement=None``) or shown with ``replacement`` as its content
+        (every other field as stored). The latest edit of a target wins. A string replacement of an
+        assistant or tool-result message is written as one text block, as pi does.
+
+        Raises:
+            EntryNotFoundError: ``target_id`` is not in the transcript.
+            ValueError: The target is not on the active branch, or is not a user, assistant,
+                tool-result or custom message (pi's refusals).
+        """
+        if target_id not in self._index.by_id:
+            await self.refresh()
+            if target_id not in self._index.by_id:
+                raise EntryNotFoundError(target_id)
+        target = self._index.entry_at(self._index.by_id[target_id])
+        if all(entry.id != target_id for entry in self.get_branch()):
+            raise ValueError(f"Entry {target_id} is not on the active branch")
+        role = _role(target)
+        if role not in EDITABLE_ROLES:
+            raise ValueError(f"Entry {target_id} does not contribute editable model content")
+        value: ContextEditReplacement | None
+        if replacement is None:
+            value = None
+        elif isinstance(replacement, str):
+            content: str | list[ContentBlock] = (
+                [TextContent(text=replacement)] if role in TEXT_BLOCK_ROLES else replacement
+            )
+            value = ContextEditReplacement(content=content)
+        else:
+            value = ContextEditReplacement(content=list(replacement))
+        result: ContextEditEntry = await self._append(
+            lambda i, p, t: ContextEditEntry(
+                id=i, parent_id=p, timestamp=t, target_id=target_id, replacement=value
+            )
+        )
+        return result
