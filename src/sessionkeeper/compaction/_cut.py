@@ -22,6 +22,7 @@ from sessionkeeper.records import (
     BranchSummaryMessage,
     CompactionEntry,
     CompactionSummaryMessage,
+    ContextEditEntry,
     CustomEntry,
     CustomMessage,
     CustomMessageEntry,
@@ -34,6 +35,7 @@ from sessionkeeper.records import (
     TranscriptEntry,
     UnknownEntry,
     UnknownMessage,
+    UsageEntry,
     UserMessage,
 )
 from sessionkeeper.transcript import message_from_json
@@ -68,6 +70,8 @@ _KIND: dict[type, str] = {
     CustomMessageEntry: "custom_message",
     LabelEntry: "label",
     SessionInfoEntry: "session_info",
+    UsageEntry: "usage",
+    ContextEditEntry: "context_edit",
 }
 _CUT_ROLES = frozenset({"user", "assistant", "bashExecution", "custom", "branchSummary", "compactionSummary"})
 _TURN_START_ROLES = frozenset({"user", "bashExecution"})
