@@ -105,4 +105,3 @@ def test_lines_round_trip_byte_for_byte(pi16_samples: Path, name: str) -> None:
     index = load_transcript(path)
     lines = path.read_bytes().splitlines()
     assert [index.line_bytes(i) for i in range(len(index))] == lines[1:]
-
