@@ -14,6 +14,7 @@ import math
 from typing import Any, TypeGuard
 
 import attrs
+from msgspec import to_builtins as msgspec_builtins
 
 from sessionkeeper.records import (
     AgentMessage,
@@ -23,6 +24,7 @@ from sessionkeeper.records import (
     CompactionSummaryMessage,
     CustomMessage,
     ImageContent,
+    SystemMessage,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -41,6 +43,7 @@ __all__ = (
     "calculate_context_tokens",
     "estimate_context_tokens",
     "estimate_tokens",
+    "estimate_tokens_pi16",
 )
 
 IMAGE_CHARS = 4800
@@ -162,6 +165,54 @@ def estimate_tokens(message: AgentMessage) -> int:
     return _ceil4(chars)
 
 
+def estimate_tokens_pi16(message: AgentMessage) -> int:
+    """
+    Estimate the tokens of one message as pi 1.6.0's ``estimateTokens`` (issue 18): as
+    :func:`estimate_tokens`, except that user images count 4800 chars like tool-result images, and a
+    system message counts its content, its non-empty sections and ``JSON.stringify(toolsAdded)``.
+    pi 1.6.0 compaction cut points are measured with it.
+    """
+    if isinstance(message, SystemMessage):
+        content = message.content
+        if content is None:
+            chars = 0
+        elif isinstance(content, str):
+            chars = utf16_len(content)
+        else:
+            chars = sum(utf16_len(block.text) for block in content if block.text)
+        for section in (message.sections or {}).values():
+            if section:
+                chars += utf16_len(section)
+        if message.tools_added:
+            chars += utf16_len(js_json_stringify([msgspec_builtins(t) for t in message.tools_added]))
+        return _ceil4(chars)
+    if isinstance(message, UserMessage):
+        if isinstance(message.content, str):
+            return _ceil4(utf16_len(message.content))
+        chars = 0
+        for block in message.content:
+            if isinstance(block, TextContent) and block.text:
+                chars += utf16_len(block.text)
+            elif isinstance(block, ImageContent):
+                chars += IMAGE_CHARS
+        return _ceil4(chars)
+    if isinstance(message, UnknownMessage):
+        raw: dict[str, Any] = message.raw
+        role = raw.get("role")
+        if role == "user":
+            return _ceil4(_raw_text_len(raw.get("content"), images=True))
+        if role == "system":
+            chars = _raw_text_len(raw.get("content"), images=True)
+            sections = raw.get("sections")
+            for section in sections.values() if isinstance(sections, dict) else ():
+                if isinstance(section, str) and section:
+                    chars += utf16_len(section)
+            if raw.get("toolsAdded"):
+                chars += utf16_len(js_json_stringify(raw["toolsAdded"]))
+            return _ceil4(chars)
+    return estimate_tokens(message)
+
+
 def calculate_context_tokens(usage: Usage | dict[str, Any]) -> int:
     """
     Context size implied by one reply's usage (pi's ``calculateContextTokens``, spec §12).
@@ -232,24 +283,32 @@ def _usage_of(message: AgentMessage) -> Usage | dict[str, Any] | None:
     return None
 
 
-def estimate_context_tokens(messages: list[AgentMessage] | tuple[AgentMessage, ...]) -> ContextEstimate:
+def estimate_context_tokens(
+    messages: list[AgentMessage] | tuple[AgentMessage, ...], *, pi16: bool = False
+) -> ContextEstimate:
     """
     Estimate the context size of ``messages`` as pi does before compaction decisions (spec §12).
 
     Finds the last assistant message with usage whose ``stop_reason`` is neither ``error`` nor
     ``aborted``; the result is its :func:`calculate_context_tokens` plus :func:`estimate_tokens` of
     every later message. Without one, the sum of :func:`estimate_tokens` over all messages.
+
+    ``pi16=True``: pi 1.6.0's ``estimateContextTokens``: messages are counted with
+    :func:`estimate_tokens_pi16`, and a usage whose context size is 0 is skipped.
     """
+    estimate = estimate_tokens_pi16 if pi16 else estimate_tokens
     for index in range(len(messages) - 1, -1, -1):
         usage = _usage_of(messages[index])
         if usage is not None:
             usage_tokens = calculate_context_tokens(usage)
-            trailing = sum(estimate_tokens(m) for m in messages[index + 1 :])
+            if pi16 and usage_tokens <= 0:
+                continue
+            trailing = sum(estimate(m) for m in messages[index + 1 :])
             return ContextEstimate(
                 tokens=usage_tokens + trailing,
                 usage_tokens=usage_tokens,
                 trailing_tokens=trailing,
                 last_usage_index=index,
             )
-    total = sum(estimate_tokens(m) for m in messages)
+    total = sum(estimate(m) for m in messages)
     return ContextEstimate(tokens=total, usage_tokens=0, trailing_tokens=total, last_usage_index=None)

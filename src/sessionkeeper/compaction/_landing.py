@@ -33,6 +33,7 @@ from typing import Any, Literal, TypeAlias
 
 import anyio
 import attrs
+from msgspec import UNSET
 
 from sessionkeeper.compaction._cut import entry_kind
 from sessionkeeper.transcript import CompactionEntry, TranscriptEntry, TranscriptManager
@@ -210,6 +211,8 @@ async def land_compaction(
             tokens_before=tokens_before,
             details=details,
             from_hook=from_hook,
+            # pi 1.6: the instructions survive the compaction (issue 18); none on a pi 0.73 transcript
+            system_message=transcript.compaction_system_message(parent_id, timestamp) or UNSET,
         )
 
     entry: CompactionEntry | None = await transcript._append(build, follow=False)

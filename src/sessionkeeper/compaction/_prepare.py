@@ -435,6 +435,9 @@ def prepare_compaction(
     """
     Plan a compaction of ``branch`` (pi's ``prepareCompaction``, pi spec §13.2, with D1/D2).
 
+    A pi 1.6 branch (:func:`~sessionkeeper.compaction._projected.is_pi16_branch`) is planned as pi
+    1.6.0 plans it, on the projected context (:mod:`sessionkeeper.compaction._projected`, issue 18).
+
     1. Nothing to do (``None``) when the branch is empty or already ends with a compaction, or when
        the first kept entry has no id (unmigrated data).
     2. The summarised span starts at the previous compaction's ``firstKeptEntryId`` (else just after
@@ -456,6 +459,13 @@ def prepare_compaction(
     """
     if not branch or entry_kind(branch[-1]) == "compaction":
         return None
+    from sessionkeeper.compaction._projected import (  # noqa: PLC0415 - _projected imports this module
+        is_pi16_branch,
+        prepare_projected_compaction,
+    )
+
+    if is_pi16_branch(branch):  # pi 1.6: plan on the projected context (issue 18)
+        return prepare_projected_compaction(branch, keep_recent_tokens=keep_recent_tokens)
     previous_index = -1
     for index in range(len(branch) - 1, -1, -1):
         if entry_kind(branch[index]) == "compaction":

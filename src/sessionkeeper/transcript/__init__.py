@@ -57,9 +57,11 @@ from sessionkeeper.records import (
 )
 from sessionkeeper.transcript._context import (
     ModelRef,
+    ProjectedEntry,
     SessionContext,
     build_context_from_path,
     build_session_context,
+    project_path,
     walk_path,
 )
 from sessionkeeper.transcript._convert import (
@@ -152,6 +154,7 @@ __all__ = (
     "ModelChangeEntry",
     "ModelRef",
     "PiGeneration",
+    "ProjectedEntry",
     "SessionContext",
     "SessionHeader",
     "SessionInfoEntry",
@@ -210,6 +213,7 @@ __all__ = (
     "lock_path_for",
     "message_from_json",
     "message_to_builtins",
+    "project_path",
     "read_header",
     "read_last_messages",
     "read_lock_owner",

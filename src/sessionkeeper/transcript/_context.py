@@ -52,6 +52,7 @@ from sessionkeeper.records import (
 
 __all__ = (
     "ModelRef",
+    "ProjectedEntry",
     "SessionContext",
     "build_context_from_path",
     "build_context_lazily",
@@ -59,6 +60,7 @@ __all__ = (
     "entry_kind",
     "entry_model",
     "entry_thinking_level",
+    "project_path",
     "walk_path",
 )
 
@@ -382,7 +384,15 @@ def build_context_lazily(
             if found_model is not None:
                 model = found_model
                 break
-    compaction_at = _last_index(kinds, "compaction", count)
+    messages = [m for _, produced in _project(kinds, ids, entry_at) for m in produced]
+    return SessionContext(messages=tuple(messages), thinking_level=thinking_level, model=model)
+
+
+def _project(
+    kinds: list[str], ids: list[str | None], entry_at: Callable[[int], TranscriptEntry]
+) -> list[tuple[int, list[AgentMessage]]]:
+    """pi 1.6 ``buildSessionProjection`` entries as ``(path index, messages)`` pairs, in context order."""
+    compaction_at = _last_index(kinds, "compaction", len(kinds))
     selected = _context_indices(kinds, ids, entry_at, compaction_at)
 
     edits: dict[str | None, Any] = {}
@@ -391,7 +401,7 @@ def build_context_lazily(
             target, replacement = _edit_of(entry_at(i))
             edits[target] = replacement  # pi 1.6: the latest edit of a target wins
 
-    messages: list[AgentMessage] = []
+    projected: list[tuple[int, list[AgentMessage]]] = []
     for position, i in enumerate(selected):
         kind = kinds[i]
         if kind == "compaction":
@@ -402,11 +412,51 @@ def build_context_lazily(
             item = _entry_message(entry_at(i))
             produced = [item] if item is not None else []
         else:
-            continue
-        if edits and ids[i] in edits:
+            produced = []
+        if produced and edits and ids[i] in edits:
             produced = _apply_edit(produced, edits[ids[i]])
-        messages.extend(produced)
-    return SessionContext(messages=tuple(messages), thinking_level=thinking_level, model=model)
+        projected.append((i, produced))
+    return projected
+
+
+@attrs.frozen(kw_only=True)
+class ProjectedEntry:
+    """
+    One context entry of pi 1.6.0's session projection and the messages it contributes.
+
+    Attributes:
+        entry: The source entry (a compaction first, when the path has one).
+        messages: Its messages after context edits; empty for state entries (``usage``, labels,
+            ``context_edit`` ...), an entry an edit omits, or an older compaction in the kept range.
+        intrinsic: Whether the entry contributes messages *before* edits (pi's
+            ``sessionEntryToContextMessages(entry).length > 0``; ``False`` for ``context_edit``).
+    """
+
+    entry: TranscriptEntry
+    messages: tuple[AgentMessage, ...]
+    intrinsic: bool
+
+
+def project_path(path: Sequence[TranscriptEntry]) -> list[ProjectedEntry]:
+    """
+    pi 1.6.0's ``buildSessionProjection(path).entries``: the context entries of the path (root first,
+    leaf last) with the messages each contributes, in context order. Its messages, flattened, are
+    :func:`build_context_from_path`'s. Compaction planning on pi 1.6 files works on this list.
+    """
+    kinds = [entry_kind(entry) for entry in path]
+    ids: list[str | None] = [entry.id for entry in path]
+    out: list[ProjectedEntry] = []
+    for i, produced in _project(kinds, ids, path.__getitem__):
+        entry = path[i]
+        kind = kinds[i]
+        if kind == "compaction":
+            intrinsic = True
+        elif kind in _MESSAGE_KINDS:
+            intrinsic = _entry_message(entry) is not None
+        else:
+            intrinsic = False
+        out.append(ProjectedEntry(entry=entry, messages=tuple(produced), intrinsic=intrinsic))
+    return out
 
 
 def _context_indices(

@@ -102,22 +102,32 @@ class Pi16Appends:
             return self._leaf_id if self._leaf_id is not None else "root"
         return target if target is not None else "root"
 
+    def compaction_system_message(self, leaf_id: str | None, timestamp: str) -> SystemMessage | None:
+        """
+        The ``systemMessage`` pi 1.6.0's ``appendCompaction`` stores on a compaction appended at
+        ``leaf_id`` with ``timestamp``: the current system message of the leaf's context
+        (:func:`~sessionkeeper.transcript.current_system_message`) dated with the entry's timestamp,
+        so the instructions survive the compaction. ``None`` on a ``"0.73"`` transcript, or when the
+        context has no system message and no tool.
+        """
+        if self.pi_generation != "1.6" or leaf_id is None:
+            return None
+        current = current_system_message(self._index.build_context(leaf_id).messages)
+        if current is None:
+            return None
+        return msgspec.structs.replace(current, timestamp=parse_iso_ms(timestamp))
+
     def _boundary_system_message(
         self, system_message: SystemMessage | UnsetType | None, leaf_id: str | None, timestamp: str
     ) -> SystemMessage | UnsetType:
-        """A compaction's ``systemMessage``: the given one; for ``UNSET`` on a pi 1.6 transcript, the
-        current system message of the leaf's context dated with the entry's timestamp, as pi 1.6.0's
-        ``appendCompaction`` (none when the context has no system message and no tool)."""
+        """A compaction's ``systemMessage`` field: the given one, none for ``None``, else (``UNSET``)
+        :meth:`compaction_system_message`."""
         if system_message is None:
             return UNSET
         if not isinstance(system_message, UnsetType):
             return system_message
-        if self.pi_generation != "1.6" or leaf_id is None:
-            return UNSET
-        current = current_system_message(self._index.build_context(leaf_id).messages)
-        if current is None:
-            return UNSET
-        return msgspec.structs.replace(current, timestamp=parse_iso_ms(timestamp))
+        found = self.compaction_system_message(leaf_id, timestamp)
+        return found if found is not None else UNSET
 
     # -- appends -----------------------------------------------------------------------------------
 
