@@ -48,6 +48,7 @@ from sessionkeeper.records import (
     UnknownMessage,
     entry_key,
     key_to_json,
+    message_to_builtins,
     parse_iso_ms,
 )
 from sessionkeeper.transcript import (
@@ -151,11 +152,17 @@ class FileOperations:
         """The compaction entry's ``details``: ``{"readFiles": [...], "modifiedFiles": [...]}``."""
         return {"readFiles": self.read_files, "modifiedFiles": self.modified_files}
 
-    def merged(self, messages: Iterable[AgentMessage]) -> FileOperations:
-        """A copy with the file operations of the assistant tool calls in ``messages`` added."""
+    def merged(self, messages: Iterable[AgentMessage], *, nested_calls: bool = False) -> FileOperations:
+        """
+        A copy with the file operations of the assistant tool calls in ``messages`` added; with
+        ``nested_calls`` (pi 1.6) also the calls a tool made, recorded in a tool result's ``nestedCalls``.
+        """
         read, written, edited = set(self.read), set(self.written), set(self.edited)
         for message in messages:
-            for name, path in _tool_call_paths(message):
+            paths = _tool_call_paths(message)
+            if nested_calls:
+                paths = [*paths, *_nested_call_paths(message)]
+            for name, path in paths:
                 if name == "read":
                     read.add(path)
                 elif name == "write":
@@ -198,6 +205,21 @@ def _tool_call_paths(message: AgentMessage) -> Iterable[tuple[str, str]]:
                     name = block.get("name")
                     if isinstance(path, str) and path and isinstance(name, str):
                         yield name, path
+
+
+def _nested_call_paths(message: AgentMessage) -> Iterable[tuple[str, str]]:
+    """pi 1.6 ``nestedCalls.calls`` of a tool result: ``(name, path)`` of calls with a ``path``."""
+    if message.role != "toolResult":
+        return
+    raw = message_to_builtins(message)
+    nested = raw.get("nestedCalls") if isinstance(raw, dict) else None
+    calls = nested.get("calls") if isinstance(nested, dict) else None
+    for call in calls if isinstance(calls, list) else ():
+        args = call.get("arguments") if isinstance(call, dict) else None
+        path = args.get("path") if isinstance(args, dict) else None
+        name = call.get("name") if isinstance(call, dict) else None
+        if isinstance(path, str) and path and isinstance(name, str):
+            yield name, path
 
 
 def pending_tool_call_ids(branch: Sequence[TranscriptEntry]) -> tuple[str, ...]:

@@ -41,20 +41,15 @@ from sessionkeeper.compaction._prepare import (
 )
 from sessionkeeper.records import (
     AgentMessage,
-    AssistantMessage,
     CompactionEntry,
     ContextEditEntry,
     MessageEntry,
     SystemMessage,
-    ToolCall,
-    ToolResultMessage,
     TranscriptEntry,
     UnknownEntry,
-    UnknownMessage,
     UsageEntry,
     entry_key,
     key_to_json,
-    message_to_builtins,
 )
 from sessionkeeper.transcript import ProjectedEntry, current_system_message, project_path
 
@@ -220,42 +215,6 @@ def _summarised(entries: Iterable[ProjectedEntry]) -> list[AgentMessage]:
     return [m for e in entries if not _is_compaction(e) for m in e.messages if _role(m) != "system"]
 
 
-def _file_ops(messages: Iterable[AgentMessage], read: set[str], edited: set[str], written: set[str]) -> None:
-    def add(name: Any, arguments: Any) -> None:
-        path = arguments.get("path") if isinstance(arguments, dict) else None
-        if not isinstance(path, str) or not path:
-            return
-        if name == "read":
-            read.add(path)
-        elif name == "write":
-            written.add(path)
-        elif name == "edit":
-            edited.add(path)
-
-    for message in messages:
-        if isinstance(message, ToolResultMessage | UnknownMessage) and _role(message) == "toolResult":
-            raw = message_to_builtins(message)
-            nested = raw.get("nestedCalls") if isinstance(raw, dict) else None
-            calls = nested.get("calls") if isinstance(nested, dict) else None
-            for call in calls if isinstance(calls, list) else ():
-                if isinstance(call, dict):
-                    add(call.get("name"), call.get("arguments"))
-        elif isinstance(message, AssistantMessage):
-            for block in message.content:
-                if isinstance(block, ToolCall):
-                    add(block.name, block.arguments)
-        elif isinstance(message, UnknownMessage) and _role(message) == "assistant":
-            content = message.raw.get("content")
-            for block in content if isinstance(content, list) else ():
-                if (
-                    isinstance(block, dict)
-                    and block.get("type") == "toolCall"
-                    and "arguments" in block
-                    and "name" in block
-                ):
-                    add(block.get("name"), block.get("arguments"))
-
-
 @attrs.frozen(kw_only=True)
 class ProjectedCompactionPlan:
     """
@@ -351,7 +310,7 @@ def _compaction_summary(entry: TranscriptEntry) -> str | None:
     return summary if isinstance(summary, str) else None
 
 
-def _seed_files(entry: TranscriptEntry, read: set[str], edited: set[str]) -> None:
+def _seed_files(entry: TranscriptEntry) -> FileOperations:
     """``extractFileOperations``: a pi-generated previous compaction's ``details`` seed the file lists."""
     if isinstance(entry, CompactionEntry):
         from_hook: Any = entry.from_hook
@@ -359,13 +318,9 @@ def _seed_files(entry: TranscriptEntry, read: set[str], edited: set[str]) -> Non
     else:
         raw = entry.raw if isinstance(entry, UnknownEntry) else {}
         from_hook, details = raw.get("fromHook"), raw.get("details")
-    hooked = bool(from_hook) or isinstance(from_hook, list | dict)  # JavaScript truthiness
-    if hooked or not isinstance(details, dict):
-        return
-    for key, target in (("readFiles", read), ("modifiedFiles", edited)):
-        values = details.get(key)
-        if isinstance(values, list):
-            target.update(v for v in values if isinstance(v, str))
+    if bool(from_hook) or isinstance(from_hook, list | dict):  # JavaScript truthiness
+        return FileOperations()
+    return FileOperations.from_details(details)
 
 
 def plan_projected_compaction(
@@ -390,9 +345,7 @@ def plan_projected_compaction(
     skipped: str | None = None
     to_summarize: list[AgentMessage] = []
     prefix: list[AgentMessage] = []
-    read: set[str] = set()
-    edited: set[str] = set()
-    written: set[str] = set()
+    file_ops = FileOperations()
     if cut.first_kept >= len(projected) or not projected[cut.first_kept].entry.id:
         skipped = "no entry to keep"
     else:
@@ -403,9 +356,8 @@ def plan_projected_compaction(
             skipped = "nothing to summarize"
         else:
             if previous_index >= 0:
-                _seed_files(projected[previous_index].entry, read, edited)
-            _file_ops(to_summarize, read, edited, written)
-            _file_ops(prefix, read, edited, written)
+                file_ops = _seed_files(projected[previous_index].entry)
+            file_ops = file_ops.merged(to_summarize, nested_calls=True).merged(prefix, nested_calls=True)
     return ProjectedCompactionPlan(
         keep_recent_tokens=keep_recent_tokens,
         skipped=skipped,
@@ -421,7 +373,7 @@ def plan_projected_compaction(
         messages_to_summarize=tuple(to_summarize),
         turn_prefix_messages=tuple(prefix),
         previous_summary=previous_summary,
-        file_ops=FileOperations(read=frozenset(read), written=frozenset(written), edited=frozenset(edited)),
+        file_ops=file_ops,
     )
 
 
@@ -479,9 +431,7 @@ def prepare_projected_compaction(
         messages_to_summarize = tuple(_summarised(projected[plan.boundary_start :]))
         prefix = ()
         first_kept_index, first_kept_id, turn_start, split, kept = len(branch), None, -1, False, []
-        read, edited, written = set(file_ops.read), set(file_ops.edited), set(file_ops.written)
-        _file_ops(messages_to_summarize, read, edited, written)
-        file_ops = FileOperations(read=frozenset(read), written=frozenset(written), edited=frozenset(edited))
+        file_ops = file_ops.merged(messages_to_summarize, nested_calls=True)
     messages = [m for e in projected for m in e.messages]
     measured = estimate_projected_context_tokens(projected, branch)
     system = current_system_message(messages)
