@@ -111,7 +111,7 @@ _KNOWN_UNEXPORTED = {
     "sessionkeeper.store._backend.RowsAlwaysLoad": "base class of the public store backends (store)",
     "sessionkeeper.transcript._lock_registry.Held": "SessionWriteLock's constructor (transcript)",
     "sessionkeeper.transcript._tail.TailHeader": "return type of read_header (transcript)",
-    "sessionkeeper.transcript._pi16_writes.Pi16Appends": "base class of TranscriptManager: its pi 1.6 appends (transcript)",
+    "sessionkeeper.transcript._pi16_writes.Pi16Appends": "base class of TranscriptManager (transcript)",
 }
 
 
