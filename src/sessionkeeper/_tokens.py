@@ -51,9 +51,13 @@ if TYPE_CHECKING:
 
 __all__ = (
     "DEFAULT_TIKTOKEN_ENCODING",
+    "MEMO_SIZE",
     "EstimateTokenCounter",
+    "MessageTokenMemo",
     "TiktokenCounter",
     "TokenCounter",
+    "default_token_memo",
+    "token_memo",
 )
 
 DEFAULT_TIKTOKEN_ENCODING = "cl100k_base"
@@ -357,3 +361,85 @@ class TiktokenCounter(_CachingCounter):
 
     def __repr__(self) -> str:
         return f"TiktokenCounter(encoding={self.encoding_name!r})"
+
+
+MEMO_SIZE = 131_072
+"""Messages a :class:`MessageTokenMemo` remembers at most (the oldest half is dropped when full)."""
+
+
+class MessageTokenMemo:
+    """
+    A :class:`TokenCounter` that remembers ``counter.count_message`` per message object.
+
+    Planning (compaction cut walk, kept tail, chunk plans; pruning) runs before every model call on
+    the same immutable message objects of a loaded transcript and looks at many of them several
+    times. A hit requires the very same object (``is``), so a recycled ``id`` never returns a stale
+    count. At most ``size`` messages are remembered; the oldest half is dropped when it is full.
+    :meth:`count_text` is the wrapped counter's, unmemoised.
+
+    Args:
+        counter: The counter whose counts are remembered.
+        size: Messages remembered at most (default :data:`MEMO_SIZE`).
+    """
+
+    __slots__ = ("_memo", "_size", "counter")
+
+    def __init__(self, counter: TokenCounter, *, size: int = MEMO_SIZE) -> None:
+        if size < 2:
+            raise ValueError(f"size must be >= 2, got {size}")
+        self.counter: TokenCounter = counter
+        self._size = size
+        self._memo: dict[int, tuple[AgentMessage, int]] = {}
+
+    def count_text(self, text: str) -> int:
+        """The wrapped counter's ``count_text(text)``."""
+        return self.counter.count_text(text)
+
+    def count_message(self, message: AgentMessage) -> int:
+        """The wrapped counter's ``count_message(message)``, remembered for that very object."""
+        memo = self._memo
+        key = id(message)
+        hit = memo.get(key)
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        count = self.counter.count_message(message)
+        if len(memo) >= self._size:
+            for old in list(memo)[: self._size // 2]:
+                del memo[old]
+        memo[key] = (message, count)
+        return count
+
+    def clear(self) -> None:
+        """Forget every remembered count (and release the messages held)."""
+        self._memo.clear()
+
+    def __repr__(self) -> str:
+        return f"MessageTokenMemo({self.counter!r})"
+
+
+_DEFAULT_MEMO = MessageTokenMemo(EstimateTokenCounter(cache_size=0))
+
+
+def default_token_memo() -> MessageTokenMemo:
+    """
+    The process-wide memo of pi's estimate (:class:`EstimateTokenCounter`), the default everywhere.
+
+    pi's estimate is a pure function of the message, so every :class:`EstimateTokenCounter` shares it
+    (:func:`token_memo`); ``sessionkeeper.compaction.clear_token_memo`` empties it.
+    """
+    return _DEFAULT_MEMO
+
+
+def token_memo(counter: TokenCounter | None) -> MessageTokenMemo:
+    """
+    The memo to count messages with for ``counter``.
+
+    ``None`` or an :class:`EstimateTokenCounter` (pi's estimate, the same numbers whatever its cache
+    size): the shared :func:`default_token_memo`; a :class:`MessageTokenMemo`: itself; any other
+    counter: a new memo of it (hold on to it to keep its counts between calls).
+    """
+    if counter is None or type(counter) is EstimateTokenCounter:
+        return _DEFAULT_MEMO
+    if isinstance(counter, MessageTokenMemo):
+        return counter
+    return MessageTokenMemo(counter)

@@ -14,9 +14,9 @@ import anyio
 import attrs
 
 from sessionkeeper._model_client import ModelClient, ModelRequest
+from sessionkeeper._tokens import TokenCounter, token_memo
 from sessionkeeper.compaction._cut import entry_kind, message_of, message_role
 from sessionkeeper.compaction._extractive import extractive_summary
-from sessionkeeper.compaction._memo import message_tokens
 from sessionkeeper.compaction._prepare import FileOperations, entry_message
 from sessionkeeper.compaction._prompts import (
     BRANCH_SUMMARY_PREAMBLE,
@@ -97,7 +97,9 @@ class BranchEntries:
     total_tokens: int
 
 
-def prepare_branch_entries(entries: Sequence[TranscriptEntry], *, token_budget: int = 0) -> BranchEntries:
+def prepare_branch_entries(
+    entries: Sequence[TranscriptEntry], *, token_budget: int = 0, token_counter: TokenCounter | None = None
+) -> BranchEntries:
     """
     pi's ``prepareBranchEntries`` (spec §14): newest to oldest until the budget is used.
 
@@ -110,7 +112,9 @@ def prepare_branch_entries(entries: Sequence[TranscriptEntry], *, token_budget: 
     Args:
         entries: The branch's entries, oldest first.
         token_budget: Budget in tokens; 0 means none.
+        token_counter: Counts a message's tokens (default: pi's chars/4 estimate, pi-exact).
     """
+    count_message = token_memo(token_counter).count_message
     file_ops = FileOperations()
     for entry in entries:
         if isinstance(entry, BranchSummaryEntry) and entry.from_hook is not True:
@@ -133,7 +137,7 @@ def prepare_branch_entries(entries: Sequence[TranscriptEntry], *, token_budget: 
             if message is None:
                 continue
         file_ops = file_ops.merged((message,))
-        tokens = message_tokens(message)
+        tokens = count_message(message)
         if token_budget > 0 and total + tokens > token_budget:
             if kind in ("compaction", "branch_summary") and total < token_budget * 0.9:
                 messages.insert(0, message)
@@ -176,6 +180,7 @@ async def generate_branch_summary(
     replace_instructions: bool = False,
     model: str | None = None,
     abort: anyio.Event | None = None,
+    token_counter: TokenCounter | None = None,
 ) -> BranchSummary:
     """
     Summarise an abandoned branch (pi's ``generateBranchSummary``, spec §14).
@@ -185,13 +190,14 @@ async def generate_branch_summary(
     ``<conversation>...</conversation>\\n\\n`` + the branch prompt (or custom instructions appended as
     ``Additional focus``, or alone with ``replace_instructions``), ``max_tokens = 2048``. The summary
     is the preamble + the model's text + the file lists. Without a client, or when the client fails
-    or answers empty, the body is extractive (DESIGN D3).
+    or answers empty, the body is extractive (DESIGN D3). ``token_counter`` sizes the messages walked
+    against the budget (default: pi's chars/4 estimate).
 
     Raises:
         CompactionCancelled: The reply was aborted (pi cancels the navigation).
     """
     budget = (context_window or _DEFAULT_WINDOW) - reserve_tokens
-    prepared = prepare_branch_entries(entries, token_budget=budget)
+    prepared = prepare_branch_entries(entries, token_budget=budget, token_counter=token_counter)
     if not prepared.messages:
         return BranchSummary(summary=_NO_CONTENT)
     read_files = tuple(prepared.file_ops.read_files)

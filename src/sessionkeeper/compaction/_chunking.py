@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 
 import attrs
 
+from sessionkeeper._tokens import TokenCounter, token_memo
 from sessionkeeper.compaction._cut import message_role
-from sessionkeeper.compaction._memo import message_tokens
 from sessionkeeper.records import (
     AgentMessage,
     AssistantMessage,
@@ -31,11 +31,13 @@ __all__ = (
     "SAFETY_MARGIN",
     "SUMMARIZATION_OVERHEAD_TOKENS",
     "HistoryPrune",
+    "MessageSizer",
     "OversizedPlan",
     "adaptive_chunk_ratio",
     "chunk_messages_by_max_tokens",
     "history_needs_pruning",
     "max_chunk_tokens",
+    "message_sizer",
     "omitted_note",
     "oversized_plan",
     "prune_history_for_context_share",
@@ -53,7 +55,18 @@ SUMMARIZATION_OVERHEAD_TOKENS = 4096
 CHUNK_FLOOR_TOKENS = 8192
 """D10: the smallest chunk budget when the request has room for it (OpenClaw's can fall to 1)."""
 
-TokenCounter = Callable[[AgentMessage], int]
+MessageSizer = TokenCounter | Callable[[AgentMessage], int]
+"""What sizes a message: a :class:`~sessionkeeper.TokenCounter` (counted through its memo) or a function."""
+
+
+def message_sizer(token_counter: MessageSizer | None) -> Callable[[AgentMessage], int]:
+    """
+    ``token_counter`` as a function of a message: a counter (``None``: pi's estimate) is counted
+    through its memo (:func:`~sessionkeeper._tokens.token_memo`), a function is used as it is.
+    """
+    if token_counter is None or isinstance(token_counter, TokenCounter):
+        return token_memo(token_counter).count_message
+    return token_counter
 
 
 def _tool_calls(message: AgentMessage) -> list[str]:
@@ -95,7 +108,7 @@ def _normalize_parts(parts: int, count: int) -> int:
 
 
 def split_messages_by_token_share(
-    messages: Sequence[AgentMessage], *, parts: int = 2
+    messages: Sequence[AgentMessage], *, parts: int = 2, token_counter: MessageSizer | None = None
 ) -> list[list[AgentMessage]]:
     """
     Split ``messages`` into at most ``parts`` chunks of about equal token share (OpenClaw §5.5).
@@ -110,6 +123,7 @@ def split_messages_by_token_share(
     Args:
         messages: Messages in order.
         parts: Maximum number of chunks (default 2).
+        token_counter: Sizes a message (default: pi's estimate).
 
     Returns:
         Non-empty chunks, in order; together they are exactly ``messages``.
@@ -119,7 +133,8 @@ def split_messages_by_token_share(
     count = _normalize_parts(parts, len(messages))
     if count <= 1:
         return [list(messages)]
-    tokens = [message_tokens(message) for message in messages]
+    count_message = message_sizer(token_counter)
+    tokens = [count_message(message) for message in messages]
     target = sum(tokens) / count
     chunks: list[list[AgentMessage]] = []
     current: list[AgentMessage] = []
@@ -166,7 +181,7 @@ def split_messages_by_token_share(
 
 
 def chunk_messages_by_max_tokens(
-    messages: Sequence[AgentMessage], *, max_tokens: int, token_counter: TokenCounter | None = None
+    messages: Sequence[AgentMessage], *, max_tokens: int, token_counter: MessageSizer | None = None
 ) -> list[list[AgentMessage]]:
     """
     Greedy packing under ``floor(max_tokens / 1.2)`` tokens per chunk (OpenClaw §5.5).
@@ -175,7 +190,7 @@ def chunk_messages_by_max_tokens(
     see :func:`oversized_plan`). ``token_counter`` sizes a message (default: pi's estimate; the LLM
     summariser passes the size of its serialised text, D10).
     """
-    count = token_counter or message_tokens
+    count = message_sizer(token_counter)
     if not messages:
         return []
     limit = max(1, math.floor(max_tokens / SAFETY_MARGIN))
@@ -198,7 +213,7 @@ def chunk_messages_by_max_tokens(
 
 
 def adaptive_chunk_ratio(
-    messages: Sequence[AgentMessage], *, context_window: int, token_counter: TokenCounter | None = None
+    messages: Sequence[AgentMessage], *, context_window: int, token_counter: MessageSizer | None = None
 ) -> float:
     """
     Chunk ratio adapted to message size: 0.4, lowered towards 0.15 when messages are big.
@@ -208,7 +223,7 @@ def adaptive_chunk_ratio(
     """
     if not messages or context_window <= 0:
         return BASE_CHUNK_RATIO
-    count = token_counter or message_tokens
+    count = message_sizer(token_counter)
     total = sum(count(message) for message in messages)
     average = total / len(messages) * SAFETY_MARGIN / context_window
     if average > 0.1:
@@ -222,7 +237,7 @@ def max_chunk_tokens(
     *,
     context_window: int,
     room: int | None = None,
-    token_counter: TokenCounter | None = None,
+    token_counter: MessageSizer | None = None,
 ) -> int:
     """
     The token budget of one chunk.
@@ -260,13 +275,20 @@ class OversizedPlan:
     oversized_notes: tuple[str, ...]
 
 
-def oversized_plan(messages: Sequence[AgentMessage], *, context_window: int) -> OversizedPlan:
-    """Drop messages whose ``tokens * 1.2 > 0.5 * context_window`` (OpenClaw §5.5 fallback)."""
+def oversized_plan(
+    messages: Sequence[AgentMessage], *, context_window: int, token_counter: MessageSizer | None = None
+) -> OversizedPlan:
+    """
+    Drop messages whose ``tokens * 1.2 > 0.5 * context_window`` (OpenClaw §5.5 fallback).
+
+    ``token_counter`` sizes a message (default: pi's estimate).
+    """
+    count = message_sizer(token_counter)
     small: list[AgentMessage] = []
     notes: list[str] = []
     threshold = context_window * 0.5
     for message in messages:
-        size = message_tokens(message)
+        size = count(message)
         if size * SAFETY_MARGIN > threshold:
             notes.append(omitted_note(message_role(message) or "message", size))
         else:
@@ -322,6 +344,7 @@ def prune_history_for_context_share(
     max_history_share: float = 0.5,
     parts: int = 2,
     timestamp_ms: int | None = None,
+    token_counter: MessageSizer | None = None,
 ) -> HistoryPrune:
     """
     Drop the oldest token-share chunks until the history fits ``context_window * max_history_share``
@@ -336,6 +359,7 @@ def prune_history_for_context_share(
         parts: Token-share chunks per split (2).
         timestamp_ms: Timestamp of synthetic results, ms since epoch (OpenClaw: now); ``None`` uses
             the newest timestamp among ``messages``, so the result does not depend on the clock.
+        token_counter: Sizes a message (default: pi's estimate).
     """
     # imported here: the pruning layer (below this one) is not needed to import compaction
     from sessionkeeper.pruning import repair_tool_use_result_pairing  # noqa: PLC0415
@@ -349,8 +373,9 @@ def prune_history_for_context_share(
         stamps = [getattr(m, "timestamp", 0) for m in messages]
         timestamp_ms = max((t for t in stamps if isinstance(t, int) and not isinstance(t, bool)), default=0)
     count = _normalize_parts(parts, len(kept))
-    while kept and sum(message_tokens(m) for m in kept) > budget:
-        chunks = split_messages_by_token_share(kept, parts=count)
+    size = message_sizer(token_counter)
+    while kept and sum(size(m) for m in kept) > budget:
+        chunks = split_messages_by_token_share(kept, parts=count, token_counter=size)
         if len(chunks) <= 1:
             break
         dropped.extend(chunks[0])

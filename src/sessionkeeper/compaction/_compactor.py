@@ -25,6 +25,7 @@ from msgspec import UNSET
 
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
 from sessionkeeper._model_client import ModelClient
+from sessionkeeper._tokens import EstimateTokenCounter, TokenCounter, token_memo
 from sessionkeeper._tracing import traced
 from sessionkeeper.compaction._budget import DEFAULT_CONTEXT_WINDOW, CompactionBudget, compaction_budget
 from sessionkeeper.compaction._cut import entry_kind, message_role
@@ -315,6 +316,11 @@ class Compactor:
             summaries as ``<workspace-critical-rules>`` (OpenClaw spec §5.6). ``None``: not used.
         max_output_tokens: The host's reply budget, when known (raises the reserve, B09), so the
             D9 budgets match the runtime's threshold. ``None``: OpenClaw's reserve.
+        token_counter: Counts a message's tokens wherever a run decides by size: the cut walk and
+            kept tail (:func:`prepare_compaction`), the "ineffective" check, the history share and
+            oversized messages of the LLM summariser. Counts are remembered per message object
+            (:class:`~sessionkeeper._tokens.MessageTokenMemo`). ``None``: :class:`EstimateTokenCounter`,
+            pi's chars/4 estimate (pi spec §12), which makes every decision pi-exact.
 
     Raises:
         ConfigError: ``settings.provider`` names a provider that ``providers`` does not hold
@@ -334,6 +340,7 @@ class Compactor:
         clock: Clock = SYSTEM_CLOCK,
         workspace_dir: Path | str | None = None,
         max_output_tokens: int | None = None,
+        token_counter: TokenCounter | None = None,
     ) -> None:
         self.settings: CompactionSettings = settings if settings is not None else CompactionSettings()
         check_provider_configured(self.settings, providers)
@@ -345,6 +352,9 @@ class Compactor:
         self.hooks = hooks
         self.context_window: int = context_window or DEFAULT_CONTEXT_WINDOW
         self.max_output_tokens = max_output_tokens
+        self.token_counter: TokenCounter = EstimateTokenCounter() if token_counter is None else token_counter
+        """The counter a run decides sizes with (see ``token_counter`` above)."""
+        self._tokens = token_memo(self.token_counter)
         self._clock = clock
 
     def budget(
@@ -383,9 +393,9 @@ class Compactor:
         reason: CompactionReason = "manual",
         keep_recent_tokens: int | None = None,
     ) -> CompactionPreparation | None:
-        """:func:`prepare_compaction` with the keep budget of :meth:`keep_budget`."""
+        """:func:`prepare_compaction` with :meth:`keep_budget` and :attr:`token_counter`."""
         budget = self.keep_budget(reason=reason, keep_recent_tokens=keep_recent_tokens)
-        return prepare_compaction(branch, keep_recent_tokens=budget)
+        return prepare_compaction(branch, keep_recent_tokens=budget, token_counter=self._tokens)
 
     async def _agents_md(self) -> str | None:
         """The workspace's AGENTS.md text, or ``None`` (no workspace, missing or unreadable file)."""
@@ -609,7 +619,8 @@ class Compactor:
         if abort is not None and abort.is_set():
             raise CompactionCancelled("aborted")
 
-        replaced = sum(estimate_tokens(m) for m in (*plan.messages_to_summarize, *plan.turn_prefix_messages))
+        count = self._tokens.count_message
+        replaced = sum(count(m) for m in (*plan.messages_to_summarize, *plan.turn_prefix_messages))
         replaced += math.ceil(len(plan.previous_summary or "") / 4)
         if math.ceil(len(summary) / 4) >= replaced and not plan.strict_checkpoint and replaced > 0:
             return attrs.evolve(base, status="ineffective", provider=provider, fallbacks=fallbacks)
@@ -724,6 +735,7 @@ class Compactor:
                 context_window=self.context_window,
                 clock=self._clock,
                 budget=budget,
+                token_counter=self._tokens,
             )
             try:
                 if safeguard:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from sessionkeeper.compaction._memo import message_tokens
+from sessionkeeper._tokens import TokenCounter, token_memo
 from sessionkeeper.records import (
     AgentMessage,
     AssistantMessage,
@@ -189,6 +189,7 @@ def find_cut_point(
     keep_recent_tokens: int,
     start_index: int = 0,
     end_index: int | None = None,
+    token_counter: TokenCounter | None = None,
 ) -> CutPoint:
     """
     Find where to cut so that about ``keep_recent_tokens`` of recent messages are kept (pi-exact).
@@ -207,6 +208,8 @@ def find_cut_point(
         keep_recent_tokens: Token budget of the kept tail (chars/4 estimate).
         start_index: First index that may be cut (pi: the previous compaction's kept boundary).
         end_index: One past the last index considered; ``None`` = ``len(entries)``.
+        token_counter: Counts a message's tokens (default: pi's chars/4 estimate, which makes the
+            walk pi-exact); counted through its memo (:func:`~sessionkeeper._tokens.token_memo`).
 
     Returns:
         The :class:`CutPoint`.
@@ -216,6 +219,7 @@ def find_cut_point(
     if first_cut < 0:
         return CutPoint(first_kept_entry_index=start_index, turn_start_index=-1, is_split_turn=False)
 
+    count_message = token_memo(token_counter).count_message
     cut = first_cut
     budget_index: int | None = None
     accumulated = 0
@@ -223,7 +227,7 @@ def find_cut_point(
         message = message_of(entries[index])
         if message is None:
             continue
-        accumulated += message_tokens(message)
+        accumulated += count_message(message)
         if accumulated >= keep_recent_tokens:
             budget_index = index
             cut = next((c for c in range(max(index, first_cut), end) if is_cut_point(entries[c])), first_cut)

@@ -43,6 +43,7 @@ import attrs
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
 from sessionkeeper._model_client import ModelClient, ModelRequest
 from sessionkeeper._overflow import is_context_overflow
+from sessionkeeper._tokens import TokenCounter, token_memo
 from sessionkeeper._tracing import count
 from sessionkeeper.compaction._budget import CompactionBudget, compaction_budget
 from sessionkeeper.compaction._chunking import (
@@ -56,7 +57,6 @@ from sessionkeeper.compaction._chunking import (
 )
 from sessionkeeper.compaction._cut import message_role
 from sessionkeeper.compaction._extractive import message_text
-from sessionkeeper.compaction._memo import message_tokens as estimate_tokens
 from sessionkeeper.compaction._prompts import (
     MERGE_SUMMARIES_INSTRUCTIONS,
     SUMMARIZATION_SYSTEM_PROMPT,
@@ -144,9 +144,9 @@ def _serialized_tokens(message: AgentMessage) -> int:
     return _tokens(serialize_conversation((message,))) + 1
 
 
-def _halves(messages: Sequence[AgentMessage]) -> list[list[AgentMessage]]:
+def _halves(messages: Sequence[AgentMessage], counter: TokenCounter) -> list[list[AgentMessage]]:
     """Two parts of about equal token share, tool calls kept with their results when possible."""
-    parts = split_messages_by_token_share(messages, parts=2)
+    parts = split_messages_by_token_share(messages, parts=2, token_counter=counter)
     if len(parts) >= 2:
         return parts
     middle = len(messages) // 2
@@ -161,9 +161,9 @@ def _cut_in_half(message: AgentMessage) -> AgentMessage | None:
     return _text_message(text[: len(text) // 2] + _CUT_NOTE, timestamp=getattr(message, "timestamp", 0) or 0)
 
 
-def _omitted_note(message: AgentMessage) -> str:
+def _omitted_note(message: AgentMessage, counter: TokenCounter) -> str:
     """The note for ``message`` (the original, not a cut of it) left out of the summary."""
-    return omitted_note(message_role(message) or "message", estimate_tokens(message))
+    return omitted_note(message_role(message) or "message", counter.count_message(message))
 
 
 class LlmSummarizer:
@@ -178,6 +178,9 @@ class LlmSummarizer:
         clock: Waits between retries of a failed request (500 ms, then 1000 ms).
         budget: The window-derived request sizes (DESIGN D9); ``None``: derived from ``settings``
             and ``context_window`` (:func:`~sessionkeeper.compaction.compaction_budget`).
+        token_counter: Counts a message's tokens for the history share, oversized messages and
+            token-share splits (default: pi's chars/4 estimate). Request and chunk sizes are the
+            serialised text's chars/4 (D10) whatever the counter.
 
     Attributes:
         calls: Summary requests sent to the client so far (requests too big to send are not sent).
@@ -199,8 +202,10 @@ class LlmSummarizer:
         context_window: int,
         clock: Clock = SYSTEM_CLOCK,
         budget: CompactionBudget | None = None,
+        token_counter: TokenCounter | None = None,
     ) -> None:
         self._client = client
+        self._counter = token_memo(token_counter)
         self._settings = settings
         self._window = max(1, context_window)
         self._clock = clock
@@ -370,11 +375,11 @@ class LlmSummarizer:
             if len(messages) == 1:
                 whole = original or messages[0]
                 self._omitted.add(id(whole))
-                note = _omitted_note(whole)
+                note = _omitted_note(whole, self._counter)
                 return f"{previous_summary}\n\n{note}" if previous_summary else note
             raise last
         if len(messages) > 1:
-            first, second = _halves(messages)
+            first, second = _halves(messages, self._counter)
             if kind == "turn_prefix":
                 head = await self._request(
                     kind,
@@ -610,7 +615,7 @@ class LlmSummarizer:
         except (CompactionCancelled, _SummaryBudgetError, _SummaryCutOffError):
             raise
         except (ModelClientError, CompactionError):
-            plan = oversized_plan(messages, context_window=self._window)
+            plan = oversized_plan(messages, context_window=self._window, token_counter=self._counter)
             if not plan.small_messages or len(plan.small_messages) == len(messages):
                 raise
         small = {id(message) for message in plan.small_messages}
@@ -644,7 +649,7 @@ class LlmSummarizer:
         budget = self._chunk_budget(messages, instructions=instructions)
         total = sum(_serialized_tokens(message) for message in messages)
         chunks = (
-            split_messages_by_token_share(messages, parts=parts)
+            split_messages_by_token_share(messages, parts=parts, token_counter=self._counter)
             if parts > 1 and len(messages) >= max(2, min_messages_for_split) and total > budget
             else []
         )
@@ -732,7 +737,8 @@ class LlmSummarizer:
         settings = self._settings
         policy = settings.identifier_policy
         if tokens_before is not None and messages_to_summarize:
-            summarizable = sum(estimate_tokens(m) for m in (*messages_to_summarize, *turn_prefix_messages))
+            count = self._counter.count_message
+            summarizable = sum(count(m) for m in (*messages_to_summarize, *turn_prefix_messages))
             if history_needs_pruning(
                 tokens_before=tokens_before,
                 summarizable_tokens=summarizable,
@@ -743,6 +749,7 @@ class LlmSummarizer:
                     messages_to_summarize,
                     context_window=self._window,
                     max_history_share=settings.max_history_share,
+                    token_counter=self._counter,
                 )
                 if pruned.dropped:
                     messages_to_summarize = pruned.kept

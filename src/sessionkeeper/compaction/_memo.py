@@ -1,41 +1,26 @@
 """
-A memo of pi's per-message token estimate, keyed by message identity.
+The default token memo, as compaction has always exposed it.
 
-Planning runs before every model call on the same (immutable, cached) message objects of a loaded
-transcript, and each plan looks at many messages several times (cut walk, kept tail, chunk plans).
-:func:`message_tokens` returns :func:`~sessionkeeper.transcript.estimate_tokens` (pi spec §12, exact)
-and remembers it for that very object: a hit requires the same object (``is``), so a recycled ``id``
-can never return a stale count. At most :data:`MEMO_SIZE` messages are remembered; the oldest half is
-dropped when it is full. :func:`clear_token_memo` empties it.
+:func:`message_tokens` is pi's ``estimateTokens(message)`` (pi spec §12, exact) remembered per
+message object in the process-wide memo of the default counter
+(:func:`sessionkeeper._tokens.default_token_memo`); :func:`clear_token_memo` empties it. Planners
+given a ``token_counter`` count with that counter's memo (:func:`sessionkeeper._tokens.token_memo`).
 """
 
 from __future__ import annotations
 
-from sessionkeeper.transcript import AgentMessage, estimate_tokens
+from sessionkeeper._tokens import MEMO_SIZE, default_token_memo
+from sessionkeeper.records import AgentMessage
 
 
 __all__ = ("MEMO_SIZE", "clear_token_memo", "message_tokens")
 
-MEMO_SIZE = 131_072
-"""Messages remembered at most."""
-
-_memo: dict[int, tuple[AgentMessage, int]] = {}
-
 
 def message_tokens(message: AgentMessage) -> int:
     """pi's ``estimateTokens(message)`` (chars/4), memoised per message object."""
-    key = id(message)
-    hit = _memo.get(key)
-    if hit is not None and hit[0] is message:
-        return hit[1]
-    count = estimate_tokens(message)
-    if len(_memo) >= MEMO_SIZE:
-        for old in list(_memo)[: MEMO_SIZE // 2]:
-            del _memo[old]
-    _memo[key] = (message, count)
-    return count
+    return default_token_memo().count_message(message)
 
 
 def clear_token_memo() -> None:
-    """Forget every remembered estimate (and release the messages it holds)."""
-    _memo.clear()
+    """Forget every remembered estimate of the default counter (and release the messages it holds)."""
+    default_token_memo().clear()

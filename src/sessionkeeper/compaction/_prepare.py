@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 import attrs
 
+from sessionkeeper._tokens import TokenCounter, token_memo
 from sessionkeeper.compaction._cut import (
     CutPoint,
     classify_cut,
@@ -30,7 +31,6 @@ from sessionkeeper.compaction._cut import (
     is_cut_point,
     message_of,
 )
-from sessionkeeper.compaction._memo import message_tokens
 from sessionkeeper.records import (
     AgentMessage,
     AssistantMessage,
@@ -432,8 +432,8 @@ class _Previous:
         )
 
 
-def _kept(branch: Sequence[TranscriptEntry], start: int) -> tuple[int, int]:
-    """Messages the rebuilt context keeps from ``start`` on, and their token estimate."""
+def _kept(branch: Sequence[TranscriptEntry], start: int, counter: TokenCounter) -> tuple[int, int]:
+    """Messages the rebuilt context keeps from ``start`` on, and their tokens (``counter``)."""
     count = 0
     tokens = 0
     for index in range(start, len(branch)):
@@ -445,7 +445,7 @@ def _kept(branch: Sequence[TranscriptEntry], start: int) -> tuple[int, int]:
         message = entry_message(entry)
         if message is not None:
             count += 1
-            tokens += message_tokens(message)
+            tokens += counter.count_message(message)
     return count, tokens
 
 
@@ -453,6 +453,7 @@ def prepare_compaction(
     branch: Sequence[TranscriptEntry],
     *,
     keep_recent_tokens: int | None,
+    token_counter: TokenCounter | None = None,
 ) -> CompactionPreparation | None:
     """
     Plan a compaction of ``branch`` (pi's ``prepareCompaction``, pi spec §13.2, with D1/D2).
@@ -475,6 +476,9 @@ def prepare_compaction(
     Args:
         branch: The current branch, root first (``TranscriptManager.get_branch()``).
         keep_recent_tokens: Budget of the kept tail in tokens, or ``None`` for a strict checkpoint.
+        token_counter: Counts a message's tokens for the cut walk, ``kept_tokens`` and
+            ``tokens_before_estimate`` (default: pi's chars/4 estimate, pi-exact). ``tokens_before``
+            stays pi's context estimate (provider usage where known).
 
     Returns:
         The :class:`CompactionPreparation`, or ``None`` when there is nothing to compact.
@@ -506,7 +510,8 @@ def prepare_compaction(
     context = _context_messages(branch, previous_index, previous)
     measured = estimate_context_tokens(context)
     tokens_before = measured.tokens
-    before_estimate = sum(message_tokens(message) for message in context)
+    counter = token_memo(token_counter)
+    before_estimate = sum(counter.count_message(message) for message in context)
     pending = pending_tool_call_ids(branch)
 
     deviation: Literal["B05"] | None = None
@@ -514,7 +519,9 @@ def prepare_compaction(
         cut = CutPoint(first_kept_entry_index=len(branch), turn_start_index=-1, is_split_turn=False)
         pi_cut_id: str | None = None
     else:
-        pi_cut = find_cut_point(branch, keep_recent_tokens=keep_recent_tokens, start_index=start)
+        pi_cut = find_cut_point(
+            branch, keep_recent_tokens=keep_recent_tokens, start_index=start, token_counter=counter
+        )
         pi_cut_id = (
             branch[pi_cut.first_kept_entry_index].id if pi_cut.first_kept_entry_index < len(branch) else None
         )
@@ -536,7 +543,7 @@ def prepare_compaction(
     if previous is not None and previous.from_hook is not True:
         file_ops = FileOperations.from_details(previous.details)
     file_ops = file_ops.merged(to_summarize).merged(prefix)
-    kept_count, kept_tokens = _kept(branch, first_kept)
+    kept_count, kept_tokens = _kept(branch, first_kept, counter)
     turn_start_id = branch[cut.turn_start_index].id if cut.turn_start_index >= 0 else None
 
     return CompactionPreparation(

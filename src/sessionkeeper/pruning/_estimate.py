@@ -15,11 +15,13 @@ equal OpenClaw's own on the same input (checked against ``tools/openclaw-oracle/
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final
 
+import attrs
 import msgspec
 
+from sessionkeeper._tokens import EstimateTokenCounter, TokenCounter, token_memo
 from sessionkeeper.records import (
     AgentMessage,
     AssistantMessage,
@@ -37,6 +39,8 @@ from sessionkeeper.records import (
 __all__ = (
     "IMAGE_CHAR_ESTIMATE",
     "OTHER_ROLE_CHAR_ESTIMATE",
+    "CharWeigher",
+    "char_weigher",
     "estimate_context_chars",
     "estimate_message_chars",
     "estimate_string_chars",
@@ -218,3 +222,42 @@ def estimate_message_chars(message: AgentMessage) -> int:
 def estimate_context_chars(messages: Iterable[AgentMessage]) -> int:
     """Return the sum of :func:`estimate_message_chars` over ``messages``."""
     return sum(estimate_message_chars(message) for message in messages)
+
+
+@attrs.frozen
+class CharWeigher:
+    """
+    How pruning weighs a context, in weighted chars (compared with ``window tokens x 4``).
+
+    Attributes:
+        message: Weighted chars of one message.
+        text: Weighted chars of a text (the hard-clear placeholder).
+    """
+
+    message: Callable[[AgentMessage], int]
+    text: Callable[[str], int]
+
+    def context(self, messages: Iterable[AgentMessage]) -> int:
+        """The sum of :attr:`message` over ``messages``."""
+        weigh = self.message
+        return sum(weigh(message) for message in messages)
+
+
+_OPENCLAW_WEIGHER = CharWeigher(estimate_message_chars, estimate_string_chars)
+
+
+def char_weigher(token_counter: TokenCounter | None) -> CharWeigher:
+    """
+    The weigher of ``token_counter``.
+
+    ``None`` or an :class:`~sessionkeeper.EstimateTokenCounter` (the default): OpenClaw's char
+    estimate (:func:`estimate_message_chars`, spec §7), so every number equals OpenClaw's. Any other
+    counter: 4 x its tokens (char-equivalents, so the pruning ratios are ``tokens / window``), messages
+    counted through its memo (:func:`~sessionkeeper._tokens.token_memo`).
+    """
+    if token_counter is None or type(token_counter) is EstimateTokenCounter:
+        return _OPENCLAW_WEIGHER
+    memo = token_memo(token_counter)
+    return CharWeigher(
+        lambda message: 4 * memo.count_message(message), lambda text: 4 * memo.count_text(text)
+    )

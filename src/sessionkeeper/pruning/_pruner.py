@@ -17,6 +17,7 @@ import attrs
 import msgspec
 
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
+from sessionkeeper._tokens import EstimateTokenCounter, TokenCounter
 from sessionkeeper._tracing import traced
 from sessionkeeper._window import (
     DEFAULT_CONTEXT_WINDOW_TOKENS,
@@ -25,12 +26,7 @@ from sessionkeeper._window import (
     positive_tokens,
 )
 from sessionkeeper.pruning._cache_ttl import is_cache_ttl_eligible_provider, is_cache_ttl_expired
-from sessionkeeper.pruning._estimate import (
-    IMAGE_CHAR_ESTIMATE,
-    estimate_context_chars,
-    estimate_message_chars,
-    estimate_string_chars,
-)
+from sessionkeeper.pruning._estimate import IMAGE_CHAR_ESTIMATE, char_weigher, estimate_message_chars
 from sessionkeeper.pruning._replay_policy import resolve_replay_policy
 from sessionkeeper.pruning._settings import PruningSettings, SoftTrimSettings, make_tool_predicate
 from sessionkeeper.pruning._stable import PruneLedger
@@ -292,6 +288,7 @@ def prune_context_messages(
     drop_thinking_for_estimate: bool = False,
     is_tool_prunable: Callable[[str], bool] | None = None,
     pinned_indexes: frozenset[int] = frozenset(),
+    token_counter: TokenCounter | None = None,
 ) -> PruneResult:
     """
     Run OpenClaw's soft-trim / hard-clear algorithm on a context (``pruneContextMessages``, spec §7).
@@ -330,12 +327,16 @@ def prune_context_messages(
         pinned_indexes: Indexes of results already pruned by an earlier decision
             (:func:`apply_prune_ledger`): never soft-trimmed again, but they count, and may still be
             hard-cleared.
+        token_counter: Weighs the context (``char_weigher``): ``None`` or
+            an :class:`~sessionkeeper.EstimateTokenCounter` is OpenClaw's char estimate (exact); another
+            counter weighs 4 x its tokens, so the ratios become ``tokens / window``.
 
     Returns:
         The :class:`PruneResult`.
     """
+    weigher = char_weigher(token_counter)
     estimate_input = drop_thinking_blocks(messages) if drop_thinking_for_estimate else messages
-    weights = [estimate_message_chars(m) for m in estimate_input]  # per message, reused below
+    weights = [weigher.message(m) for m in estimate_input]  # per message, reused below
     total = sum(weights)
     chars_before = total
 
@@ -380,14 +381,16 @@ def prune_context_messages(
         if message_role(message) != "toolResult" or not predicate(_tool_name(message)):
             continue
         prunable.append(index)
-        if weights[index] < min(IMAGE_CHAR_ESTIMATE, max_chars - _block_count(message) + 1):
+        openclaw = weigher.message is estimate_message_chars
+        chars = weights[index] if openclaw else estimate_message_chars(message)
+        if chars < min(IMAGE_CHAR_ESTIMATE, max_chars - _block_count(message) + 1):
             continue  # no image, and its joined text cannot exceed max_chars: nothing to trim
         if index in pinned_indexes:
             continue  # re-pruned from the ledger: trimmed once, never again (D11)
         updated = _soft_trim(message, settings.soft_trim)
         if updated is None:
             continue
-        after = estimate_message_chars(updated)
+        after = weigher.message(updated)
         delta = after - weights[index]
         if delta >= 0 and not _has_images(message):
             continue  # deviation P1: a "trim" that does not shrink the result is not applied
@@ -403,7 +406,7 @@ def prune_context_messages(
         and settings.hard_clear.enabled
         and sum(weights[i] for i in prunable) >= settings.min_prunable_tool_chars
     ):
-        placeholder_chars = estimate_string_chars(settings.hard_clear.placeholder)
+        placeholder_chars = weigher.text(settings.hard_clear.placeholder)
         for index in prunable:
             if ratio < settings.hard_clear_ratio:
                 break
@@ -515,11 +518,15 @@ class Pruner:
         is_cache_ttl_eligible: ``(provider, model_id, api) -> bool``, the host's decision whether
             the provider's prompt cache expires (default :func:`is_cache_ttl_eligible_provider`).
         clock: Supplies "now" when :meth:`prune` is not given ``now_ms``.
+        token_counter: Weighs the context (:func:`prune_context_messages`). The default,
+            :class:`~sessionkeeper.EstimateTokenCounter`, keeps OpenClaw's char estimate exactly; any
+            other counter weighs each message as 4 x its tokens (the ratios become ``tokens / window``).
     """
 
     settings: PruningSettings = attrs.field(factory=PruningSettings)
     is_cache_ttl_eligible: Callable[[str | None, str | None, str | None], bool] = _anthropic_family_default
     clock: Clock = SYSTEM_CLOCK
+    token_counter: TokenCounter = attrs.field(factory=EstimateTokenCounter)
 
     @traced("pruning")
     def prune(
@@ -575,20 +582,21 @@ class Pruner:
             policy = resolve_replay_policy(provider=provider, api=api, model_id=model_id)
             drop_thinking_for_estimate = policy.drop_thinking_blocks
         drop = drop_thinking_for_estimate
+        weigher = char_weigher(self.token_counter)
         again = (
             apply_prune_ledger(messages, ledger)
             if ledger and skip != "mode-off"
             else ReappliedPruning(messages=tuple(messages))
         )
         if skip is not None:
-            chars = estimate_context_chars(drop_thinking_blocks(messages) if drop else messages)
+            chars = weigher.context(drop_thinking_blocks(messages) if drop else messages)
             sent = again.messages
             return PruneResult(
                 messages=sent,
                 changed=bool(again.reapplied),
                 chars_before=chars,
                 chars_after=(
-                    estimate_context_chars(drop_thinking_blocks(sent) if drop else sent)
+                    weigher.context(drop_thinking_blocks(sent) if drop else sent)
                     if again.reapplied
                     else chars
                 ),
@@ -603,6 +611,7 @@ class Pruner:
             context_window_tokens=context_window_tokens,
             drop_thinking_for_estimate=drop,
             pinned_indexes=again.indexes,
+            token_counter=self.token_counter,
         )
         decided = bool(result.soft_trimmed or result.hard_cleared)
         touch = now if decided else last_cache_touch_at
@@ -627,7 +636,7 @@ class Pruner:
         return attrs.evolve(
             result,
             changed=True,
-            chars_before=estimate_context_chars(drop_thinking_blocks(messages) if drop else messages),
+            chars_before=weigher.context(drop_thinking_blocks(messages) if drop else messages),
             last_cache_touch_at=touch,
             reapplied=tuple(i for i in again.reapplied if i not in cleared),
         )
