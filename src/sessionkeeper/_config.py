@@ -38,10 +38,18 @@ from sessionkeeper.exceptions import ConfigError
 
 __all__ = (
     "Config",
+    "Parser",
     "load_config",
+    "parse_bool",
     "parse_byte_size",
+    "parse_choice",
     "parse_config_text",
     "parse_duration_ms",
+    "parse_finite_number",
+    "parse_non_negative_int",
+    "parse_optional_bool",
+    "parse_optional_str",
+    "parse_positive_number",
     "parse_ratio",
     "setting",
     "structure_settings",
@@ -180,6 +188,100 @@ def parse_ratio(value: object, *, key: str | None = None) -> float:
 
 Parser = Callable[[object, str], Any]
 """A field parser: ``(raw value, dotted key) -> parsed value``; raises ConfigError."""
+
+
+# -- field parsers shared by the settings classes: ``(raw value, dotted key) -> value`` -----------------
+
+
+def parse_bool(raw: object, key: str) -> bool:
+    """
+    ``true`` or ``false`` exactly (no ``0``/``1``, no strings).
+
+    Raises:
+        ConfigError: Anything else (``expected true or false``).
+    """
+    if not isinstance(raw, bool):
+        raise ConfigError(f"expected true or false, got {raw!r}", key=key)
+    return raw
+
+
+def parse_optional_bool(raw: object, key: str) -> bool | None:
+    """:func:`parse_bool`, or ``None`` for ``null``/unset."""
+    return None if raw is None else parse_bool(raw, key)
+
+
+def parse_optional_str(raw: object, key: str) -> str | None:
+    """
+    A string, trimmed; ``None`` for ``null`` or a blank string.
+
+    Raises:
+        ConfigError: Not a string (``expected a string, got <type name>``).
+    """
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raise ConfigError(f"expected a string, got {type(raw).__name__}", key=key)
+    return raw.strip() or None
+
+
+def parse_finite_number(raw: object, key: str) -> float:
+    """
+    A finite number (``bool`` is not a number; JSON5's ``NaN``/``Infinity`` are refused).
+
+    Raises:
+        ConfigError: Anything else (``expected a finite number``).
+    """
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
+        raise ConfigError(f"expected a finite number, got {raw!r}", key=key)
+    return float(raw)
+
+
+def parse_positive_number(raw: object, key: str) -> float:
+    """
+    A finite number ``> 0`` (a timeout: ``NaN`` passes ``<= 0`` and Infinity would never expire).
+
+    Raises:
+        ConfigError: Anything else (``expected a positive finite number``).
+    """
+    if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw) or raw <= 0:
+        raise ConfigError(f"expected a positive finite number, got {raw!r}", key=key)
+    return float(raw)
+
+
+def parse_non_negative_int(raw: object, key: str) -> int:
+    """
+    A whole number ``>= 0``; a float with no fraction (``5.0``) is accepted as ``5``.
+
+    Raises:
+        ConfigError: A bool, a non-number, ``NaN``/``Infinity``, a negative number or a fraction
+            (``expected a non-negative integer``).
+    """
+    if (
+        isinstance(raw, bool)
+        or not isinstance(raw, int | float)
+        or not math.isfinite(raw)  # NaN/Infinity (JSON5) are no counts; int() of them would raise
+        or raw < 0
+        or raw != int(raw)
+    ):
+        raise ConfigError(f"expected a non-negative integer, got {raw!r}", key=key)
+    return int(raw)
+
+
+def parse_choice(*allowed: str) -> Callable[[object, str], str]:
+    """
+    A parser accepting exactly one of the strings ``allowed``.
+
+    Raises:
+        ConfigError: (from the parser) Any other value (``expected one of a, b; got x``).
+    """
+
+    def parse(raw: object, key: str) -> str:
+        if raw not in allowed:
+            raise ConfigError(f"expected one of {', '.join(allowed)}; got {raw!r}", key=key)
+        return str(raw)
+
+    return parse
+
 
 _META_KEY: Final = "sessionkeeper.config"
 

@@ -7,12 +7,22 @@ Defaults are the references' (OpenClaw spec §5.2, pi spec §13.1), except the m
 
 from __future__ import annotations
 
-import math
-from typing import Any, Literal, Self, TypeAlias
+from typing import Literal, Self, TypeAlias
 
 import attrs
 
-from sessionkeeper._config import Config, parse_byte_size, setting, structure_settings
+from sessionkeeper._config import (
+    Config,
+    parse_bool,
+    parse_byte_size,
+    parse_choice,
+    parse_non_negative_int,
+    parse_optional_bool,
+    parse_optional_str,
+    parse_positive_number,
+    setting,
+    structure_settings,
+)
 from sessionkeeper.exceptions import ConfigError
 
 
@@ -39,42 +49,6 @@ DEFAULT_RESERVE_TOKENS_FLOOR = 20000
 _SECTION = "agents.defaults.compaction"
 
 
-def _non_negative_int(raw: object, key: str) -> int:
-    if (
-        isinstance(raw, bool)
-        or not isinstance(raw, int | float)
-        or not math.isfinite(raw)  # NaN/Infinity (JSON5) are no counts; int() of them would raise
-        or raw < 0
-        or raw != int(raw)
-    ):
-        raise ConfigError(f"expected a non-negative integer, got {raw!r}", key=key)
-    return int(raw)
-
-
-def _positive_number(raw: object, key: str) -> float:
-    # NaN passes ``raw <= 0`` and Infinity would never time out: both are rejected.
-    if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw) or raw <= 0:
-        raise ConfigError(f"expected a positive finite number, got {raw!r}", key=key)
-    return float(raw)
-
-
-def _choice(*allowed: str) -> Any:
-    def parse(raw: object, key: str) -> str:
-        if raw not in allowed:
-            raise ConfigError(f"expected one of {', '.join(allowed)}; got {raw!r}", key=key)
-        return str(raw)
-
-    return parse
-
-
-def _optional_str(raw: object, key: str) -> str | None:
-    if raw is None:
-        return None
-    if not isinstance(raw, str):
-        raise ConfigError(f"expected a string, got {type(raw).__name__}", key=key)
-    return raw.strip() or None
-
-
 def _optional_bytes(raw: object, key: str) -> int | None:
     if raw is None or raw is False:
         return None
@@ -91,7 +65,7 @@ def _sections(raw: object, key: str) -> tuple[str, ...] | None:
 
 
 def _clamped_turns(raw: object, key: str) -> int:
-    value = _non_negative_int(raw, key)
+    value = parse_non_negative_int(raw, key)
     return min(value, 12)
 
 
@@ -102,27 +76,15 @@ def _history_share(raw: object, key: str) -> float:
 
 
 def _retries(raw: object, key: str) -> int:
-    value = _non_negative_int(raw, key)
+    value = parse_non_negative_int(raw, key)
     if value > 3:
         raise ConfigError(f"at most 3 retries, got {value}", key=key)
     return value
 
 
-def _optional_bool(raw: object, key: str) -> bool | None:
-    if raw is None or isinstance(raw, bool):
-        return raw
-    raise ConfigError(f"expected true or false, got {raw!r}", key=key)
-
-
-def _bool(raw: object, key: str) -> bool:
-    if isinstance(raw, bool):
-        return raw
-    raise ConfigError(f"expected true or false, got {raw!r}", key=key)
-
-
-_PARSE_MODE = _choice("default", "safeguard")
-_PARSE_POLICY = _choice("strict", "off", "custom")
-_PARSE_SYNC = _choice("off", "async", "await")
+_PARSE_MODE = parse_choice("default", "safeguard")
+_PARSE_POLICY = parse_choice("strict", "off", "custom")
+_PARSE_SYNC = parse_choice("off", "async", "await")
 
 
 @attrs.frozen(kw_only=True)
@@ -135,7 +97,7 @@ class QualityGuardSettings:
         max_retries: Retries with audit feedback after a failed audit; default 1, at most 3.
     """
 
-    enabled: bool | None = setting(default=None, parse=_optional_bool)
+    enabled: bool | None = setting(default=None, parse=parse_optional_bool)
     max_retries: int = setting(default=1, parse=_retries)
 
 
@@ -191,26 +153,26 @@ class CompactionSettings:
         thinking_level: Thinking level of summary requests; ``None`` = the client's default.
     """
 
-    enabled: bool = setting(default=True, parse=_bool)
+    enabled: bool = setting(default=True, parse=parse_bool)
     mode: CompactionMode = setting(default="safeguard", parse=_PARSE_MODE)  # noqa: RUF009 - attrs field
-    reserve_tokens: int = setting(default=DEFAULT_RESERVE_TOKENS, parse=_non_negative_int)
-    reserve_tokens_floor: int = setting(default=DEFAULT_RESERVE_TOKENS_FLOOR, parse=_non_negative_int)
-    keep_recent_tokens: int | None = setting(default=None, parse=_non_negative_int)
+    reserve_tokens: int = setting(default=DEFAULT_RESERVE_TOKENS, parse=parse_non_negative_int)
+    reserve_tokens_floor: int = setting(default=DEFAULT_RESERVE_TOKENS_FLOOR, parse=parse_non_negative_int)
+    keep_recent_tokens: int | None = setting(default=None, parse=parse_non_negative_int)
     recent_turns_preserve: int = setting(default=3, parse=_clamped_turns)
     max_history_share: float = setting(default=0.5, parse=_history_share)
     identifier_policy: IdentifierPolicy = setting(default="strict", parse=_PARSE_POLICY)  # noqa: RUF009 - attrs field
-    identifier_instructions: str | None = setting(default=None, parse=_optional_str)
+    identifier_instructions: str | None = setting(default=None, parse=parse_optional_str)
     quality_guard: QualityGuardSettings = setting(factory=QualityGuardSettings, parse=_quality_guard)  # noqa: RUF009 - attrs field
-    timeout_seconds: float = setting(default=180.0, parse=_positive_number)
-    truncate_after_compaction: bool = setting(default=False, parse=_bool)
+    timeout_seconds: float = setting(default=180.0, parse=parse_positive_number)
+    truncate_after_compaction: bool = setting(default=False, parse=parse_bool)
     max_active_transcript_bytes: int | None = setting(default=None, parse=_optional_bytes)
     post_compaction_sections: tuple[str, ...] | None = setting(default=None, parse=_sections)
     post_index_sync: Literal["off", "async", "await"] = setting(default="async", parse=_PARSE_SYNC)
-    notify_user: bool = setting(default=False, parse=_bool)
-    model: str | None = setting(default=None, parse=_optional_str)
-    provider: str | None = setting(default=None, parse=_optional_str)
-    custom_instructions: str | None = setting(default=None, parse=_optional_str)
-    thinking_level: str | None = setting(default=None, parse=_optional_str)
+    notify_user: bool = setting(default=False, parse=parse_bool)
+    model: str | None = setting(default=None, parse=parse_optional_str)
+    provider: str | None = setting(default=None, parse=parse_optional_str)
+    custom_instructions: str | None = setting(default=None, parse=parse_optional_str)
+    thinking_level: str | None = setting(default=None, parse=parse_optional_str)
 
     @classmethod
     def from_config(cls, config: Config) -> Self:

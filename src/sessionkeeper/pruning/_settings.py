@@ -18,7 +18,14 @@ from typing import Any, Final, Literal, Self
 
 import attrs
 
-from sessionkeeper._config import Config, parse_duration_ms, setting, structure_settings
+from sessionkeeper._config import (
+    Config,
+    parse_bool,
+    parse_duration_ms,
+    parse_finite_number,
+    setting,
+    structure_settings,
+)
 from sessionkeeper.exceptions import ConfigError
 
 
@@ -53,15 +60,9 @@ def default_ttl_ms_for_cache_retention(retention: CacheRetention | None) -> int:
     return _LONG_TTL_MS if retention == "long" else _SHORT_TTL_MS
 
 
-def _number(value: object, key: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ConfigError(f"expected a finite number, got {value!r}", key=key)
-    return float(value)
-
-
-def _non_negative_int(value: object, key: str) -> int:
+def _clamped_int(value: object, key: str) -> int:
     """``Math.max(0, Math.floor(v))`` as OpenClaw's ``computeEffectiveSettings``."""
-    return max(0, math.floor(_number(value, key)))
+    return max(0, math.floor(parse_finite_number(value, key)))
 
 
 def _clamped_ratio(value: object, key: str) -> float:
@@ -73,7 +74,7 @@ def _clamped_ratio(value: object, key: str) -> float:
         except ValueError:
             raise ConfigError(f"invalid ratio {value!r} (e.g. 0.3 or '30%')", key=key) from None
         value = number
-    return min(1.0, max(0.0, _number(value, key)))
+    return min(1.0, max(0.0, parse_finite_number(value, key)))
 
 
 def _ttl(value: object, key: str) -> int:
@@ -105,12 +106,6 @@ def _placeholder(value: object, key: str) -> str:
     return value.strip() or DEFAULT_HARD_CLEAR_PLACEHOLDER
 
 
-def _bool(value: object, key: str) -> bool:
-    if not isinstance(value, bool):
-        raise ConfigError(f"expected true or false, got {value!r}", key=key)
-    return value
-
-
 @attrs.frozen(kw_only=True)
 class SoftTrimSettings:
     """
@@ -122,9 +117,9 @@ class SoftTrimSettings:
         tail_chars: UTF-16 units kept from the end (1500).
     """
 
-    max_chars: int = setting(default=4000, parse=_non_negative_int)
-    head_chars: int = setting(default=1500, parse=_non_negative_int)
-    tail_chars: int = setting(default=1500, parse=_non_negative_int)
+    max_chars: int = setting(default=4000, parse=_clamped_int)
+    head_chars: int = setting(default=1500, parse=_clamped_int)
+    tail_chars: int = setting(default=1500, parse=_clamped_int)
 
 
 @attrs.frozen(kw_only=True)
@@ -137,7 +132,7 @@ class HardClearSettings:
         placeholder: The text that replaces a cleared result's content.
     """
 
-    enabled: bool = setting(default=True, parse=_bool)
+    enabled: bool = setting(default=True, parse=parse_bool)
     placeholder: str = setting(default=DEFAULT_HARD_CLEAR_PLACEHOLDER, parse=_placeholder)
 
 
@@ -195,10 +190,10 @@ class PruningSettings:
 
     mode: PruningMode = setting(default="off", parse=_mode)  # noqa: RUF009 - field specifier
     ttl_ms: int = setting(default=_SHORT_TTL_MS, key="ttl", parse=_ttl)
-    keep_last_assistants: int = setting(default=3, parse=_non_negative_int)
+    keep_last_assistants: int = setting(default=3, parse=_clamped_int)
     soft_trim_ratio: float = setting(default=0.3, parse=_clamped_ratio)
     hard_clear_ratio: float = setting(default=0.5, parse=_clamped_ratio)
-    min_prunable_tool_chars: int = setting(default=50_000, parse=_non_negative_int)
+    min_prunable_tool_chars: int = setting(default=50_000, parse=_clamped_int)
     soft_trim: SoftTrimSettings = _sub(SoftTrimSettings, "softTrim")  # noqa: RUF009 - field specifier
     hard_clear: HardClearSettings = _sub(HardClearSettings, "hardClear")  # noqa: RUF009 - field specifier
     tools: ToolMatchSettings = _sub(ToolMatchSettings, "tools")  # noqa: RUF009 - field specifier
