@@ -28,12 +28,13 @@ import errno
 import json
 import os
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final, Literal
 
 import attrs
+
+from sessionkeeper.records import iso_from_ms
 
 
 try:  # POSIX only; elsewhere removal falls back to check-then-unlink.
@@ -227,9 +228,8 @@ def parse_lock_payload(raw: bytes | str) -> LockOwner:
     )
 
 
-def iso_ms(now_ms: int) -> str:
-    """``Date.prototype.toISOString()`` of a time in ms: ``2026-05-07T10:11:12.345Z``."""
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now_ms // 1000)) + f".{now_ms % 1000:03d}Z"
+iso_ms = iso_from_ms
+"""``Date.prototype.toISOString()`` of a time in ms: ``2026-05-07T10:11:12.345Z`` (the records rule)."""
 
 
 def format_lock_payload(*, pid: int, created_at_ms: int, max_hold_ms: int, starttime: int | None) -> bytes:

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
 from typing import Any, Final
 
-from sessionkeeper.records import CustomEntry, TranscriptEntry, UnknownEntry
+from sessionkeeper.records import CustomEntry, TranscriptEntry, UnknownEntry, iso_from_ms
 
 
 __all__ = (
@@ -167,11 +166,10 @@ def build_cache_ttl_entry(
         provider: Provider id of the model called.
         model_id: Model id.
     """
-    iso = datetime.fromtimestamp(timestamp_ms / 1000, UTC).isoformat(timespec="milliseconds")
     return CustomEntry(
         custom_type=CACHE_TTL_CUSTOM_TYPE,
         data=cache_ttl_marker_data(timestamp_ms=timestamp_ms, provider=provider, model_id=model_id),
         id=entry_id,
         parent_id=parent_id,
-        timestamp=iso.replace("+00:00", "Z"),
+        timestamp=iso_from_ms(timestamp_ms),
     )
