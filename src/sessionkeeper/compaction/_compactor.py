@@ -13,11 +13,10 @@ ever written when the summariser failed or produced nothing usable.
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Literal, TypeAlias
+from typing import Any
 
 import anyio
 import attrs
@@ -28,23 +27,21 @@ from sessionkeeper._model_client import ModelClient
 from sessionkeeper._tokens import EstimateTokenCounter, TokenCounter, token_memo
 from sessionkeeper._tracing import traced
 from sessionkeeper.compaction._budget import DEFAULT_CONTEXT_WINDOW, CompactionBudget, compaction_budget
-from sessionkeeper.compaction._cut import entry_kind, message_role
-from sessionkeeper.compaction._extractive import extractive_summary, message_text
+from sessionkeeper.compaction._cut import entry_kind
 from sessionkeeper.compaction._flight import flight
 from sessionkeeper.compaction._landing import land_compaction, landing
-from sessionkeeper.compaction._llm import LlmSummarizer
 from sessionkeeper.compaction._prepare import CompactionPreparation, prepare_compaction
-from sessionkeeper.compaction._prompts import build_structured_instructions, structured_fallback_summary
-from sessionkeeper.compaction._providers import CompactionProviderRegistry, SummaryRequest
+from sessionkeeper.compaction._providers import CompactionProviderRegistry
+from sessionkeeper.compaction._result import (
+    CompactionResult,
+    CompactionStatus,
+    joined_result,
+    log_result,
+)
 from sessionkeeper.compaction._settings import CompactionSettings
 from sessionkeeper.compaction._successor import SuccessorTranscript, rotate_after_compaction
-from sessionkeeper.compaction._suffix import (
-    MAX_COMPACTION_SUMMARY_CHARS,
-    cap_preserving_suffix,
-    format_file_operations,
-    safeguard_suffix,
-)
-from sessionkeeper.exceptions import CompactionCancelled, CompactionError, ConfigError, ModelClientError
+from sessionkeeper.compaction._summary_chain import summarize_with_chain
+from sessionkeeper.exceptions import CompactionCancelled, ConfigError
 from sessionkeeper.hooks import (
     CompactHookResult,
     CompactionEndEvent,
@@ -57,129 +54,14 @@ from sessionkeeper.hooks import (
     SessionBeforeCompactEvent,
     SessionCompactEvent,
 )
-from sessionkeeper.records import key_to_json
 from sessionkeeper.transcript import (
     CompactionEntry,
-    CompactionSummaryMessage,
     TranscriptEntry,
     TranscriptManager,
-    estimate_tokens,
 )
 
 
 __all__ = ("CompactionResult", "CompactionStatus", "Compactor", "check_provider_configured")
-
-_log = logging.getLogger("sessionkeeper.compaction")
-
-CompactionStatus: TypeAlias = Literal[
-    "compacted",
-    "empty",
-    "already_compacted",
-    "nothing_to_summarize",
-    "pending_tool_results",
-    "ineffective",
-    "superseded",
-    "joined",
-]
-_SILENT_TEXTS = frozenset({"NO_REPLY", "HEARTBEAT_OK"})
-
-
-@attrs.frozen(kw_only=True)
-class CompactionResult:
-    """
-    What :meth:`Compactor.compact` did.
-
-    Attributes:
-        status: ``"compacted"`` (an entry was written); ``"empty"`` (no branch); ``"already_compacted"``
-            (the branch ends with a compaction); ``"nothing_to_summarize"`` (DESIGN D2);
-            ``"pending_tool_results"`` (the leaf's tool calls have no results yet, field report B06);
-            ``"ineffective"`` (the summary would not be smaller than what it replaces, B11);
-            ``"superseded"`` (while the summary was made, another compaction landed on the branch or
-            the leaf moved to another branch: issue #7, see :mod:`._landing`); ``"joined"`` (another
-            task or process was compacting this transcript: this run waited for it and uses its entry
-            instead of summarising again, DESIGN D10, :mod:`._flight`). Only ``"compacted"`` writes
-            anything.
-        entry: The written entry (for ``"joined"``: the entry the other run wrote), or ``None``.
-        preparation: The plan, or ``None`` when there was none.
-        summary: The summary written (``"joined"``: the other run's), ``None`` when nothing was written.
-        provider: Who made the summary: ``"hook"``, a provider id, ``"llm"``, ``"extractive"`` or
-            ``"fallback"`` (OpenClaw's structured fallback when there is no real conversation).
-        fallbacks: Why earlier links of the chain were skipped (``"provider x failed: ..."``).
-        tokens_before: Context tokens before compaction (the plan's: provider usage plus chars/4 of the
-            newer messages; ``tokens_before_source`` says which, issue #11).
-        successor: The successor transcript written after the compaction when
-            ``settings.truncate_after_compaction`` is on (OpenClaw spec §5.8); the caller adopts its
-            session id and file. ``None`` otherwise (or for in-memory transcripts).
-        hook_errors: Failures of notification handlers during the run (``compaction_start``,
-            ``session_compact``, ``compaction_end``), in order: reported, not raised (pi spec §15.6:
-            ``session_compact`` is an after-the-fact notification). Empty when every handler succeeded.
-    """
-
-    status: CompactionStatus
-    entry: CompactionEntry | None = None
-    preparation: CompactionPreparation | None = None
-    summary: str | None = None
-    provider: str | None = None
-    fallbacks: tuple[str, ...] = ()
-    tokens_before: int = 0
-    successor: SuccessorTranscript | None = None
-    hook_errors: tuple[HookError, ...] = ()
-
-    @property
-    def compacted(self) -> bool:
-        """Whether this run wrote an entry (``"joined"`` results carry another run's entry)."""
-        return self.status == "compacted" and self.entry is not None
-
-    @property
-    def tokens_before_source(self) -> str | None:
-        """``"usage"`` or ``"estimate"``: how :attr:`tokens_before` was measured (``None``: no plan)."""
-        return self.preparation.tokens_before_source if self.preparation is not None else None
-
-    @property
-    def tokens_after(self) -> int | None:
-        """
-        chars/4 estimate of the context this compaction leaves (the summary message plus the kept
-        messages), in tokens; ``None`` when no summary was made. Compare it with the plan's
-        ``tokens_before_estimate`` (also chars/4), not with a usage-anchored ``tokens_before``.
-        """
-        if self.summary is None or self.preparation is None:
-            return None
-        summary = CompactionSummaryMessage(
-            summary=self.summary, tokens_before=self.tokens_before, timestamp=0
-        )
-        return estimate_tokens(summary) + self.preparation.kept_tokens
-
-    def to_json(self) -> dict[str, Any]:
-        """The ``compact --json`` shape (DESIGN "CLI JSON" item 6), camelCase."""
-        out: dict[str, Any] = self.preparation.to_json() if self.preparation is not None else {}
-        out.update(
-            {
-                "status": self.status,
-                "entryId": self.entry.id if self.entry is not None else None,
-                "provider": self.provider,
-                "summaryChars": len(self.summary) if self.summary is not None else 0,
-                "fallbacks": list(self.fallbacks),
-                "tokensAfter": self.tokens_after,
-                "tokensAfterSource": "estimate",
-            }
-        )
-        if self.entry is not None:
-            out["firstKeptEntryId"] = key_to_json(self.entry.first_kept_entry_id)  # numeric: a number
-        if self.hook_errors:
-            out["hookErrors"] = [error.to_json() for error in self.hook_errors]
-        if self.successor is not None:
-            out["successor"] = {
-                "sessionId": self.successor.session_id,
-                "sessionFile": str(self.successor.path),
-            }
-        return out
-
-
-def _describe(err: BaseException) -> str:
-    """``Type: message`` of an error, one line, at most 300 characters (for log records)."""
-    text = " ".join(str(err).split())
-    described = f"{type(err).__name__}: {text}" if text else type(err).__name__
-    return described if len(described) <= 300 else described[:299] + "…"
 
 
 async def _arrived_compaction(
@@ -198,72 +80,6 @@ async def _arrived_compaction(
         return None
     landed = [e for e in branch[position + 1 :] if isinstance(e, CompactionEntry)]
     return landed[-1] if landed else None
-
-
-def _joined(entry: CompactionEntry) -> CompactionResult:
-    """The result of a run that found another writer's compaction landed: ``"joined"`` with its entry."""
-    return CompactionResult(
-        status="joined",
-        entry=entry,
-        summary=entry.summary,
-        provider="hook" if entry.from_hook is True else None,
-        tokens_before=entry.tokens_before if isinstance(entry.tokens_before, int) else 0,
-    )
-
-
-def _log_result(
-    result: CompactionResult, transcript: TranscriptManager, *, reason: str, session_key: str | None
-) -> None:
-    """One INFO record per written compaction; DEBUG for runs that wrote nothing (``docs/logging.md``)."""
-    extra: dict[str, Any] = {
-        "session_key": session_key,
-        "session_id": transcript.session_id,
-        "reason": reason,
-        "status": result.status,
-        "provider": result.provider,
-        "tokens_before": result.tokens_before,
-    }
-    if result.compacted and result.entry is not None:
-        extra |= {
-            "entry_id": result.entry.id,
-            "summary_chars": len(result.summary or ""),
-            "fallbacks": list(result.fallbacks),
-        }
-        _log.info(
-            "compacted %s (%s): %d tokens before, %s summary of %d chars",
-            session_key or transcript.session_id,
-            reason,
-            result.tokens_before,
-            result.provider,
-            extra["summary_chars"],
-            extra=extra,
-        )
-    else:
-        if result.entry is not None:
-            extra["entry_id"] = result.entry.id  # "joined": the entry another run wrote
-        _log.debug(
-            "compaction of %s wrote nothing: %s",
-            session_key or transcript.session_id,
-            result.status,
-            extra=extra,
-        )
-
-
-def _real_conversation(messages: tuple[Any, ...]) -> bool:
-    """OpenClaw §5.6 step 1: meaningful user/assistant text (not NO_REPLY/heartbeat) or a tool result."""
-    for message in messages:
-        role = message_role(message)
-        if role == "toolResult":
-            return True
-        if role in ("user", "assistant", "custom", "bashExecution"):
-            text = message_text(message).strip()
-            if text and text not in _SILENT_TEXTS:
-                return True
-        if role == "assistant" and any(
-            type(b).__name__ == "ToolCall" for b in getattr(message, "content", ())
-        ):
-            return True
-    return False
 
 
 def check_provider_configured(
@@ -498,7 +314,7 @@ class Compactor:
             raise
         if errors:
             result = attrs.evolve(result, hook_errors=tuple(errors))
-        _log_result(result, transcript, reason=reason, session_key=session_key)
+        log_result(result, transcript, reason=reason, session_key=session_key)
         end = CompactionEndEvent(reason=reason, session_key=session_key, will_retry=will_retry, result=result)
         settled = len(errors)
         await self._notify(end, errors)
@@ -537,7 +353,7 @@ class Compactor:
                 if entered.role == "owner":
                     assert entered.flight is not None
                     landed = await _arrived_compaction(transcript, planned_tip)
-                    result = await run() if landed is None else _joined(landed)
+                    result = await run() if landed is None else joined_result(landed)
                     entered.flight.publish(result)
                     return result
             if abort is not None and abort.is_set():
@@ -585,30 +401,16 @@ class Compactor:
         elif isinstance(hook_result, CompactionHookOverride):
             override = hook_result
         if override is not None and override.summary.strip():
-            async with landing(transcript, branch) as check:
-                if check.superseded:
-                    return attrs.evolve(base, status="superseded", provider="hook")
-                _, landed = await land_compaction(
-                    transcript,
-                    branch,
-                    summary=override.summary,
-                    first_kept_entry_id=override.first_kept_entry_id,
-                    tokens_before=override.tokens_before,
-                    details=UNSET if override.details is None else override.details,
-                    from_hook=True,
-                )
-                if landed is None:
-                    return attrs.evolve(base, status="superseded", provider="hook")
-                entry = landed
-                successor = await self._rotate(transcript)
-            await self._notify(SessionCompactEvent(compaction_entry=entry, from_hook=True), hook_errors)
-            return attrs.evolve(
-                base,
-                status="compacted",
-                entry=entry,
+            return await self._land(
+                transcript,
+                branch,
+                attrs.evolve(base, provider="hook"),
                 summary=override.summary,
-                provider="hook",
-                successor=successor,
+                first_kept_entry_id=override.first_kept_entry_id,
+                tokens_before=override.tokens_before,
+                details=UNSET if override.details is None else override.details,
+                from_hook=True,
+                hook_errors=hook_errors,
             )
 
         budget = self.budget(reason=reason, keep_recent_tokens=keep_recent_tokens)
@@ -625,35 +427,56 @@ class Compactor:
         if math.ceil(len(summary) / 4) >= replaced and not plan.strict_checkpoint and replaced > 0:
             return attrs.evolve(base, status="ineffective", provider=provider, fallbacks=fallbacks)
 
-        details = plan.file_ops.details()
+        # first_kept_entry_id None: a strict checkpoint (firstKeptEntryId = its own id, OpenClaw spec
+        # §5.8; pi §9 6b), which keeps only what other writers appended during the summarisation
+        return await self._land(
+            transcript,
+            branch,
+            attrs.evolve(base, provider=provider, fallbacks=fallbacks),
+            summary=summary,
+            first_kept_entry_id=plan.first_kept_entry_id,
+            tokens_before=plan.tokens_before,
+            details=plan.file_ops.details(),
+            from_hook=False,
+            hook_errors=hook_errors,
+        )
+
+    async def _land(
+        self,
+        transcript: TranscriptManager,
+        branch: list[TranscriptEntry],
+        tried: CompactionResult,
+        *,
+        summary: str,
+        first_kept_entry_id: str | None,
+        tokens_before: int,
+        details: Any,
+        from_hook: bool,
+        hook_errors: list[HookError],
+    ) -> CompactionResult:
+        """
+        Write the entry unless the branch moved on (``"superseded"``), rotate, tell the hooks.
+
+        ``tried`` is the run's result so far (plan, provider, fallbacks); the returned one adds the
+        status, and for ``"compacted"`` the entry, summary and successor.
+        """
         async with landing(transcript, branch) as check:
             if check.superseded:
-                return attrs.evolve(base, status="superseded", provider=provider, fallbacks=fallbacks)
-            # None: a strict checkpoint (firstKeptEntryId = its own id, OpenClaw spec §5.8; pi §9 6b),
-            # which keeps only what other writers appended during the summarisation
+                return attrs.evolve(tried, status="superseded")
             _, landed = await land_compaction(
                 transcript,
                 branch,
                 summary=summary,
-                first_kept_entry_id=plan.first_kept_entry_id,
-                tokens_before=plan.tokens_before,
+                first_kept_entry_id=first_kept_entry_id,
+                tokens_before=tokens_before,
                 details=details,
-                from_hook=False,
+                from_hook=from_hook,
             )
             if landed is None:
-                return attrs.evolve(base, status="superseded", provider=provider, fallbacks=fallbacks)
-            entry = landed
+                return attrs.evolve(tried, status="superseded")
             successor = await self._rotate(transcript)
-        await self._notify(SessionCompactEvent(compaction_entry=entry, from_hook=False), hook_errors)
-        return attrs.evolve(
-            base,
-            status="compacted",
-            entry=entry,
-            summary=summary,
-            provider=provider,
-            fallbacks=fallbacks,
-            successor=successor,
-        )
+        await self._notify(SessionCompactEvent(compaction_entry=landed, from_hook=from_hook), hook_errors)
+        return attrs.evolve(tried, status="compacted", entry=landed, summary=summary, successor=successor)
 
     async def _summarize(
         self,
@@ -663,124 +486,19 @@ class Compactor:
         abort: anyio.Event | None,
         budget: CompactionBudget,
     ) -> tuple[str, str, tuple[str, ...]]:
-        """Run the D3 chain; returns ``(summary, provider, fallbacks)`` (at most D9's chars)."""
-        settings = self.settings
-        max_chars = budget.summary_max_chars
-        safeguard = settings.effective_mode == "safeguard"
-        fallbacks: list[str] = []
-        agents_md = await self._agents_md() if safeguard and settings.post_compaction_sections else None
-
-        def suffix_of(split_turn: str = "") -> str:
-            return safeguard_suffix(plan, settings, split_turn_summary=split_turn, agents_md=agents_md)
-
-        messages = (*plan.messages_to_summarize, *plan.turn_prefix_messages)
-        read_files, modified_files = plan.file_ops.read_files, plan.file_ops.modified_files
-
-        if safeguard and not _real_conversation(messages):
-            body = structured_fallback_summary(plan.previous_summary)
-            return cap_preserving_suffix(body, suffix_of(), max_chars=max_chars), "fallback", ()
-
-        structured = build_structured_instructions(
-            instructions, policy=settings.identifier_policy, identifier_text=settings.identifier_instructions
+        """Run the D3 chain (:func:`summarize_with_chain`); ``(summary, provider, fallbacks)``."""
+        safeguard = self.settings.effective_mode == "safeguard"
+        sections = safeguard and self.settings.post_compaction_sections
+        return await summarize_with_chain(
+            plan,
+            settings=self.settings,
+            providers=self.providers,
+            model_client=self.model_client,
+            context_window=self.context_window,
+            clock=self._clock,
+            token_counter=self._tokens,
+            budget=budget,
+            instructions=instructions,
+            agents_md=await self._agents_md() if sections else None,
+            abort=abort,
         )
-        if safeguard and settings.provider:
-            provider = self.providers.get(settings.provider)
-            if provider is None:
-                fallbacks.append(f"provider {settings.provider!r} is not registered")
-                _log.warning(
-                    "compaction provider %r is not registered: falling back to the built-in summariser",
-                    settings.provider,
-                    extra={"provider": settings.provider, "fallback": "unregistered"},
-                )
-            else:
-                request = SummaryRequest(
-                    messages=messages,
-                    previous_summary=plan.previous_summary,
-                    custom_instructions=structured,
-                    identifier_policy=settings.identifier_policy,
-                    identifier_instructions=settings.identifier_instructions,
-                    abort=abort,
-                )
-                try:
-                    text = await provider.summarize(request)
-                except TimeoutError:
-                    raise
-                except Exception as err:
-                    if abort is not None and abort.is_set():
-                        raise
-                    fallbacks.append(f"provider {provider.id!r} failed: {err}")
-                    _log.warning(
-                        "compaction provider %r failed (%s): falling back to the built-in summariser",
-                        provider.id,
-                        _describe(err),
-                        extra={"provider": provider.id, "fallback": "failed", "error": _describe(err)},
-                    )
-                else:
-                    if text.strip():
-                        suffix = suffix_of()
-                        capped = cap_preserving_suffix(text, suffix, max_chars=max_chars)
-                        return capped, provider.id, tuple(fallbacks)
-                    fallbacks.append(f"provider {provider.id!r} returned an empty summary")
-                    _log.warning(
-                        "compaction provider %r returned an empty summary: falling back to the built-in "
-                        "summariser",
-                        provider.id,
-                        extra={"provider": provider.id, "fallback": "empty"},
-                    )
-
-        if self.model_client is not None:
-            llm = LlmSummarizer(
-                self.model_client,
-                settings=settings,
-                context_window=self.context_window,
-                clock=self._clock,
-                budget=budget,
-                token_counter=self._tokens,
-            )
-            try:
-                if safeguard:
-                    guarded = await llm.safeguard_summary(
-                        messages_to_summarize=plan.messages_to_summarize,
-                        turn_prefix_messages=plan.turn_prefix_messages,
-                        is_split_turn=plan.is_split_turn,
-                        previous_summary=plan.previous_summary,
-                        structured_instructions=structured,
-                        tokens_before=plan.tokens_before,
-                        abort=abort,
-                    )
-                    suffix = suffix_of(guarded.split_turn)
-                    capped = cap_preserving_suffix(guarded.history, suffix, max_chars=max_chars)
-                    return capped, "llm", tuple(fallbacks)
-                text = await llm.default_summary(
-                    messages_to_summarize=plan.messages_to_summarize,
-                    turn_prefix_messages=plan.turn_prefix_messages,
-                    is_split_turn=plan.is_split_turn,
-                    previous_summary=plan.previous_summary,
-                    custom_instructions=instructions,
-                    abort=abort,
-                )
-                return text + format_file_operations(read_files, modified_files), "llm", tuple(fallbacks)
-            except (ModelClientError, CompactionError) as err:
-                if isinstance(err, CompactionCancelled):
-                    raise
-                fallbacks.append(f"llm summarizer failed: {err}")
-                _log.warning(
-                    "LLM summariser failed (%s): writing an extractive summary",
-                    _describe(err),
-                    extra={"provider": "llm", "fallback": "failed", "error": _describe(err)},
-                )
-        else:
-            fallbacks.append("no model client: extractive summary")
-
-        suffix = suffix_of() if safeguard else ""
-        room = min(MAX_COMPACTION_SUMMARY_CHARS, max_chars) - len(suffix) - 64 if safeguard else 12_000
-        body = extractive_summary(
-            messages,
-            previous_summary=plan.previous_summary,
-            read_files=read_files,
-            modified_files=modified_files,
-            max_chars=min(max(2000, room), max_chars),
-        )
-        if safeguard:
-            return cap_preserving_suffix(body, suffix, max_chars=max_chars), "extractive", tuple(fallbacks)
-        return body + format_file_operations(read_files, modified_files), "extractive", tuple(fallbacks)
