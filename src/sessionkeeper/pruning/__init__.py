@@ -45,14 +45,9 @@ from sessionkeeper.pruning._hygiene import HygieneFinding as HygieneFinding
 from sessionkeeper.pruning._hygiene import HygieneResult as HygieneResult
 from sessionkeeper.pruning._hygiene import check_tool_pairing as check_tool_pairing
 from sessionkeeper.pruning._hygiene import sanitize_replay_history as sanitize_replay_history
-from sessionkeeper.pruning._pruner import (
-    PRUNED_IMAGE_MARKER as PRUNED_IMAGE_MARKER,
-)
 from sessionkeeper.pruning._pruner import Pruner as Pruner
 from sessionkeeper.pruning._pruner import PruneResult as PruneResult
 from sessionkeeper.pruning._pruner import PruneSkipReason as PruneSkipReason
-from sessionkeeper.pruning._pruner import ReappliedPruning as ReappliedPruning
-from sessionkeeper.pruning._pruner import apply_prune_ledger as apply_prune_ledger
 from sessionkeeper.pruning._pruner import (
     prune_context_messages as prune_context_messages,
 )
@@ -83,6 +78,8 @@ from sessionkeeper.pruning._thinking import (
 from sessionkeeper.pruning._thinking import (
     drop_thinking_blocks as drop_thinking_blocks,
 )
+from sessionkeeper.pruning._tool_ids import sanitize_tool_call_id as sanitize_tool_call_id
+from sessionkeeper.pruning._tool_ids import sanitize_tool_call_ids as sanitize_tool_call_ids
 from sessionkeeper.pruning._tool_repair import (
     SYNTHETIC_MISSING_TOOL_RESULT_TEXT as SYNTHETIC_MISSING_TOOL_RESULT_TEXT,
 )
@@ -92,8 +89,11 @@ from sessionkeeper.pruning._tool_repair import repair_tool_call_inputs as repair
 from sessionkeeper.pruning._tool_repair import (
     repair_tool_use_result_pairing as repair_tool_use_result_pairing,
 )
-from sessionkeeper.pruning._tool_repair import sanitize_tool_call_id as sanitize_tool_call_id
-from sessionkeeper.pruning._tool_repair import sanitize_tool_call_ids as sanitize_tool_call_ids
+from sessionkeeper.pruning._trim import (
+    PRUNED_IMAGE_MARKER as PRUNED_IMAGE_MARKER,
+)
+from sessionkeeper.pruning._trim import ReappliedPruning as ReappliedPruning
+from sessionkeeper.pruning._trim import apply_prune_ledger as apply_prune_ledger
 from sessionkeeper.pruning._turns import (
     annotate_inter_session_messages as annotate_inter_session_messages,
 )

@@ -21,15 +21,18 @@ import msgspec
 
 from sessionkeeper.pruning._responses import _reasoning_item, _resolved
 from sessionkeeper.pruning._thinking import OMITTED_ASSISTANT_REASONING_TEXT
-from sessionkeeper.pruning._tool_repair import (
+from sessionkeeper.pruning._tool_ids import (
     _STRICT_MAX,
     _ids_unchanged,
-    _replay_safe_thinking_calls,
     _reserve_thinking_turns,
     _Resolver,
-    _results_displaced,
     _sanitized_id,
+)
+from sessionkeeper.pruning._tool_repair import (
+    _replay_safe_thinking_calls,
+    _results_displaced,
     is_allowed_tool_call_name,
+    pairing_intact,
     repair_tool_call_inputs,
 )
 from sessionkeeper.pruning._turns import (
@@ -374,46 +377,6 @@ def rewrite_tool_call_ids(
                 continue
         out.append(message)
     return out if changed else messages
-
-
-def pairing_intact(messages: Sequence[AgentMessage]) -> bool:
-    """
-    ``_pairing_intact`` on a plain context: whether the pairing repair would change nothing.
-
-    Every tool-calling assistant (not errored or aborted) is followed, call by call, by one result
-    with the call's id (distinct, trimmed, never used before) and a trimmed, non-blank name; no
-    other result appears anywhere.
-    """
-    seen: set[str] = set()
-    total = len(messages)
-    index = 0
-    while index < total:
-        message = messages[index]
-        index += 1
-        if type(message) is ToolResultMessage:
-            return False
-        if type(message) is not AssistantMessage:
-            continue
-        calls = [b for b in message.content if type(b) is ToolCall and b.id]
-        if not calls:
-            continue
-        if message.stop_reason in ("error", "aborted") or index + len(calls) > total:
-            return False
-        for call in calls:
-            result = messages[index]
-            index += 1
-            call_id = call.id
-            if (
-                type(result) is not ToolResultMessage
-                or result.tool_call_id != call_id
-                or call_id in seen
-                or call_id != call_id.strip()
-                or not result.tool_name
-                or result.tool_name != result.tool_name.strip()
-            ):
-                return False
-            seen.add(call_id)
-    return True
 
 
 def repair_call_inputs(

@@ -36,16 +36,15 @@ from sessionkeeper.pruning._responses import (
     normalize_openai_responses_ids,
 )
 from sessionkeeper.pruning._thinking import drop_reasoning_from_history, drop_thinking_blocks
+from sessionkeeper.pruning._tool_ids import sanitize_tool_call_ids
 from sessionkeeper.pruning._tool_repair import (
     is_allowed_tool_call_name,
     repair_tool_call_inputs,
     repair_tool_use_result_pairing,
-    sanitize_tool_call_ids,
     strip_tool_result_details,
 )
+from sessionkeeper.pruning._turn_order import _merge_consecutive, _strip_dangling_tool_calls
 from sessionkeeper.pruning._turns import (
-    _merge_consecutive,
-    _strip_dangling_tool_calls,
     annotate_inter_session_messages,
     ensure_usage_totals,
     normalize_replay_content,

@@ -14,7 +14,6 @@ from collections.abc import Callable, Sequence
 from typing import Literal
 
 import attrs
-import msgspec
 
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
 from sessionkeeper._tokens import EstimateTokenCounter, TokenCounter
@@ -28,23 +27,26 @@ from sessionkeeper._window import (
 from sessionkeeper.pruning._cache_ttl import is_cache_ttl_eligible_provider, is_cache_ttl_expired
 from sessionkeeper.pruning._estimate import IMAGE_CHAR_ESTIMATE, char_weigher, estimate_message_chars
 from sessionkeeper.pruning._replay_policy import resolve_replay_policy
-from sessionkeeper.pruning._settings import PruningSettings, SoftTrimSettings, make_tool_predicate
+from sessionkeeper.pruning._settings import PruningSettings, make_tool_predicate
 from sessionkeeper.pruning._stable import PruneLedger
 from sessionkeeper.pruning._thinking import drop_thinking_blocks, message_role
+from sessionkeeper.pruning._trim import (
+    ReappliedPruning,
+    apply_prune_ledger,
+    block_count,
+    has_images,
+    soft_trim,
+    tool_call_id_of,
+    tool_name_of,
+    with_text,
+)
 from sessionkeeper.records import (
     AgentMessage,
-    ImageContent,
-    TextContent,
-    ToolResultMessage,
-    UnknownMessage,
-    slice_utf16_safe,
-    utf16_len,
 )
 
 
 __all__ = (
     "DEFAULT_CONTEXT_WINDOW_TOKENS",
-    "PRUNED_IMAGE_MARKER",
     "ContextWindowSource",
     "PruneResult",
     "PruneSkipReason",
@@ -56,9 +58,6 @@ __all__ = (
 )
 
 _log = logging.getLogger("sessionkeeper.pruning")
-
-PRUNED_IMAGE_MARKER = "[image removed during context pruning]"
-"""Text that replaces an image of a pruned tool result (field report B16)."""
 
 PruneSkipReason = Literal[
     "mode-off",
@@ -139,145 +138,6 @@ def resolve_context_window_tokens(
         default=default,
     )
     return tokens
-
-
-def _tool_result_parts(message: AgentMessage) -> tuple[list[str], bool] | None:
-    """Text segments of a tool result (images as markers when it has any), and whether it has images."""
-    if isinstance(message, ToolResultMessage):
-        has_images = any(isinstance(block, ImageContent) for block in message.content)
-        parts: list[str] = []
-        for block in message.content:
-            if isinstance(block, TextContent):
-                parts.append(block.text)
-            elif has_images:
-                parts.append(PRUNED_IMAGE_MARKER)
-        return parts, has_images
-    if isinstance(message, UnknownMessage):
-        content = message.raw.get("content")
-        if not isinstance(content, list):
-            return None
-        has_images = any(isinstance(b, dict) and b.get("type") == "image" for b in content)
-        raw_parts: list[str] = []
-        for block in content:
-            if not isinstance(block, dict):
-                continue
-            if block.get("type") == "text":
-                text = block.get("text")
-                if isinstance(text, str):
-                    raw_parts.append(text)
-                else:
-                    try:
-                        raw_parts.append(msgspec.json.encode(block).decode("utf-8"))
-                    except (TypeError, ValueError, OverflowError):
-                        raw_parts.append("[malformed text block]")
-            elif has_images and block.get("type") == "image":
-                raw_parts.append(PRUNED_IMAGE_MARKER)
-        return raw_parts, has_images
-    return None
-
-
-def _block_count(message: AgentMessage) -> int:
-    if isinstance(message, ToolResultMessage):
-        return len(message.content)
-    content = message.raw.get("content") if isinstance(message, UnknownMessage) else None
-    return len(content) if isinstance(content, list) else 0
-
-
-def _has_images(message: AgentMessage) -> bool:
-    if isinstance(message, ToolResultMessage):
-        return any(isinstance(block, ImageContent) for block in message.content)
-    content = message.raw.get("content") if isinstance(message, UnknownMessage) else None
-    return isinstance(content, list) and any(
-        isinstance(b, dict) and b.get("type") == "image" for b in content
-    )
-
-
-def _with_text(message: AgentMessage, text: str) -> AgentMessage:
-    if isinstance(message, ToolResultMessage):
-        return msgspec.structs.replace(message, content=[TextContent(text=text)])
-    assert isinstance(message, UnknownMessage)
-    return UnknownMessage({**message.raw, "content": [{"type": "text", "text": text}]})
-
-
-def _tool_call_id(message: AgentMessage) -> str:
-    if isinstance(message, ToolResultMessage):
-        return message.tool_call_id
-    value = message.raw.get("toolCallId") if isinstance(message, UnknownMessage) else None
-    return value if isinstance(value, str) else ""
-
-
-def _tool_name(message: AgentMessage) -> str:
-    if isinstance(message, ToolResultMessage):
-        return message.tool_name
-    value = message.raw.get("toolName") if isinstance(message, UnknownMessage) else None
-    return value if isinstance(value, str) else ""
-
-
-def _head(parts: list[str], max_chars: int) -> str:
-    """The first ``max_chars`` UTF-16 units of ``"\\n".join(parts)``, surrogate-safe."""
-    if max_chars <= 0 or not parts:
-        return ""
-    remaining = max_chars
-    out: list[str] = []
-    for index, part in enumerate(parts):
-        if remaining <= 0:
-            break
-        if index > 0:
-            out.append("\n")
-            remaining -= 1
-            if remaining <= 0:
-                break
-        length = utf16_len(part)
-        if length <= remaining:
-            out.append(part)
-            remaining -= length
-        else:
-            out.append(slice_utf16_safe(part, 0, remaining))
-            remaining = 0
-    return "".join(out)
-
-
-def _tail(parts: list[str], max_chars: int) -> str:
-    """The last ``max_chars`` UTF-16 units of ``"\\n".join(parts)``, surrogate-safe."""
-    if max_chars <= 0 or not parts:
-        return ""
-    remaining = max_chars
-    out: list[str] = []
-    for index in range(len(parts) - 1, -1, -1):
-        if remaining <= 0:
-            break
-        part = parts[index]
-        length = utf16_len(part)
-        if length <= remaining:
-            out.append(part)
-            remaining -= length
-        else:
-            out.append(slice_utf16_safe(part, -remaining))
-            break
-        if remaining > 0 and index > 0:
-            out.append("\n")
-            remaining -= 1
-    out.reverse()
-    return "".join(out)
-
-
-def _soft_trim(message: AgentMessage, sizes: SoftTrimSettings) -> AgentMessage | None:
-    """OpenClaw ``softTrimToolResultMessage``: the trimmed message, or ``None`` when unchanged."""
-    found = _tool_result_parts(message)
-    if found is None:
-        return None
-    parts, has_images = found
-    raw_len = sum(utf16_len(part) for part in parts) + max(0, len(parts) - 1)
-    head_chars = max(0, sizes.head_chars)
-    tail_chars = max(0, sizes.tail_chars)
-    if raw_len <= sizes.max_chars or head_chars + tail_chars >= raw_len:
-        return _with_text(message, "\n".join(parts)) if has_images else None
-    trimmed = f"{_head(parts, head_chars)}\n...\n{_tail(parts, tail_chars)}"
-    note = (
-        f"\n\n[Tool result trimmed: kept first {head_chars} chars and last {tail_chars} chars"
-        f" of {raw_len} chars.]"
-    )
-    return _with_text(message, trimmed + note)
 
 
 def prune_context_messages(
@@ -378,26 +238,26 @@ def prune_context_messages(
     soft: dict[int, str] = {}
     for index in range(start, cutoff):
         message = messages[index]
-        if message_role(message) != "toolResult" or not predicate(_tool_name(message)):
+        if message_role(message) != "toolResult" or not predicate(tool_name_of(message)):
             continue
         prunable.append(index)
         openclaw = weigher.message is estimate_message_chars
         chars = weights[index] if openclaw else estimate_message_chars(message)
-        if chars < min(IMAGE_CHAR_ESTIMATE, max_chars - _block_count(message) + 1):
+        if chars < min(IMAGE_CHAR_ESTIMATE, max_chars - block_count(message) + 1):
             continue  # no image, and its joined text cannot exceed max_chars: nothing to trim
         if index in pinned_indexes:
             continue  # re-pruned from the ledger: trimmed once, never again (D11)
-        updated = _soft_trim(message, settings.soft_trim)
+        updated = soft_trim(message, settings.soft_trim)
         if updated is None:
             continue
         after = weigher.message(updated)
         delta = after - weights[index]
-        if delta >= 0 and not _has_images(message):
+        if delta >= 0 and not has_images(message):
             continue  # deviation P1: a "trim" that does not shrink the result is not applied
         weights[index] = after
         total += delta
         out[index] = updated
-        soft[index] = _tool_call_id(message)
+        soft[index] = tool_call_id_of(message)
 
     cleared: list[int] = []
     ratio = total / char_window
@@ -413,7 +273,7 @@ def prune_context_messages(
             before = weights[index]
             if before <= placeholder_chars:
                 continue  # deviation P1: clearing would not shrink the context
-            out[index] = _with_text(out[index], settings.hard_clear.placeholder)
+            out[index] = with_text(out[index], settings.hard_clear.placeholder)
             weights[index] = placeholder_chars
             total += placeholder_chars - before
             ratio = total / char_window
@@ -425,67 +285,11 @@ def prune_context_messages(
         messages=tuple(out) if changed else tuple(messages),
         changed=changed,
         soft_trimmed=tuple(soft[i] for i in sorted(soft)),
-        hard_cleared=tuple(_tool_call_id(messages[i]) for i in cleared),
+        hard_cleared=tuple(tool_call_id_of(messages[i]) for i in cleared),
         chars_before=chars_before,
         chars_after=total,
         context_window_tokens=window,
     )
-
-
-@attrs.frozen(kw_only=True)
-class ReappliedPruning:
-    """
-    The outcome of :func:`apply_prune_ledger`.
-
-    Attributes:
-        messages: The context with every recorded decision applied (the input's objects elsewhere).
-        reapplied: Tool call ids re-pruned, in context order.
-        indexes: Their message indexes.
-    """
-
-    messages: tuple[AgentMessage, ...]
-    reapplied: tuple[str, ...] = ()
-    indexes: frozenset[int] = frozenset()
-
-
-def apply_prune_ledger(messages: Sequence[AgentMessage], ledger: PruneLedger) -> ReappliedPruning:
-    """
-    Prune again, byte for byte, every tool result an earlier prune decided on (deviation D11).
-
-    A result recorded as soft-trimmed is trimmed again from its transcript content with the sizes
-    recorded (so a later settings change does not move its bytes); one recorded as hard-cleared gets
-    the recorded placeholder. Results whose recorded trim would not change them are left as they are.
-    No gate applies: the point is that the bytes sent for an old result never change back.
-
-    Args:
-        messages: The rebuilt context, oldest first. Never modified.
-        ledger: The session's recorded decisions (:func:`read_prune_ledger`).
-    """
-    if not ledger:
-        return ReappliedPruning(messages=tuple(messages))
-    out = list(messages)
-    ids: list[str] = []
-    indexes: set[int] = set()
-    decisions = ledger.decisions
-    for index, message in enumerate(messages):
-        if message_role(message) != "toolResult":
-            continue
-        call_id = _tool_call_id(message)
-        decision = decisions.get(call_id)
-        if decision is None:
-            continue
-        if decision.kind == "hard":
-            updated: AgentMessage | None = _with_text(message, decision.placeholder)
-        else:
-            updated = _soft_trim(message, decision.soft_trim)
-        if updated is None:
-            continue
-        out[index] = updated
-        ids.append(call_id)
-        indexes.add(index)
-    if not ids:
-        return ReappliedPruning(messages=tuple(messages))
-    return ReappliedPruning(messages=tuple(out), reapplied=tuple(ids), indexes=frozenset(indexes))
 
 
 def _anthropic_family_default(provider: str | None, model_id: str | None, api: str | None) -> bool:
