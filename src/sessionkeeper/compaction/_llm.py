@@ -14,7 +14,7 @@ Request sizes, failures and the D10 budget are those of :mod:`._summary_requests
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 
 import anyio
 import attrs
@@ -80,6 +80,16 @@ class SafeguardBody:
     audit_reasons: tuple[str, ...] = ()
 
 
+def _summarized_span(
+    messages_to_summarize: Sequence[AgentMessage],
+    turn_prefix_messages: Sequence[AgentMessage],
+    is_split_turn: bool,
+) -> tuple[bool, list[AgentMessage]]:
+    """Whether a split turn's prefix is summarised too, and every message the summary covers."""
+    split = bool(is_split_turn and turn_prefix_messages)
+    return split, [*messages_to_summarize, *(turn_prefix_messages if split else ())]
+
+
 class LlmSummarizer(SummaryRequests):
     """
     Summaries made by the host's model (pi spec §13.4; OpenClaw spec §5.5-5.6; DESIGN D9/D10).
@@ -123,16 +133,9 @@ class LlmSummarizer(SummaryRequests):
         ``window - effectiveReserve`` (DESIGN D9); one request when it fits, else D10's split, within
         D10's budget (see the class).
         """
-        self._begin(messages)
-        summary = await self._request(
-            "history",
-            messages,
-            previous_summary=previous_summary,
-            instructions=custom_instructions,
-            abort=abort,
+        return await self._within_budget(
+            messages, lambda: self._history(messages, previous_summary, custom_instructions, abort)
         )
-        self._check_covered(messages)
-        return summary
 
     async def turn_prefix_summary(
         self, messages: Sequence[AgentMessage], *, abort: anyio.Event | None = None
@@ -142,12 +145,7 @@ class LlmSummarizer(SummaryRequests):
         eighth of ``window - effectiveReserve`` (DESIGN D9); one request when it fits, else D10's split,
         within D10's budget (see the class).
         """
-        self._begin(messages)
-        summary = await self._request(
-            "turn_prefix", messages, previous_summary=None, instructions=None, abort=abort
-        )
-        self._check_covered(messages)
-        return summary
+        return await self._within_budget(messages, lambda: self._turn_prefix(messages, abort))
 
     async def default_summary(
         self,
@@ -167,43 +165,48 @@ class LlmSummarizer(SummaryRequests):
         ``history + "\\n\\n---\\n\\n**Turn Context (split turn):**\\n\\n" + prefix``. Both share one
         D10 budget (see the class).
         """
-        split = bool(is_split_turn and turn_prefix_messages)
-        everything = [*messages_to_summarize, *(turn_prefix_messages if split else ())]
-        self._begin(everything, extra_chunks=1 if split else 0)
+        split, everything = _summarized_span(messages_to_summarize, turn_prefix_messages, is_split_turn)
         if not split:
-            summary = await self._request(
-                "history",
-                messages_to_summarize,
-                previous_summary=previous_summary,
-                instructions=custom_instructions,
-                abort=abort,
+            return await self._within_budget(
+                everything,
+                lambda: self._history(messages_to_summarize, previous_summary, custom_instructions, abort),
             )
-            self._check_covered(everything)
-            return summary
         results: dict[str, str] = {}
 
         async def run_history() -> None:
             if messages_to_summarize:
-                results["history"] = await self._request(
-                    "history",
-                    messages_to_summarize,
-                    previous_summary=previous_summary,
-                    instructions=custom_instructions,
-                    abort=abort,
+                results["history"] = await self._history(
+                    messages_to_summarize, previous_summary, custom_instructions, abort
                 )
             else:
                 results["history"] = "No prior history."
 
         async def run_prefix() -> None:
-            results["prefix"] = await self._request(
-                "turn_prefix", turn_prefix_messages, previous_summary=None, instructions=None, abort=abort
-            )
+            results["prefix"] = await self._turn_prefix(turn_prefix_messages, abort)
 
-        async with anyio.create_task_group() as group:
-            group.start_soon(run_history)
-            group.start_soon(run_prefix)
-        self._check_covered(everything)
-        return f"{results['history']}\n\n---\n\n{_SPLIT_TURN_HEADER}{results['prefix']}"
+        async def run_both() -> str:
+            async with anyio.create_task_group() as group:
+                group.start_soon(run_history)
+                group.start_soon(run_prefix)
+            return f"{results['history']}\n\n---\n\n{_SPLIT_TURN_HEADER}{results['prefix']}"
+
+        return await self._within_budget(everything, run_both, extra_chunks=1)
+
+    def _history(
+        self,
+        messages: Sequence[AgentMessage],
+        previous_summary: str | None,
+        instructions: str | None,
+        abort: anyio.Event | None,
+    ) -> Awaitable[str]:
+        """pi's history request (one attempt, as pi)."""
+        return self._request(
+            "history", messages, previous_summary=previous_summary, instructions=instructions, abort=abort
+        )
+
+    def _turn_prefix(self, messages: Sequence[AgentMessage], abort: anyio.Event | None) -> Awaitable[str]:
+        """pi's turn-prefix request (one attempt, as pi)."""
+        return self._request("turn_prefix", messages, previous_summary=None, instructions=None, abort=abort)
 
     # ------------------------------------------------------------------ safeguard mode (OpenClaw)
 
@@ -235,30 +238,6 @@ class LlmSummarizer(SummaryRequests):
             self._partials[key] = summary
         return summary
 
-    async def _summarize_chunks(
-        self,
-        messages: Sequence[AgentMessage],
-        *,
-        instructions: str | None,
-        previous_summary: str | None,
-        abort: anyio.Event | None,
-        final: bool = True,
-    ) -> str:
-        if not messages:
-            return previous_summary or "No prior history."
-        budget = self._chunk_budget(messages, instructions=instructions)
-        chunks = chunk_messages_by_max_tokens(messages, max_tokens=budget, token_counter=serialized_tokens)
-        summary = previous_summary
-        for index, chunk in enumerate(chunks):
-            summary = await self._generate(
-                chunk,
-                instructions=instructions,
-                previous_summary=summary,
-                abort=abort,
-                final=final and index == len(chunks) - 1,
-            )
-        return summary or "No prior history."
-
     async def _summarize_with_fallback(
         self,
         messages: Sequence[AgentMessage],
@@ -268,14 +247,29 @@ class LlmSummarizer(SummaryRequests):
         abort: anyio.Event | None,
         final: bool = True,
     ) -> str:
+        """
+        OpenClaw's ``summarizeWithFallback``: the messages in chunks chained through their summaries;
+        when that fails, again without the oversized messages, each left out with a note.
+        """
+
+        async def chunked(part: Sequence[AgentMessage]) -> str:
+            if not part:
+                return previous_summary or "No prior history."
+            budget = self._chunk_budget(part, instructions=instructions)
+            chunks = chunk_messages_by_max_tokens(part, max_tokens=budget, token_counter=serialized_tokens)
+            summary = previous_summary
+            for index, chunk in enumerate(chunks):
+                summary = await self._generate(
+                    chunk,
+                    instructions=instructions,
+                    previous_summary=summary,
+                    abort=abort,
+                    final=final and index == len(chunks) - 1,
+                )
+            return summary or "No prior history."
+
         try:
-            return await self._summarize_chunks(
-                messages,
-                instructions=instructions,
-                previous_summary=previous_summary,
-                abort=abort,
-                final=final,
-            )
+            return await chunked(messages)
         except (CompactionCancelled, SummaryBudgetError, SummaryCutOffError):
             raise
         except (ModelClientError, CompactionError):
@@ -284,13 +278,7 @@ class LlmSummarizer(SummaryRequests):
                 raise
         small = {id(message) for message in plan.small_messages}
         self._omitted.update(id(message) for message in messages if id(message) not in small)
-        summary = await self._summarize_chunks(
-            plan.small_messages,
-            instructions=instructions,
-            previous_summary=previous_summary,
-            abort=abort,
-            final=final,
-        )
+        summary = await chunked(plan.small_messages)
         return summary + "\n\n" + "\n".join(plan.oversized_notes)
 
     async def summarize_in_stages(
@@ -372,20 +360,20 @@ class LlmSummarizer(SummaryRequests):
         stays within D10's budget (see the class); a summary whose every message was left out as too
         large raises :class:`~sessionkeeper.exceptions.CompactionError`.
         """
-        split_turn = bool(is_split_turn and turn_prefix_messages)
-        everything = [*messages_to_summarize, *(turn_prefix_messages if split_turn else ())]
-        self._begin(everything, extra_chunks=1 if split_turn else 0)
-        body = await self._safeguard(
-            messages_to_summarize=messages_to_summarize,
-            turn_prefix_messages=turn_prefix_messages,
-            is_split_turn=is_split_turn,
-            previous_summary=previous_summary,
-            structured_instructions=structured_instructions,
-            tokens_before=tokens_before,
-            abort=abort,
+        split, everything = _summarized_span(messages_to_summarize, turn_prefix_messages, is_split_turn)
+        return await self._within_budget(
+            everything,
+            lambda: self._safeguard(
+                messages_to_summarize=messages_to_summarize,
+                turn_prefix_messages=turn_prefix_messages,
+                is_split_turn=is_split_turn,
+                previous_summary=previous_summary,
+                structured_instructions=structured_instructions,
+                tokens_before=tokens_before,
+                abort=abort,
+            ),
+            extra_chunks=1 if split else 0,
         )
-        self._check_covered(everything)
-        return body
 
     async def _safeguard(
         self,

@@ -30,8 +30,8 @@ unchanged; an ``"aborted"`` reply raises :class:`~sessionkeeper.exceptions.Compa
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Sequence
-from typing import Literal
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Literal, TypeVar
 
 import anyio
 
@@ -57,6 +57,8 @@ from sessionkeeper.compaction._settings import CompactionSettings
 from sessionkeeper.exceptions import CompactionCancelled, CompactionError, ModelClientError
 from sessionkeeper.records import AgentMessage, TextContent, UserMessage
 
+
+T = TypeVar("T")
 
 __all__ = (
     "CALLS_BASE",
@@ -185,6 +187,18 @@ class SummaryRequests:
         self._max_calls = self.calls + CALLS_PER_CHUNK * chunks + CALLS_BASE
         self.overflow_refusals = 0
         self._omitted = set()
+
+    async def _within_budget(
+        self, messages: Sequence[AgentMessage], run: Callable[[], Awaitable[T]], *, extra_chunks: int = 0
+    ) -> T:
+        """
+        ``run()`` as one compaction: a fresh D10 budget for ``messages`` first, and a failure after it
+        when every one of them was left out as too large.
+        """
+        self._begin(messages, extra_chunks=extra_chunks)
+        result = await run()
+        self._check_covered(messages)
+        return result
 
     def _check_covered(self, messages: Sequence[AgentMessage]) -> None:
         """A summary whose every message was left out is a failure (D10), never written as ``llm``."""

@@ -31,9 +31,9 @@ from sessionkeeper.pruning._tool_ids import (
 from sessionkeeper.pruning._tool_repair import (
     _replay_safe_thinking_calls,
     _results_displaced,
-    is_allowed_tool_call_name,
     pairing_intact,
     repair_tool_call_inputs,
+    survey_calls,
 )
 from sessionkeeper.pruning._turns import (
     _TRANSCRIPT_ONLY_MODELS,
@@ -401,19 +401,7 @@ def repair_call_inputs(
     for index, message in enumerate(messages):
         if type(message) is not AssistantMessage:
             continue
-        has_call = has_thinking = False
-        clean = True
-        for block in message.content:
-            if type(block) is ToolCall:
-                has_call = True
-                name = block.name
-                allowed_name = valid_names.get(name)
-                if allowed_name is None:
-                    allowed_name = valid_names[name] = is_allowed_tool_call_name(name, allowed)
-                if not allowed_name or not block.id or block.id.isspace() or name != name.strip():
-                    clean = False
-            elif type(block) is ThinkingContent:
-                has_thinking = True
+        has_call, has_thinking, clean = survey_calls(message, valid_names, allowed)
         if not has_call:
             continue
         if owned and has_thinking:

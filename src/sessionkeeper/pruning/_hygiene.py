@@ -9,11 +9,10 @@ anything, what the pairing repair would fix.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Iterable, Sequence
+from typing import Literal
 
 import attrs
-import msgspec
 
 from sessionkeeper.pruning._fused import (
     Survey,
@@ -30,6 +29,7 @@ from sessionkeeper.pruning._fused import (
     tail_checks,
 )
 from sessionkeeper.pruning._replay_policy import ReplayPolicy, is_anthropic_api, is_openai_responses_api
+from sessionkeeper.pruning._replay_view import has_unknown, replay_view
 from sessionkeeper.pruning._responses import (
     downgrade_function_call_reasoning_pairs,
     downgrade_openai_reasoning,
@@ -60,13 +60,8 @@ from sessionkeeper.pruning._turns import (
 from sessionkeeper.records import (
     AgentMessage,
     AssistantMessage,
-    ImageContent,
-    TextContent,
-    ThinkingContent,
     ToolCall,
     ToolResultMessage,
-    UnknownMessage,
-    UserMessage,
 )
 
 
@@ -126,105 +121,6 @@ class HygieneResult:
     findings: tuple[HygieneFinding, ...] = ()
     synthetic_results: tuple[str, ...] = ()
     changed: bool = False
-
-
-_REPLAY_TYPES: dict[str, type[UserMessage | AssistantMessage | ToolResultMessage]] = {
-    "user": UserMessage,
-    "assistant": AssistantMessage,
-    "toolResult": ToolResultMessage,
-}
-
-
-_BLOCK_FIELDS: dict[str, frozenset[str]] = {
-    cls.__struct_config__.tag: frozenset(("type", *cls.__struct_encode_fields__))  # type: ignore[misc]
-    for cls in (TextContent, ThinkingContent, ImageContent, ToolCall)
-}
-
-
-def _finalized_responses_call(raw: dict[str, Any], block: dict[str, Any]) -> bool:
-    """OpenClaw ``isFinalizedOpenAIResponsesToolCall``: a ``partialJson`` block that may be replayed."""
-    call_id, arguments, partial = block.get("id"), block.get("arguments"), block.get("partialJson")
-    if raw.get("stopReason") != "toolUse" or not isinstance(call_id, str) or "input" in block:
-        return False
-    if not isinstance(arguments, dict) or (not arguments and not isinstance(partial, str)):
-        return False
-    try:
-        complete = isinstance(msgspec.json.decode(str(partial)), dict)
-    except msgspec.DecodeError:
-        complete = False
-    if not complete and (str(partial).strip() or arguments):
-        return False
-    separator = call_id.find("|")
-    return 0 < separator < len(call_id) - 1
-
-
-def _replay_block(raw: dict[str, Any], block: object) -> object:
-    """
-    One content block as it is replayed: known fields only (a provider is sent nothing else).
-
-    A ``toolCall`` OpenClaw's ``repairToolCallInputs`` drops (no ``arguments`` nor ``input``, no id,
-    or an unfinished ``partialJson``) gets a blank id, so :func:`repair_tool_call_inputs` drops it
-    (and, in a signed thinking turn, the whole turn) as it drops any call without an id; ``input``
-    stands in for missing ``arguments``.
-    """
-    if not isinstance(block, dict):
-        return block
-    fields = _BLOCK_FIELDS.get(block.get("type"))  # type: ignore[arg-type]
-    if fields is None:
-        return block
-    out = {k: v for k, v in block.items() if k in fields}
-    if block.get("type") != "toolCall":
-        return out
-    arguments = block.get("arguments")
-    if arguments is None and isinstance(block.get("input"), dict):
-        arguments = out["arguments"] = block["input"]
-    usable = (
-        isinstance(arguments, dict)
-        and isinstance(block.get("id"), str)
-        and (not isinstance(block.get("partialJson"), str) or _finalized_responses_call(raw, block))
-    )
-    if not usable:
-        out["id"] = ""
-        out["arguments"] = arguments if isinstance(arguments, dict) else {}
-        if not isinstance(out.get("name"), str):
-            out["name"] = ""
-    return out
-
-
-def _replay_view(messages: Sequence[AgentMessage]) -> Sequence[AgentMessage]:
-    """
-    Read user/assistant/toolResult messages kept as :class:`UnknownMessage` (extra fields) as records.
-
-    Fields a provider is never sent are dropped, at the message and at the content-block level, so
-    the pairing repair sees every tool call and result; a tool call OpenClaw would drop (no
-    ``arguments``, no id, unfinished ``partialJson``) is dropped alone by
-    :func:`repair_tool_call_inputs` instead of leaving its whole turn unsanitised (issue 11). Shapes
-    that still do not fit stay unknown and pass through unchanged.
-    """
-    out: list[AgentMessage] = []
-    touched = False
-    for message in messages:
-        if isinstance(message, UnknownMessage) and message.role in _REPLAY_TYPES:
-            cls = _REPLAY_TYPES[message.role]
-            known = {*cls.__struct_encode_fields__, "role"}
-            raw = {k: v for k, v in message.raw.items() if k in known}
-            content = raw.get("content")
-            if isinstance(content, list):
-                raw["content"] = [_replay_block(message.raw, block) for block in content]
-            try:
-                message = msgspec.convert(raw, cls)
-                touched = True
-            except msgspec.ValidationError:
-                pass
-        out.append(message)
-    return out if touched else messages
-
-
-def _has_unknown(messages: Sequence[AgentMessage]) -> bool:
-    for message in messages:  # noqa: SIM110 - no generator on the hot path
-        if isinstance(message, UnknownMessage):
-            return True
-    return False
 
 
 def check_tool_pairing(messages: Sequence[AgentMessage]) -> tuple[HygieneFinding, ...]:
@@ -456,34 +352,21 @@ def _fused_steps(
     )
     synthetic: list[str] = []
     if responses and policy.repair_tool_use_result_pairing and not pairing_intact(current):
-        repaired = repair_tool_use_result_pairing(
-            current, timestamp_ms=timestamp_ms, errored_assistant_policy="drop", missing_result_text="aborted"
-        )
-        current, synthetic = repaired.messages, list(repaired.added)
+        current, synthetic = _repair_pairing(current, synthetic, timestamp_ms=timestamp_ms, responses=True)
     if responses:
         if has_reasoning_items(current):
             current = downgrade_openai_reasoning(current, drop_replayable=model_changed)
         current = normalize_responses_ids(current)
         if has_item_ids(current):
             current = downgrade_function_call_reasoning_pairs(current)
-    if policy.sanitize_tool_call_ids and policy.tool_call_id_mode is not None:
-        current = rewrite_tool_call_ids(
-            current,
-            mode=policy.tool_call_id_mode,
-            preserve_thinking_turn_ids=owned_thinking,
-            preserve_native_anthropic_ids=policy.preserve_native_anthropic_tool_use_ids,
-            allowed_tool_names=allowed_tool_names,
-        )
-    elif policy.repair_tool_use_result_pairing:
-        current = rewrite_tool_call_ids(current, mode="dedupe")  # deviation H1
+    current = _tool_call_ids(rewrite_tool_call_ids, current, policy, owned_thinking, allowed_tool_names)
     checks: TailChecks | None = None
     if not responses and policy.repair_tool_use_result_pairing:
         checks = tail_checks(current)
         if not checks.pairing_intact:
-            repaired = repair_tool_use_result_pairing(
-                current, timestamp_ms=timestamp_ms, errored_assistant_policy="drop"
+            current, synthetic = _repair_pairing(
+                current, synthetic, timestamp_ms=timestamp_ms, responses=False
             )
-            current, synthetic = repaired.messages, synthetic + list(repaired.added)
             checks = None
     current = fill_usage_and_strip_details(current)
     if (  # repaired again after the provider step
@@ -491,13 +374,9 @@ def _fused_steps(
     ):
         checks = tail_checks(current)
         if not checks.pairing_intact:
-            repaired = repair_tool_use_result_pairing(
-                current,
-                timestamp_ms=timestamp_ms,
-                errored_assistant_policy="drop",
-                missing_result_text="aborted",
+            current, synthetic = _repair_pairing(
+                current, synthetic, timestamp_ms=timestamp_ms, responses=True
             )
-            current, synthetic = repaired.messages, synthetic + list(repaired.added)
             checks = None
     if policy.apply_google_turn_ordering:
         current = sanitize_google_turn_ordering(current, timestamp_ms=timestamp_ms)
@@ -536,8 +415,8 @@ def _reference_steps(
     """
     responses = is_openai_responses_api(api)
     current: Sequence[AgentMessage] = messages
-    if _has_unknown(messages):  # both steps only read or rewrite unknown-shape messages
-        current = _replay_view(annotate_inter_session_messages(messages))
+    if has_unknown(messages):  # both steps only read or rewrite unknown-shape messages
+        current = replay_view(annotate_inter_session_messages(messages))
     current = normalize_replay_content(current)
     current = sanitize_content_blocks(
         current,
@@ -559,34 +438,16 @@ def _reference_steps(
     )
     synthetic: list[str] = []
     if responses and policy.repair_tool_use_result_pairing:
-        repaired = repair_tool_use_result_pairing(
-            current, timestamp_ms=timestamp_ms, errored_assistant_policy="drop", missing_result_text="aborted"
-        )
-        current, synthetic = repaired.messages, list(repaired.added)
+        current, synthetic = _repair_pairing(current, synthetic, timestamp_ms=timestamp_ms, responses=True)
     if responses:
         current = downgrade_openai_reasoning(current, drop_replayable=model_changed)
         current = downgrade_function_call_reasoning_pairs(normalize_openai_responses_ids(current))
-    if policy.sanitize_tool_call_ids and policy.tool_call_id_mode is not None:
-        current = sanitize_tool_call_ids(
-            current,
-            mode=policy.tool_call_id_mode,
-            preserve_thinking_turn_ids=owned_thinking,
-            preserve_native_anthropic_ids=policy.preserve_native_anthropic_tool_use_ids,
-            allowed_tool_names=allowed_tool_names,
-        )
-    elif policy.repair_tool_use_result_pairing:
-        current = sanitize_tool_call_ids(current, mode="dedupe")  # deviation H1
+    current = _tool_call_ids(sanitize_tool_call_ids, current, policy, owned_thinking, allowed_tool_names)
     if not responses and policy.repair_tool_use_result_pairing:
-        repaired = repair_tool_use_result_pairing(
-            current, timestamp_ms=timestamp_ms, errored_assistant_policy="drop"
-        )
-        current, synthetic = repaired.messages, synthetic + list(repaired.added)
+        current, synthetic = _repair_pairing(current, synthetic, timestamp_ms=timestamp_ms, responses=False)
     current = ensure_usage_totals(strip_stale_usage(strip_tool_result_details(current)))
     if responses and policy.repair_tool_use_result_pairing:  # repaired again after the provider step
-        repaired = repair_tool_use_result_pairing(
-            current, timestamp_ms=timestamp_ms, errored_assistant_policy="drop", missing_result_text="aborted"
-        )
-        current, synthetic = repaired.messages, synthetic + list(repaired.added)
+        current, synthetic = _repair_pairing(current, synthetic, timestamp_ms=timestamp_ms, responses=True)
     if policy.apply_google_turn_ordering:
         current = sanitize_google_turn_ordering(current, timestamp_ms=timestamp_ms)
     if policy.validate_gemini_turns:
@@ -594,3 +455,43 @@ def _reference_steps(
     if policy.validate_anthropic_turns:
         current = validate_anthropic_turns(current)
     return current, synthetic
+
+
+def _repair_pairing(
+    messages: Sequence[AgentMessage], synthetic: list[str], *, timestamp_ms: int, responses: bool
+) -> tuple[Sequence[AgentMessage], list[str]]:
+    """
+    Step 9's pairing repair (errored turns dropped; for the Responses API a missing result reads
+    ``aborted``); returns the messages and ``synthetic`` plus the ids of the results it made up.
+    """
+    repaired = repair_tool_use_result_pairing(
+        messages,
+        timestamp_ms=timestamp_ms,
+        errored_assistant_policy="drop",
+        missing_result_text="aborted" if responses else None,
+    )
+    return repaired.messages, synthetic + list(repaired.added)
+
+
+def _tool_call_ids(
+    rewrite: Callable[..., Sequence[AgentMessage]],
+    messages: Sequence[AgentMessage],
+    policy: ReplayPolicy,
+    owned_thinking: bool,
+    allowed_tool_names: Iterable[str] | None,
+) -> Sequence[AgentMessage]:
+    """
+    Step 8 with ``rewrite`` (:func:`sanitize_tool_call_ids` or its fused twin): the policy's id mode,
+    else ``dedupe`` when the pairing is repaired (deviation H1), else the messages as they are.
+    """
+    if policy.sanitize_tool_call_ids and policy.tool_call_id_mode is not None:
+        return rewrite(
+            messages,
+            mode=policy.tool_call_id_mode,
+            preserve_thinking_turn_ids=owned_thinking,
+            preserve_native_anthropic_ids=policy.preserve_native_anthropic_tool_use_ids,
+            allowed_tool_names=allowed_tool_names,
+        )
+    if policy.repair_tool_use_result_pairing:
+        return rewrite(messages, mode="dedupe")  # deviation H1
+    return messages

@@ -7,7 +7,7 @@ the hygiene pipeline.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import msgspec
@@ -104,16 +104,7 @@ def drop_thinking_blocks(messages: Sequence[AgentMessage]) -> Sequence[AgentMess
         if _is_assistant_with_content(messages[index]):
             latest = index
             break
-    out: list[AgentMessage] = []
-    touched = False
-    for index, message in enumerate(messages):
-        if index == latest or not _is_assistant_with_content(message):
-            out.append(message)
-            continue
-        stripped = _without_thinking(message)
-        touched = touched or stripped is not message
-        out.append(stripped)
-    return out if touched else messages
+    return _strip_thinking_except(messages, lambda index: index == latest)
 
 
 def _has_tool_call(message: AgentMessage) -> bool:
@@ -163,12 +154,19 @@ def drop_reasoning_from_history(messages: Sequence[AgentMessage]) -> Sequence[Ag
         if message_role(messages[index]) == "user":
             latest_user = index
             break
+    return _strip_thinking_except(
+        messages, lambda index: preserve_current_tool_turn(messages, index, latest_user)
+    )
+
+
+def _strip_thinking_except(
+    messages: Sequence[AgentMessage], keep: Callable[[int], bool]
+) -> Sequence[AgentMessage]:
+    """Thinking removed from every assistant turn with content but those at an index ``keep`` accepts."""
     out: list[AgentMessage] = []
     touched = False
     for index, message in enumerate(messages):
-        if not _is_assistant_with_content(message) or preserve_current_tool_turn(
-            messages, index, latest_user
-        ):
+        if not _is_assistant_with_content(message) or keep(index):
             out.append(message)
             continue
         stripped = _without_thinking(message)

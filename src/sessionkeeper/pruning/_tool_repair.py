@@ -43,6 +43,7 @@ __all__ = (
     "repair_tool_call_inputs",
     "repair_tool_use_result_pairing",
     "strip_tool_result_details",
+    "survey_calls",
 )
 
 SYNTHETIC_MISSING_TOOL_RESULT_TEXT: Final = (
@@ -115,6 +116,29 @@ def _results_displaced(messages: Sequence[AgentMessage], index: int) -> bool:
     return False
 
 
+def survey_calls(
+    message: AssistantMessage, valid_names: dict[str, bool], allowed: tuple[str, ...] | None
+) -> tuple[bool, bool, bool]:
+    """
+    ``(has a tool call, has thinking, clean)`` of one assistant turn: clean when every call has a
+    non-blank id and an allowed, trimmed name. ``valid_names`` remembers the name checks.
+    """
+    has_call = has_thinking = False
+    clean = True
+    for b in message.content:
+        if isinstance(b, ToolCall):
+            has_call = True
+            name = b.name
+            allowed_name = valid_names.get(name)
+            if allowed_name is None:
+                allowed_name = valid_names[name] = is_allowed_tool_call_name(name, allowed)
+            if not allowed_name or not b.id or b.id.isspace() or name != name.strip():
+                clean = False
+        elif isinstance(b, ThinkingContent):
+            has_thinking = True
+    return has_call, has_thinking, clean
+
+
 def repair_tool_call_inputs(
     messages: Sequence[AgentMessage],
     *,
@@ -147,19 +171,7 @@ def repair_tool_call_inputs(
         if not isinstance(message, AssistantMessage):
             out.append(message)
             continue
-        has_call = has_thinking = False
-        clean = True  # every call has a non-blank id and an allowed, trimmed name
-        for b in message.content:
-            if isinstance(b, ToolCall):
-                has_call = True
-                name = b.name
-                allowed_name = valid_names.get(name)
-                if allowed_name is None:
-                    allowed_name = valid_names[name] = is_allowed_tool_call_name(name, allowed)
-                if not allowed_name or not b.id or b.id.isspace() or name != name.strip():
-                    clean = False
-            elif isinstance(b, ThinkingContent):
-                has_thinking = True
+        has_call, has_thinking, clean = survey_calls(message, valid_names, allowed)
         if not has_call:
             out.append(message)
             continue
