@@ -133,9 +133,8 @@ class LlmSummarizer(SummaryRequests):
         ``window - effectiveReserve`` (DESIGN D9); one request when it fits, else D10's split, within
         D10's budget (see the class).
         """
-        return await self._within_budget(
-            messages, lambda: self._history(messages, previous_summary, custom_instructions, abort)
-        )
+        with self._one_compaction(messages):
+            return await self._history(messages, previous_summary, custom_instructions, abort)
 
     async def turn_prefix_summary(
         self, messages: Sequence[AgentMessage], *, abort: anyio.Event | None = None
@@ -145,7 +144,8 @@ class LlmSummarizer(SummaryRequests):
         eighth of ``window - effectiveReserve`` (DESIGN D9); one request when it fits, else D10's split,
         within D10's budget (see the class).
         """
-        return await self._within_budget(messages, lambda: self._turn_prefix(messages, abort))
+        with self._one_compaction(messages):
+            return await self._turn_prefix(messages, abort)
 
     async def default_summary(
         self,
@@ -167,10 +167,10 @@ class LlmSummarizer(SummaryRequests):
         """
         split, everything = _summarized_span(messages_to_summarize, turn_prefix_messages, is_split_turn)
         if not split:
-            return await self._within_budget(
-                everything,
-                lambda: self._history(messages_to_summarize, previous_summary, custom_instructions, abort),
-            )
+            with self._one_compaction(everything):
+                return await self._history(
+                    messages_to_summarize, previous_summary, custom_instructions, abort
+                )
         results: dict[str, str] = {}
 
         async def run_history() -> None:
@@ -190,7 +190,8 @@ class LlmSummarizer(SummaryRequests):
                 group.start_soon(run_prefix)
             return f"{results['history']}\n\n---\n\n{_SPLIT_TURN_HEADER}{results['prefix']}"
 
-        return await self._within_budget(everything, run_both, extra_chunks=1)
+        with self._one_compaction(everything, extra_chunks=1):
+            return await run_both()
 
     def _history(
         self,
@@ -360,126 +361,104 @@ class LlmSummarizer(SummaryRequests):
         stays within D10's budget (see the class); a summary whose every message was left out as too
         large raises :class:`~sessionkeeper.exceptions.CompactionError`.
         """
-        split, everything = _summarized_span(messages_to_summarize, turn_prefix_messages, is_split_turn)
-        return await self._within_budget(
-            everything,
-            lambda: self._safeguard(
-                messages_to_summarize=messages_to_summarize,
-                turn_prefix_messages=turn_prefix_messages,
-                is_split_turn=is_split_turn,
-                previous_summary=previous_summary,
-                structured_instructions=structured_instructions,
-                tokens_before=tokens_before,
-                abort=abort,
-            ),
-            extra_chunks=1 if split else 0,
-        )
-
-    async def _safeguard(
-        self,
-        *,
-        messages_to_summarize: Sequence[AgentMessage],
-        turn_prefix_messages: Sequence[AgentMessage],
-        is_split_turn: bool,
-        previous_summary: str | None,
-        structured_instructions: str,
-        tokens_before: int | None,
-        abort: anyio.Event | None,
-    ) -> SafeguardBody:
-        settings = self._settings
-        policy = settings.identifier_policy
-        if tokens_before is not None and messages_to_summarize:
-            count = self._counter.count_message
-            summarizable = sum(count(m) for m in (*messages_to_summarize, *turn_prefix_messages))
-            if history_needs_pruning(
-                tokens_before=tokens_before,
-                summarizable_tokens=summarizable,
-                context_window=self._window,
-                max_history_share=settings.max_history_share,
-            ):
-                pruned = prune_history_for_context_share(
-                    messages_to_summarize,
+        has_prefix, everything = _summarized_span(messages_to_summarize, turn_prefix_messages, is_split_turn)
+        with self._one_compaction(everything, extra_chunks=1 if has_prefix else 0):
+            settings = self._settings
+            policy = settings.identifier_policy
+            if tokens_before is not None and messages_to_summarize:
+                count = self._counter.count_message
+                summarizable = sum(count(m) for m in (*messages_to_summarize, *turn_prefix_messages))
+                if history_needs_pruning(
+                    tokens_before=tokens_before,
+                    summarizable_tokens=summarizable,
                     context_window=self._window,
                     max_history_share=settings.max_history_share,
-                    token_counter=self._counter,
+                ):
+                    pruned = prune_history_for_context_share(
+                        messages_to_summarize,
+                        context_window=self._window,
+                        max_history_share=settings.max_history_share,
+                        token_counter=self._counter,
+                    )
+                    if pruned.dropped:
+                        messages_to_summarize = pruned.kept
+                        previous_summary = await self.summarize_in_stages(
+                            pruned.dropped,
+                            instructions=summarization_instructions(
+                                structured_instructions,
+                                policy=policy,
+                                identifier_text=settings.identifier_instructions,
+                            ),
+                            previous_summary=previous_summary,
+                            abort=abort,
+                        )
+            history_messages: list[AgentMessage] = list(messages_to_summarize)
+            if previous_summary and previous_summary.strip():
+                history_messages.insert(
+                    0,
+                    text_message(
+                        f"<previous-compaction-summary>\n{_PREVIOUS_REDISTILL}\n\n{previous_summary.strip()}\n"
+                        "</previous-compaction-summary>"
+                    ),
                 )
-                if pruned.dropped:
-                    messages_to_summarize = pruned.kept
-                    previous_summary = await self.summarize_in_stages(
-                        pruned.dropped,
-                        instructions=summarization_instructions(
-                            structured_instructions,
-                            policy=policy,
-                            identifier_text=settings.identifier_instructions,
-                        ),
-                        previous_summary=previous_summary,
-                        abort=abort,
-                    )
-        history_messages: list[AgentMessage] = list(messages_to_summarize)
-        if previous_summary and previous_summary.strip():
-            history_messages.insert(
-                0,
-                text_message(
-                    f"<previous-compaction-summary>\n{_PREVIOUS_REDISTILL}\n\n{previous_summary.strip()}\n"
-                    "</previous-compaction-summary>"
+            recent = [*messages_to_summarize, *turn_prefix_messages][-10:]
+            identifiers = extract_opaque_identifiers(
+                "\n".join(filter(None, (message_text(m) for m in recent)))
+            )
+            latest_ask = next(
+                (
+                    message_text(m)
+                    for m in reversed([*messages_to_summarize, *turn_prefix_messages])
+                    if isinstance(m, UserMessage) and message_text(m)
                 ),
+                None,
             )
-        recent = [*messages_to_summarize, *turn_prefix_messages][-10:]
-        identifiers = extract_opaque_identifiers("\n".join(filter(None, (message_text(m) for m in recent))))
-        latest_ask = next(
-            (
-                message_text(m)
-                for m in reversed([*messages_to_summarize, *turn_prefix_messages])
-                if isinstance(m, UserMessage) and message_text(m)
-            ),
-            None,
-        )
-        guard = settings.quality_guard_enabled
-        total = settings.quality_guard.max_retries + 1 if guard else 1
-        current_structured = structured_instructions
-        best: SafeguardBody | None = None
-        for attempt in range(total):
-            current = summarization_instructions(
-                current_structured, policy=policy, identifier_text=settings.identifier_instructions
-            )
-            try:
-                if messages_to_summarize:
-                    history = await self.summarize_in_stages(
-                        history_messages, instructions=current, abort=abort
-                    )
-                else:
-                    history = structured_fallback_summary(previous_summary)
-                split = ""
-                if is_split_turn and turn_prefix_messages:
-                    prefix_instructions = "\n\n".join(
-                        (TURN_PREFIX_INSTRUCTIONS, "Additional requirements:", current or "")
-                    ).rstrip()
-                    split = await self.summarize_in_stages(
-                        turn_prefix_messages, instructions=prefix_instructions, abort=abort
-                    )
-            except CompactionCancelled:
-                raise
-            except (ModelClientError, CompactionError):
-                if best is not None:
-                    return best
-                raise
-            body = SafeguardBody(history=history, split_turn=split, attempts=attempt + 1)
-            best = body
-            can_regenerate = bool(messages_to_summarize) or bool(is_split_turn and turn_prefix_messages)
-            if not guard or not can_regenerate:
-                return body
-            audit_text = history if not split else f"{history}\n\n---\n\n{_SPLIT_TURN_HEADER}{split}"
-            audit = audit_summary(
-                audit_text, identifiers=identifiers, latest_ask=latest_ask, identifier_policy=policy
-            )
-            if audit.ok:
-                return body
-            best = attrs.evolve(body, audit_reasons=audit.reasons)
-            feedback = _FEEDBACK_STRICT if policy == "strict" else _FEEDBACK_OTHER
-            current_structured = (
-                f"{structured_instructions}\n\n{feedback}\n\n"
-                "Quality check feedback: previous summary failed quality checks "
-                f"({', '.join(audit.reasons)})."
-            )
-        assert best is not None
-        return best
+            guard = settings.quality_guard_enabled
+            total = settings.quality_guard.max_retries + 1 if guard else 1
+            current_structured = structured_instructions
+            best: SafeguardBody | None = None
+            for attempt in range(total):
+                current = summarization_instructions(
+                    current_structured, policy=policy, identifier_text=settings.identifier_instructions
+                )
+                try:
+                    if messages_to_summarize:
+                        history = await self.summarize_in_stages(
+                            history_messages, instructions=current, abort=abort
+                        )
+                    else:
+                        history = structured_fallback_summary(previous_summary)
+                    split = ""
+                    if is_split_turn and turn_prefix_messages:
+                        prefix_instructions = "\n\n".join(
+                            (TURN_PREFIX_INSTRUCTIONS, "Additional requirements:", current or "")
+                        ).rstrip()
+                        split = await self.summarize_in_stages(
+                            turn_prefix_messages, instructions=prefix_instructions, abort=abort
+                        )
+                except CompactionCancelled:
+                    raise
+                except (ModelClientError, CompactionError):
+                    if best is not None:
+                        return best
+                    raise
+                body = SafeguardBody(history=history, split_turn=split, attempts=attempt + 1)
+                best = body
+                can_regenerate = bool(messages_to_summarize) or bool(is_split_turn and turn_prefix_messages)
+                if not guard or not can_regenerate:
+                    return body
+                audit_text = history if not split else f"{history}\n\n---\n\n{_SPLIT_TURN_HEADER}{split}"
+                audit = audit_summary(
+                    audit_text, identifiers=identifiers, latest_ask=latest_ask, identifier_policy=policy
+                )
+                if audit.ok:
+                    return body
+                best = attrs.evolve(body, audit_reasons=audit.reasons)
+                feedback = _FEEDBACK_STRICT if policy == "strict" else _FEEDBACK_OTHER
+                current_structured = (
+                    f"{structured_instructions}\n\n{feedback}\n\n"
+                    "Quality check feedback: previous summary failed quality checks "
+                    f"({', '.join(audit.reasons)})."
+                )
+            assert best is not None
+            return best

@@ -29,9 +29,10 @@ unchanged; an ``"aborted"`` reply raises :class:`~sessionkeeper.exceptions.Compa
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Literal, TypeVar
+from collections.abc import Awaitable, Iterator, Sequence
+from typing import Literal
 
 import anyio
 
@@ -57,8 +58,6 @@ from sessionkeeper.compaction._settings import CompactionSettings
 from sessionkeeper.exceptions import CompactionCancelled, CompactionError, ModelClientError
 from sessionkeeper.records import AgentMessage, TextContent, UserMessage
 
-
-T = TypeVar("T")
 
 __all__ = (
     "CALLS_BASE",
@@ -188,17 +187,15 @@ class SummaryRequests:
         self.overflow_refusals = 0
         self._omitted = set()
 
-    async def _within_budget(
-        self, messages: Sequence[AgentMessage], run: Callable[[], Awaitable[T]], *, extra_chunks: int = 0
-    ) -> T:
+    @contextlib.contextmanager
+    def _one_compaction(self, messages: Sequence[AgentMessage], *, extra_chunks: int = 0) -> Iterator[None]:
         """
-        ``run()`` as one compaction: a fresh D10 budget for ``messages`` first, and a failure after it
-        when every one of them was left out as too large.
+        The requests made inside form one compaction: a fresh D10 budget for ``messages`` first, and
+        on a normal exit a failure when every one of them was left out as too large.
         """
         self._begin(messages, extra_chunks=extra_chunks)
-        result = await run()
+        yield
         self._check_covered(messages)
-        return result
 
     def _check_covered(self, messages: Sequence[AgentMessage]) -> None:
         """A summary whose every message was left out is a failure (D10), never written as ``llm``."""
