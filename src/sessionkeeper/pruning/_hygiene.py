@@ -335,17 +335,14 @@ def _fused_steps(
             preserve_signatures=policy.preserve_signatures,
             base64_thought_signatures=policy.sanitize_thought_signatures,
         )
-    signed = (provider or "").strip().lower() in _SIGNED_THINKING_PROVIDERS
+    signed = _signed_thinking(provider)
     if signed or policy.preserve_signatures:
         current = strip_thinking_signatures(
             current,
             latest_compaction=facts.latest_compaction,
             preserve_latest_assistant=should_preserve_latest_assistant_thinking(current),
         )
-    if policy.drop_reasoning_from_history:
-        current = drop_reasoning_from_history(current)
-    if policy.drop_thinking_blocks:
-        current = drop_thinking_blocks(current)
+    current = _drop_thinking(current, policy)
     owned_thinking = _owned_thinking(policy, api, signed)
     current = repair_call_inputs(
         current, allowed_tool_names=allowed_tool_names, provider_owned_thinking_replay=owned_thinking
@@ -423,15 +420,12 @@ def _reference_steps(
         preserve_signatures=policy.preserve_signatures,
         base64_thought_signatures=policy.sanitize_thought_signatures,
     )
-    signed = (provider or "").strip().lower() in _SIGNED_THINKING_PROVIDERS
+    signed = _signed_thinking(provider)
     if signed or policy.preserve_signatures:
         preserve_latest = should_preserve_latest_assistant_thinking(current)
         current = strip_stale_thinking_signatures(current)
         current = strip_invalid_thinking_signatures(current, preserve_latest_assistant=preserve_latest)
-    if policy.drop_reasoning_from_history:
-        current = drop_reasoning_from_history(current)
-    if policy.drop_thinking_blocks:
-        current = drop_thinking_blocks(current)
+    current = _drop_thinking(current, policy)
     owned_thinking = _owned_thinking(policy, api, signed)
     current = repair_tool_call_inputs(
         current, allowed_tool_names=allowed_tool_names, provider_owned_thinking_replay=owned_thinking
@@ -494,4 +488,18 @@ def _tool_call_ids(
         )
     if policy.repair_tool_use_result_pairing:
         return rewrite(messages, mode="dedupe")  # deviation H1
+    return messages
+
+
+def _signed_thinking(provider: str | None) -> bool:
+    """Whether the provider signs thinking (its signatures are checked before replay)."""
+    return (provider or "").strip().lower() in _SIGNED_THINKING_PROVIDERS
+
+
+def _drop_thinking(messages: Sequence[AgentMessage], policy: ReplayPolicy) -> Sequence[AgentMessage]:
+    """Reasoning dropped from history, then thinking blocks, as the policy asks."""
+    if policy.drop_reasoning_from_history:
+        messages = drop_reasoning_from_history(messages)
+    if policy.drop_thinking_blocks:
+        messages = drop_thinking_blocks(messages)
     return messages
