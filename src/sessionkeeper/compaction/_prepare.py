@@ -478,7 +478,8 @@ def prepare_compaction(
         keep_recent_tokens: Budget of the kept tail in tokens, or ``None`` for a strict checkpoint.
         token_counter: Counts a message's tokens for the cut walk, ``kept_tokens`` and
             ``tokens_before_estimate`` (default: pi's chars/4 estimate, pi-exact). ``tokens_before``
-            stays pi's context estimate (provider usage where known).
+            stays pi's context estimate (provider usage where known). A pi 1.6 branch is planned
+            with pi 1.6's own estimate whatever the counter.
 
     Returns:
         The :class:`CompactionPreparation`, or ``None`` when there is nothing to compact.
