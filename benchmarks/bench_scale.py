@@ -14,7 +14,7 @@ Generated files (under a temp dir in ``/tmp``, deleted at the end; never committ
 - Scenario B (``settings-at-start``): 10 MiB, 100 MiB and ``--size-mb`` files whose only thinking
   level change is at the start (pi writes one only when the level changes): the context depends on
   the whole path. The first read walks 8 MiB back, then builds the ancestry index (a forward scan of
-  the file at C speed, see ``transcript/_sidecar.py``) and saves it in the cache dir (a temp dir
+  the file at C speed, see ``transcript/file/_sidecar.py``) and saves it in the cache dir (a temp dir
   here); later reads answer from it with one lookup and one line read. Both are measured: "first"
   with no index (median of 3, the index deleted before each), "second" with the index (median of
   ``--repeat`` in this process, where the index's checksum was already verified), "second, fresh
@@ -48,9 +48,10 @@ from pathlib import Path
 from typing import Any
 
 from sessionkeeper.transcript import load_transcript
-from sessionkeeper.transcript._index_cache import TranscriptIndexCache
-from sessionkeeper.transcript._listing import list_transcripts
-from sessionkeeper.transcript._tail import read_last_messages, read_tail_context
+from sessionkeeper.transcript.file._index_cache import TranscriptIndexCache
+from sessionkeeper.transcript.file._listing import list_transcripts
+from sessionkeeper.transcript.file._tail import read_tail_context
+from sessionkeeper.transcript.file._tail_messages import read_last_messages
 
 
 REPO = Path(__file__).resolve().parent.parent
@@ -58,7 +59,8 @@ TS = "2026-01-01T00:00:00.000Z"
 
 _RSS_PROBE = """
 import sys, time
-from sessionkeeper.transcript._tail import read_last_messages, read_tail_context
+from sessionkeeper.transcript.file._tail import read_tail_context
+from sessionkeeper.transcript.file._tail_messages import read_last_messages
 def peak_kb():
     for line in open("/proc/self/status"):
         if line.startswith("VmHWM:"):

@@ -109,8 +109,8 @@ def test_the_public_api_matches_the_reviewed_snapshot() -> None:
 _KNOWN_UNEXPORTED = {
     "sessionkeeper.adapters._client.SdkModelClient": "base class of the public adapter clients (adapters)",
     "sessionkeeper.store._backend.RowsAlwaysLoad": "base class of the public store backends (store)",
-    "sessionkeeper.transcript._lock_registry.Held": "SessionWriteLock's constructor (transcript)",
-    "sessionkeeper.transcript._tail.TailHeader": "return type of read_header (transcript)",
+    "sessionkeeper.transcript.lock._registry.Held": "SessionWriteLock's constructor (transcript)",
+    "sessionkeeper.transcript.file._tail_reader.TailHeader": "return type of read_header (transcript)",
     "sessionkeeper.transcript._pi16_writes.Pi16Appends": "base class of TranscriptManager (transcript)",
 }
 

@@ -4,8 +4,8 @@ Lock files: their payload, process liveness, and the staleness rules (OpenClaw s
 Everything here is synchronous. The pure parts (:func:`parse_lock_payload`,
 :func:`format_lock_payload`, :func:`inspect_lock_owner`, :func:`reclaim_decision`) take every
 outside fact (liveness, start times, clock) as arguments; the thin file helpers
-(:func:`read_lock_snapshot`, :func:`remove_if_unchanged`, :func:`read_lock_owner`, :func:`is_locked`)
-do the I/O.
+(:func:`read_lock_snapshot`, :func:`remove_if_unchanged`, :func:`inspect_lock_file`) do the I/O;
+``sessionkeeper.transcript``'s ``read_lock_owner`` and ``is_locked`` build on them.
 
 Lock file (OpenClaw's format, DESIGN D8): ``<transcript>.lock`` next to the transcript, mode 0600,
 pretty-printed JSON with a trailing newline::
@@ -50,12 +50,10 @@ __all__ = (
     "LockSnapshot",
     "format_lock_payload",
     "inspect_lock_owner",
-    "is_locked",
     "is_pid_alive",
     "lock_path_for",
     "parse_lock_payload",
     "process_start_time",
-    "read_lock_owner",
     "read_lock_snapshot",
     "reclaim_decision",
     "remove_if_unchanged",
@@ -517,16 +515,6 @@ def _remove_unreadable(lock_path: Path, observed: LockSnapshot) -> bool:
     return True
 
 
-def read_lock_owner(transcript: Path | str) -> LockOwner | None:
-    """
-    Return what a transcript's lock file says about its owner, or ``None`` if it is not locked.
-
-    Synchronous and cheap (one small read); for maintenance and doctor code (DESIGN D6).
-    """
-    snapshot = read_lock_snapshot(lock_path_for(transcript))
-    return None if snapshot is None else parse_lock_payload(snapshot.raw)
-
-
 def inspect_lock_file(
     transcript: Path | str,
     *,
@@ -547,32 +535,3 @@ def inspect_lock_file(
         held_by_this_process=held_by_this_process,
     )
     return inspection, snapshot
-
-
-def is_locked(
-    transcript: Path | str, *, now_ms: int, stale_ms: float = 1_800_000, held_by_this_process: bool = False
-) -> bool:
-    """
-    Return whether a transcript's write lock is held by someone that may still write (DESIGN D6).
-
-    ``True`` when a lock file exists and a contender would not remove it now: its owner is alive
-    (even if the lock is too old or over its max hold: a live owner is never evicted), or the file
-    is a fresh payload-less lock still inside its grace period. ``False`` when there is no lock
-    file or it is reclaimable (dead owner, recycled pid, orphan of this process).
-
-    Args:
-        transcript: The transcript path (the lock is ``<transcript>.lock``).
-        now_ms: Current time, ms since the epoch.
-        stale_ms: :attr:`WriteLockSettings.stale_ms`.
-        held_by_this_process: Whether this process's lock registry holds the lock (then ``True``).
-    """
-    found = inspect_lock_file(
-        transcript, now_ms=now_ms, stale_ms=stale_ms, held_by_this_process=held_by_this_process
-    )
-    if found is None:
-        return False
-    if held_by_this_process:
-        return True
-    inspection, snapshot = found
-    decision = reclaim_decision(inspection, lock_mtime_ms=snapshot.mtime_ms, now_ms=now_ms, stale_ms=stale_ms)
-    return decision != "remove"

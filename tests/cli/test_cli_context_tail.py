@@ -12,7 +12,7 @@ from tests._helpers import json_line, run_cli
 
 from sessionkeeper.exceptions import TranscriptFormatError
 from sessionkeeper.transcript import load_transcript, message_to_builtins
-from sessionkeeper.transcript._tail import last_messages_of_index
+from sessionkeeper.transcript.file._tail_messages import last_messages_of_index
 
 
 @pytest.fixture(autouse=True)

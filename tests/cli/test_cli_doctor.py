@@ -22,7 +22,7 @@ from sessionkeeper.cli._doctor import (
     run_doctor,
 )
 from sessionkeeper.transcript import load_transcript
-from sessionkeeper.transcript._lock import SessionWriteLock
+from sessionkeeper.transcript.lock._lock import SessionWriteLock
 
 
 HEADER = '{"type":"session","version":3,"id":"s-doc","timestamp":"2026-01-05T10:00:00.000Z","cwd":"/w"}'

@@ -31,7 +31,7 @@ from sessionkeeper.transcript import (
     load_transcript,
     message_to_builtins,
 )
-from sessionkeeper.transcript._lock_settings import WriteLockSettings
+from sessionkeeper.transcript.lock._settings import WriteLockSettings
 
 
 SETTINGS = WriteLockSettings(acquire_timeout_ms=60_000, watchdog_interval_ms=0)

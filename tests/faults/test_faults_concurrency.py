@@ -20,7 +20,7 @@ import pytest
 from tests._helpers import user
 
 from sessionkeeper.transcript import TranscriptManager, load_transcript
-from sessionkeeper.transcript._lock_settings import WriteLockSettings
+from sessionkeeper.transcript.lock._settings import WriteLockSettings
 
 
 SETTINGS = WriteLockSettings(acquire_timeout_ms=60_000, watchdog_interval_ms=0)

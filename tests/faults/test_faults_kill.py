@@ -32,7 +32,7 @@ from tests._helpers import user
 from sessionkeeper._fs import atomic_write_bytes
 from sessionkeeper.compaction import Compactor
 from sessionkeeper.transcript import CompactionSummaryMessage, TranscriptManager, load_transcript
-from sessionkeeper.transcript._lock_settings import WriteLockSettings
+from sessionkeeper.transcript.lock._settings import WriteLockSettings
 
 
 SAMPLES = Path(__file__).resolve().parents[2] / "src" / "sessionkeeper" / "_samples"

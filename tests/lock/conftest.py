@@ -26,8 +26,8 @@ def dead_pid() -> int:
 
 HOLDER_SCRIPT = r"""
 import sys, anyio
-from sessionkeeper.transcript._lock import SessionWriteLock
-from sessionkeeper.transcript._lock_settings import WriteLockSettings
+from sessionkeeper.transcript.lock._lock import SessionWriteLock
+from sessionkeeper.transcript.lock._settings import WriteLockSettings
 
 async def main():
     async with SessionWriteLock.acquire(sys.argv[1], settings=WriteLockSettings(watchdog_interval_ms=0)):

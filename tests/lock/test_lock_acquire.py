@@ -17,10 +17,10 @@ import pytest
 
 from sessionkeeper._lockfile import process_start_time
 from sessionkeeper.exceptions import LockError, LockNotHeldError, SessionBusyError, StaleLockError
-from sessionkeeper.transcript import _lock_registry
-from sessionkeeper.transcript._lock import SessionWriteLock
-from sessionkeeper.transcript._lock_settings import WriteLockSettings
-from sessionkeeper.transcript._lock_tools import clean_stale_lock_files, is_locked, read_lock_owner
+from sessionkeeper.transcript.lock import _registry as _lock_registry
+from sessionkeeper.transcript.lock._lock import SessionWriteLock
+from sessionkeeper.transcript.lock._settings import WriteLockSettings
+from sessionkeeper.transcript.lock._tools import clean_stale_lock_files, is_locked, read_lock_owner
 
 
 pytestmark = pytest.mark.anyio

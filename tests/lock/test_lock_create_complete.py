@@ -20,8 +20,8 @@ import anyio
 import pytest
 
 from sessionkeeper._lockfile import lock_path_for, parse_lock_payload
-from sessionkeeper.transcript import _lock_registry
-from sessionkeeper.transcript._lock import SessionWriteLock
+from sessionkeeper.transcript.lock import _registry as _lock_registry
+from sessionkeeper.transcript.lock._lock import SessionWriteLock
 
 
 pytestmark = pytest.mark.anyio
@@ -32,7 +32,7 @@ _KILLED_WHILE_FILLING = """
 import os, signal, sys
 from pathlib import Path
 import anyio
-from sessionkeeper.transcript._lock import SessionWriteLock
+from sessionkeeper.transcript.lock._lock import SessionWriteLock
 
 real_write = os.write
 

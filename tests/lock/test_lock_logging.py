@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from sessionkeeper._lockfile import iso_ms
-from sessionkeeper.transcript._lock import SessionWriteLock
-from sessionkeeper.transcript._lock_settings import WriteLockSettings
-from sessionkeeper.transcript._lock_tools import clean_stale_lock_files
+from sessionkeeper.transcript.lock._lock import SessionWriteLock
+from sessionkeeper.transcript.lock._settings import WriteLockSettings
+from sessionkeeper.transcript.lock._tools import clean_stale_lock_files
 
 
 pytestmark = pytest.mark.anyio

@@ -17,7 +17,7 @@ import pytest
 
 from sessionkeeper._config import load_config
 from sessionkeeper._lockfile import format_lock_payload, inspect_lock_owner, parse_lock_payload
-from sessionkeeper.transcript._lock_settings import WriteLockSettings
+from sessionkeeper.transcript.lock._settings import WriteLockSettings
 
 
 FIXTURE = json.loads(

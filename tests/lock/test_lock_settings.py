@@ -8,7 +8,7 @@ import pytest
 
 from sessionkeeper._config import load_config
 from sessionkeeper.exceptions import ConfigError
-from sessionkeeper.transcript._lock_settings import WriteLockSettings
+from sessionkeeper.transcript.lock._settings import WriteLockSettings
 
 
 ENV_TIMEOUT = "OPENCLAW_SESSION_WRITE_LOCK_ACQUIRE_TIMEOUT_MS"

@@ -13,8 +13,8 @@ import pytest
 
 from sessionkeeper._lockfile import is_pid_alive, iso_ms, process_start_time
 from sessionkeeper.exceptions import LockNotHeldError, SessionBusyError, StaleLockError
-from sessionkeeper.transcript._lock import SessionWriteLock
-from sessionkeeper.transcript._lock_settings import WriteLockSettings
+from sessionkeeper.transcript.lock._lock import SessionWriteLock
+from sessionkeeper.transcript.lock._settings import WriteLockSettings
 
 
 pytestmark = pytest.mark.anyio

@@ -14,8 +14,9 @@ from tests._helpers import user
 from sessionkeeper._lockfile import iso_ms
 from sessionkeeper.exceptions import LockNotHeldError, SessionBusyError
 from sessionkeeper.transcript import TranscriptManager
-from sessionkeeper.transcript._lock import SessionWriteLock, run_locked
-from sessionkeeper.transcript._lock_settings import WriteLockSettings
+from sessionkeeper.transcript.lock._lock import SessionWriteLock
+from sessionkeeper.transcript.lock._run import run_locked
+from sessionkeeper.transcript.lock._settings import WriteLockSettings
 
 
 pytestmark = pytest.mark.anyio

@@ -17,7 +17,7 @@ from tests._helpers import user
 from sessionkeeper.exceptions import TranscriptChangedError
 from sessionkeeper.records._entries import MessageEntry
 from sessionkeeper.transcript import TranscriptManager, encode_entry, load_transcript
-from sessionkeeper.transcript import _follow as follow_module
+from sessionkeeper.transcript.file import _follow as follow_module
 
 
 pytestmark = pytest.mark.anyio

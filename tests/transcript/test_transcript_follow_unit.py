@@ -1,5 +1,5 @@
 """
-The pick-up rule's building blocks (transcript/_follow.py, issue #7): marks, reading other writers'
+The pick-up rule's building blocks (transcript/file/_follow.py, issue #7): marks, reading other writers'
 complete lines, re-linking pending entries, applying picked-up lines to an index.
 """
 
@@ -23,7 +23,7 @@ from sessionkeeper.transcript import (
     encode_entry,
     load_transcript,
 )
-from sessionkeeper.transcript._follow import (
+from sessionkeeper.transcript.file._follow import (
     CHECK_BYTES,
     FileMark,
     PendingWrite,

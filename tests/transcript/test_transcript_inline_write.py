@@ -36,9 +36,10 @@ from sessionkeeper.records._jscompat import iso_from_ms
 from sessionkeeper.testing import FakeClock
 from sessionkeeper.transcript import TranscriptManager, load_transcript
 from sessionkeeper.transcript import _manager as manager_module
-from sessionkeeper.transcript._io import InlineWriteGate
-from sessionkeeper.transcript._lock import SessionWriteLock, run_locked, run_locked_now
-from sessionkeeper.transcript._lock_settings import WriteLockSettings
+from sessionkeeper.transcript.file._io import InlineWriteGate
+from sessionkeeper.transcript.lock._lock import SessionWriteLock
+from sessionkeeper.transcript.lock._run import run_locked, run_locked_now
+from sessionkeeper.transcript.lock._settings import WriteLockSettings
 
 
 pytestmark = pytest.mark.anyio

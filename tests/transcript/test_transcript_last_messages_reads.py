@@ -21,7 +21,7 @@ from sessionkeeper.transcript import (
     UserMessage,
     load_transcript,
 )
-from sessionkeeper.transcript._tail import (
+from sessionkeeper.transcript.file._tail_messages import (
     DEFAULT_MAX_TAIL_BYTES,
     _last_messages_walk,
     last_messages_of_index,

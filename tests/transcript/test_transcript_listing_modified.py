@@ -11,7 +11,7 @@ from tests import _pi_oracle
 from tests._helpers import json_line
 from tests._pi_oracle import PiOracle
 
-from sessionkeeper.transcript._listing import list_transcripts, read_transcript_info
+from sessionkeeper.transcript.file._listing import list_transcripts, read_transcript_info
 
 
 pi_oracle = _pi_oracle.pi_oracle

@@ -16,7 +16,7 @@ from tests._helpers import json_line, user_entry
 from sessionkeeper.exceptions import TranscriptNotFoundError
 from sessionkeeper.transcript import load_transcript
 from sessionkeeper.transcript._index import TranscriptIndex
-from sessionkeeper.transcript._index_cache import TranscriptIndexCache, shared_index_cache
+from sessionkeeper.transcript.file._index_cache import TranscriptIndexCache, shared_index_cache
 
 
 TS = "2026-01-01T00:00:00.000Z"

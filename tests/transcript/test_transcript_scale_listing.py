@@ -18,7 +18,7 @@ from tests._helpers import header_obj, json_line
 from tests._pi_oracle import PiOracle
 
 from sessionkeeper.transcript import load_transcript
-from sessionkeeper.transcript._listing import alist_transcripts, list_transcripts, read_transcript_info
+from sessionkeeper.transcript.file._listing import alist_transcripts, list_transcripts, read_transcript_info
 
 
 pi_oracle = _pi_oracle.pi_oracle  # the session-scoped fixture, made visible to this module

@@ -13,12 +13,8 @@ from tests._helpers import assistant_entry, json_line, user_entry
 
 from sessionkeeper.exceptions import TranscriptFormatError, TranscriptNotFoundError
 from sessionkeeper.transcript import MessageEntry, load_transcript, message_to_builtins
-from sessionkeeper.transcript._tail import (
-    aread_last_messages,
-    aread_tail_context,
-    read_last_messages,
-    read_tail_context,
-)
+from sessionkeeper.transcript.file._tail import aread_tail_context, read_tail_context
+from sessionkeeper.transcript.file._tail_messages import aread_last_messages, read_last_messages
 
 
 TS = "2026-01-01T00:00:00.000Z"
@@ -105,7 +101,7 @@ def test_context_after_a_recent_compaction_reads_only_the_tail(
     path = _write(tmp_path, objs)
     expected = load_transcript(path).build_context()
     # a budget far below the file size: the answer comes from the tail alone, not from the fallback
-    monkeypatch.setattr("sessionkeeper.transcript._tail.load_transcript", _no_full_load)
+    monkeypatch.setattr("sessionkeeper.transcript.file._tail.load_transcript", _no_full_load)
     context = read_tail_context(path, max_tail_bytes=64 << 10, chunk_bytes=16 << 10)
     assert context == expected
     assert context.thinking_level == "high"
@@ -143,7 +139,7 @@ def test_thinking_level_at_the_start_is_found_by_reading_further_back(
     objs.append(assistant_entry("a1", "c1", model="m", **ANTHROPIC_REPLY))
     path = _write(tmp_path, objs)
     expected = load_transcript(path).build_context()
-    monkeypatch.setattr("sessionkeeper.transcript._tail.load_transcript", _no_full_load)
+    monkeypatch.setattr("sessionkeeper.transcript.file._tail.load_transcript", _no_full_load)
     # past the 1 KiB budget only the thinking level is missing: the walk goes on without keeping lines
     for budget in (1 << 10, 1 << 30):
         context = read_tail_context(path, max_tail_bytes=budget, chunk_bytes=512)

@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests._helpers import assistant_entry, header_obj, json_line, user_entry
 
-from sessionkeeper.transcript import _sidecar as sidecar
 from sessionkeeper.transcript import load_transcript
-from sessionkeeper.transcript._sidecar_build import build_index
-from sessionkeeper.transcript._tail import aread_tail_context, read_tail_context
+from sessionkeeper.transcript.file import _sidecar as sidecar
+from sessionkeeper.transcript.file._sidecar_build import build_index
+from sessionkeeper.transcript.file._tail import aread_tail_context, read_tail_context
 
 
 TS = "2026-01-01T00:00:00.000Z"
@@ -111,8 +111,8 @@ def test_first_read_builds_the_index_in_the_cache_dir_and_the_next_read_uses_it(
     assert stat.S_IMODE(index.stat().st_mode) == 0o600
     assert stat.S_IMODE(cache_dir.stat().st_mode) == 0o700
     assert sorted(p.name for p in sessions.iterdir()) == ["s.jsonl"]  # nothing next to the transcript
-    monkeypatch.setattr("sessionkeeper.transcript._tail.build_index", _no_build)
-    monkeypatch.setattr("sessionkeeper.transcript._tail.load_transcript", _no_build)
+    monkeypatch.setattr("sessionkeeper.transcript.file._tail.build_index", _no_build)
+    monkeypatch.setattr("sessionkeeper.transcript.file._tail.load_transcript", _no_build)
     # the index answers as soon as the live context was read: a small budget is not even reached
     assert read_tail_context(path, max_tail_bytes=1 << 30, chunk_bytes=512).thinking_level == "medium"
 

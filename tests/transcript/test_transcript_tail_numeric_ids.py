@@ -10,7 +10,8 @@ import pytest
 from tests._helpers import assistant_entry, user_entry
 
 from sessionkeeper.transcript import load_transcript
-from sessionkeeper.transcript._tail import read_last_messages, read_tail_context, try_read_tail_context
+from sessionkeeper.transcript.file._tail import read_tail_context, try_read_tail_context
+from sessionkeeper.transcript.file._tail_messages import read_last_messages
 
 
 TS = "2026-01-01T00:00:00.000Z"

@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from sessionkeeper.transcript import TranscriptManager, UserMessage, load_transcript
-from sessionkeeper.transcript._lock_local import ThreadSafeEvent, ThreadSafeLock
+from sessionkeeper.transcript.lock._local import ThreadSafeEvent, ThreadSafeLock
 
 
 APPENDS = 25

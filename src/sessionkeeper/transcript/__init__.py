@@ -75,32 +75,12 @@ from sessionkeeper.transcript._convert import (
 from sessionkeeper.transcript._copy import copy_path, relink_kept_entries
 from sessionkeeper.transcript._create import create_transcript_lines
 from sessionkeeper.transcript._diagnostics import TornTail, TranscriptDiagnostics
-from sessionkeeper.transcript._index_cache import (
-    IndexCacheStats,
-    TranscriptIndexCache,
-    shared_index_cache,
-)
-from sessionkeeper.transcript._io import TailRepair
-from sessionkeeper.transcript._listing import (
-    TranscriptInfo,
-    alist_transcripts,
-    list_transcripts,
-    read_transcript_info,
-)
 from sessionkeeper.transcript._load import (
     TranscriptIndex,
     find_orphan_tool_results,
     load_transcript,
     load_transcript_bytes,
     scan_transcript,
-)
-from sessionkeeper.transcript._lock import LockAcquisition, SessionWriteLock, run_locked
-from sessionkeeper.transcript._lock_settings import WriteLockSettings
-from sessionkeeper.transcript._lock_tools import (
-    StaleLockReport,
-    clean_stale_lock_files,
-    is_locked,
-    read_lock_owner,
 )
 from sessionkeeper.transcript._manager import Durability, TranscriptManager
 from sessionkeeper.transcript._system import (
@@ -109,17 +89,37 @@ from sessionkeeper.transcript._system import (
     current_tools,
     detect_pi_generation,
 )
-from sessionkeeper.transcript._tail import (
+from sessionkeeper.transcript._tree import TreeNode, build_tree
+from sessionkeeper.transcript._usage_estimate import ContextTokenEstimate, estimate_context_usage
+from sessionkeeper.transcript.file._index_cache import (
+    IndexCacheStats,
+    TranscriptIndexCache,
+    shared_index_cache,
+)
+from sessionkeeper.transcript.file._io import TailRepair
+from sessionkeeper.transcript.file._listing import (
+    TranscriptInfo,
+    alist_transcripts,
+    list_transcripts,
+    read_transcript_info,
+)
+from sessionkeeper.transcript.file._tail import (
     TailContext,
-    aread_last_messages,
     aread_tail_context,
-    read_header,
-    read_last_messages,
     read_tail_context,
     try_read_tail_context,
 )
-from sessionkeeper.transcript._tree import TreeNode, build_tree
-from sessionkeeper.transcript._usage_estimate import ContextTokenEstimate, estimate_context_usage
+from sessionkeeper.transcript.file._tail_messages import aread_last_messages, read_last_messages
+from sessionkeeper.transcript.file._tail_reader import read_header
+from sessionkeeper.transcript.lock._lock import LockAcquisition, SessionWriteLock
+from sessionkeeper.transcript.lock._run import run_locked
+from sessionkeeper.transcript.lock._settings import WriteLockSettings
+from sessionkeeper.transcript.lock._tools import (
+    StaleLockReport,
+    clean_stale_lock_files,
+    is_locked,
+    read_lock_owner,
+)
 
 
 __all__ = (

@@ -55,7 +55,10 @@ from sessionkeeper.records import (
 from sessionkeeper.transcript._context import SessionContext
 from sessionkeeper.transcript._copy import copy_path
 from sessionkeeper.transcript._diagnostics import TranscriptDiagnostics
-from sessionkeeper.transcript._follow import (
+from sessionkeeper.transcript._load import TranscriptIndex, js_trim, load_transcript, new_entry_id
+from sessionkeeper.transcript._pi16_writes import Pi16Appends
+from sessionkeeper.transcript._tree import TreeNode, build_tree
+from sessionkeeper.transcript.file._follow import (
     FileMark,
     ForeignLines,
     PendingWrite,
@@ -65,20 +68,18 @@ from sessionkeeper.transcript._follow import (
     mark_of_file,
     read_foreign_lines,
 )
-from sessionkeeper.transcript._io import (
+from sessionkeeper.transcript.file._io import (
     InlineWriteGate,
     TailRepair,
     append_lines,
     create_exclusive,
     rewrite_lines,
 )
-from sessionkeeper.transcript._load import TranscriptIndex, js_trim, load_transcript, new_entry_id
-from sessionkeeper.transcript._lock import SessionWriteLock, run_locked, run_locked_now
-from sessionkeeper.transcript._lock_local import ThreadSafeEvent, ThreadSafeLock
-from sessionkeeper.transcript._lock_registry import default_settings
-from sessionkeeper.transcript._lock_settings import WriteLockSettings
-from sessionkeeper.transcript._pi16_writes import Pi16Appends
-from sessionkeeper.transcript._tree import TreeNode, build_tree
+from sessionkeeper.transcript.lock._local import ThreadSafeEvent, ThreadSafeLock
+from sessionkeeper.transcript.lock._lock import SessionWriteLock
+from sessionkeeper.transcript.lock._registry import default_settings
+from sessionkeeper.transcript.lock._run import run_locked, run_locked_now
+from sessionkeeper.transcript.lock._settings import WriteLockSettings
 
 
 __all__ = ("Durability", "TranscriptManager")

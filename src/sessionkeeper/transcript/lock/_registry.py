@@ -11,7 +11,6 @@ The write lock's process-wide state and its file attempts (see :mod:`._lock` for
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import contextlib
 import errno
@@ -41,7 +40,8 @@ from sessionkeeper._lockfile import (
     remove_if_unchanged,
 )
 from sessionkeeper.exceptions import LockError
-from sessionkeeper.transcript._lock_settings import (
+from sessionkeeper.transcript.lock._local import wake_event
+from sessionkeeper.transcript.lock._settings import (
     ENV_ACQUIRE_TIMEOUT_MS,
     ENV_MAX_HOLD_MS,
     ENV_STALE_MS,
@@ -96,18 +96,7 @@ class Waiter:
         self.event = anyio.Event()
 
     def wake(self) -> None:
-        event = self.event
-        if threading.get_ident() == self.thread:
-            event.set()
-            return
-        native: Any = self.token.native_token
-        try:
-            if isinstance(native, asyncio.AbstractEventLoop):
-                native.call_soon_threadsafe(event.set)
-            else:
-                native.run_sync_soon(event.set)  # trio.lowlevel.TrioToken
-        except RuntimeError:  # the waiter's loop is gone; its poll timer covers it
-            pass
+        wake_event(self.event, thread=self.thread, token=self.token)
 
 
 @attrs.define(eq=False)

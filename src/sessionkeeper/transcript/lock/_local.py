@@ -22,7 +22,28 @@ import anyio.lowlevel
 import attrs
 
 
-__all__ = ("LockStatistics", "ThreadSafeEvent", "ThreadSafeLock")
+__all__ = ("LockStatistics", "ThreadSafeEvent", "ThreadSafeLock", "wake_event")
+
+
+def wake_event(event: anyio.Event, *, thread: int, token: anyio.lowlevel.EventLoopToken) -> None:
+    """
+    Set ``event``, which belongs to the event loop of ``token`` running in ``thread``, from any thread.
+
+    On that thread it is set directly; from another one it is handed to its loop
+    (``call_soon_threadsafe`` on asyncio, ``TrioToken.run_sync_soon`` on trio). A loop that is already
+    closed is ignored: its waiting task is gone (a waiter that polls also has its timer).
+    """
+    if threading.get_ident() == thread:
+        event.set()
+        return
+    native: Any = token.native_token
+    try:
+        if isinstance(native, asyncio.AbstractEventLoop):
+            native.call_soon_threadsafe(event.set)
+        else:
+            native.run_sync_soon(event.set)  # trio.lowlevel.TrioToken
+    except RuntimeError:  # the waiter's loop is closed
+        pass
 
 
 class _Wake:
@@ -37,18 +58,7 @@ class _Wake:
         self.granted = False
 
     def wake(self) -> None:
-        event = self.event
-        if threading.get_ident() == self.thread:
-            event.set()
-            return
-        native: Any = self.token.native_token
-        try:
-            if isinstance(native, asyncio.AbstractEventLoop):
-                native.call_soon_threadsafe(event.set)
-            else:
-                native.run_sync_soon(event.set)  # trio.lowlevel.TrioToken
-        except RuntimeError:  # the waiter's loop is closed: its task is gone
-            pass
+        wake_event(self.event, thread=self.thread, token=self.token)
 
 
 @attrs.frozen

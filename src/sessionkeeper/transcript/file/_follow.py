@@ -42,10 +42,10 @@ from sessionkeeper.records import (
     encode_entry,
 )
 from sessionkeeper.transcript._index import TranscriptIndex, new_entry_id
-from sessionkeeper.transcript._index_cache import _append_lines
-from sessionkeeper.transcript._io import last_line_start, open_transcript_fd, pread_all, write_all
 from sessionkeeper.transcript._load import _Scan
-from sessionkeeper.transcript._tail import parse_entry_line
+from sessionkeeper.transcript.file._index_cache import _append_lines
+from sessionkeeper.transcript.file._io import last_line_start, open_transcript_fd, pread_all, write_all
+from sessionkeeper.transcript.file._tail import parse_entry_line
 
 
 __all__ = (

@@ -32,7 +32,7 @@ from sessionkeeper.records import decode_json_line
 from sessionkeeper.transcript._diagnostics import TornTail
 from sessionkeeper.transcript._index import TranscriptIndex
 from sessionkeeper.transcript._load import _Scan, load_transcript
-from sessionkeeper.transcript._tail import parse_entry_line
+from sessionkeeper.transcript.file._tail import parse_entry_line
 
 
 __all__ = ("IndexCacheStats", "TranscriptIndexCache", "shared_index_cache")

@@ -23,8 +23,8 @@ import msgspec
 
 from sessionkeeper.records import key_to_json, parse_iso_ms
 from sessionkeeper.transcript._index import decode_line, js_trim
-from sessionkeeper.transcript._lines import chunk_heads
-from sessionkeeper.transcript._tail import TailReader, TailRecord, parse_entry_line, read_header
+from sessionkeeper.transcript._lines import TailRecord, chunk_heads, parse_entry_line
+from sessionkeeper.transcript.file._tail_reader import TailReader, read_header
 
 
 __all__ = ("TranscriptInfo", "alist_transcripts", "list_transcripts", "read_transcript_info")

@@ -20,27 +20,19 @@ from __future__ import annotations
 
 import logging
 import os
-import stat
-from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import IO, Any
 
 import anyio
 import attrs
 import msgspec
 
-from sessionkeeper.exceptions import TranscriptFormatError, TranscriptNotFoundError
 from sessionkeeper.records import (
     CURRENT_SESSION_VERSION,
-    AgentMessage,
     CompactionEntry,
-    MessageEntry,
-    SessionHeader,
     TranscriptEntry,
     UnknownEntry,
     entry_key,
-    header_from_json,
-    message_from_json,
 )
 from sessionkeeper.transcript._context import (
     EMPTY_CONTEXT,
@@ -49,183 +41,37 @@ from sessionkeeper.transcript._context import (
     entry_model,
     entry_thinking_level,
 )
-from sessionkeeper.transcript._index import TranscriptIndex, decode_line
-from sessionkeeper.transcript._lines import TailRecord, chunk_heads, decode_object, parse_entry_line
+from sessionkeeper.transcript._lines import TailRecord, chunk_heads, parse_entry_line
 from sessionkeeper.transcript._load import _header_version, load_transcript
-from sessionkeeper.transcript._sidecar import (
+from sessionkeeper.transcript.file._sidecar import (
     AncestryIndex,
     CorruptIndexError,
     index_path,
     load_index,
     save_index,
 )
-from sessionkeeper.transcript._sidecar_build import build_index
+from sessionkeeper.transcript.file._sidecar_build import build_index
+from sessionkeeper.transcript.file._tail_reader import (
+    DEFAULT_MAX_TAIL_BYTES,
+    TailHeader,
+    TailReader,
+    _Visit,
+    open_transcript_file,
+    read_header,
+)
 
 
 __all__ = (
     "DEFAULT_MAX_TAIL_BYTES",
     "TailContext",
-    "TailHeader",
-    "TailReader",
     "TailRecord",
-    "aread_last_messages",
     "aread_tail_context",
-    "last_messages_of_index",
-    "open_transcript_file",
     "parse_entry_line",
-    "read_header",
-    "read_last_messages",
     "read_tail_context",
     "try_read_tail_context",
 )
 
-DEFAULT_MAX_TAIL_BYTES: Final = 8 << 20
-"""Default bound on the bytes a tail read reads line by line before handing over (8 MiB; a live
-context of a 200k-token window is about 1 MB of JSON)."""
-
 _log = logging.getLogger("sessionkeeper.transcript")
-_BOM: Final = b"\xef\xbb\xbf"
-_MAX_HEADER_BYTES: Final = 1 << 20
-_MAX_CHUNK: Final = 1 << 20
-
-
-class TailHeader(msgspec.Struct, frozen=True):
-    """The session header of a file and the offset just after its line (where entries start)."""
-
-    header: SessionHeader
-    raw: dict[str, Any]
-    entries_offset: int
-
-
-def read_header(handle: IO[bytes], size: int, *, max_bytes: int = _MAX_HEADER_BYTES) -> TailHeader | None:
-    """
-    Find the header as the loader does (the first parseable line, spec §2-3) in the first
-    ``max_bytes`` (read 4 KiB first, doubling while needed). ``None`` when it is not a valid session
-    header with a string id there, or the header line does not end within ``max_bytes`` (the caller
-    decides with the full loader).
-    """
-    want = min(4096, max_bytes)
-    while True:
-        handle.seek(0)
-        data = handle.read(min(size, want))
-        found = _header_in(data, size)
-        if found is not _MORE:
-            return found  # type: ignore[return-value]
-        if want >= max_bytes or len(data) >= size:
-            return None
-        want = min(want * 2, max_bytes)
-
-
-_MORE: Final = object()
-
-
-def _header_in(data: bytes, size: int) -> TailHeader | object | None:
-    """The header in a prefix of the file, ``None`` if there is none, ``_MORE`` to read further."""
-    pos = 3 if data.startswith(_BOM) else 0
-    whole = len(data) >= size
-    while pos < len(data):
-        end = data.find(b"\n", pos)
-        if end < 0:
-            if not whole:
-                return _MORE
-            end = len(data)
-        line = data[pos:end]
-        pos = end + 1
-        if not line:
-            continue
-        decoded = decode_object(line)
-        if decoded is None:
-            continue
-        value = decode_line(decoded[1])
-        if (
-            not isinstance(value, dict)
-            or value.get("type") != "session"
-            or not isinstance(value.get("id"), str)
-        ):
-            return None
-        try:
-            header = header_from_json(value)
-        except msgspec.ValidationError:
-            return None
-        return TailHeader(header=header, raw=value, entries_offset=min(pos, size))
-    return None if whole else _MORE
-
-
-class TailReader:
-    """
-    Reads the lines of ``[start, end)`` of an open file backwards, in chunks that double from
-    ``first_chunk`` up to 1 MiB (or ``first_chunk`` if larger). :meth:`previous_lines` returns the
-    next batch in file order.
-    """
-
-    def __init__(self, handle: IO[bytes], *, start: int, end: int, first_chunk: int) -> None:
-        self._handle = handle
-        self._start = start
-        self._pos = end
-        self._chunk = max(first_chunk, 1)
-        self._max_chunk = max(first_chunk, _MAX_CHUNK)
-        self._carry = b""
-        self.bytes_read = 0
-        self.reads = 0
-        self.exhausted = end <= start
-
-    def size_next(self, size: int) -> None:
-        """Make the next read ``size`` bytes (at least 1, at most the chunk cap) instead of doubling."""
-        self._chunk = min(max(size, 1), self._max_chunk)
-
-    @property
-    def unread_end(self) -> int:
-        """End offset of the part not yet returned (``[start, unread_end)``, ending at a line end)."""
-        return self._pos + len(self._carry)
-
-    def previous_lines(self) -> list[bytes]:
-        """The next complete lines going backwards, in file order (possibly empty); sets
-        :attr:`exhausted` once the start was reached."""
-        if self.exhausted:
-            return []
-        size = min(self._chunk, self._pos - self._start)
-        self._pos -= size
-        self._chunk = min(self._chunk * 2, self._max_chunk)
-        self._handle.seek(self._pos)
-        data = self._handle.read(size)
-        self.bytes_read += len(data)
-        self.reads += 1
-        if self._carry:
-            data += self._carry
-        if self._pos > self._start:
-            cut = data.find(b"\n")
-            if cut < 0:
-                self._carry = data
-                return []
-            self._carry = data[:cut]
-            data = data[cut + 1 :]
-        else:
-            self._carry = b""
-            self.exhausted = True
-        return data.split(b"\n")
-
-
-def open_transcript_file(path: Path) -> IO[bytes]:
-    """Open ``path`` for reading with the loader's errors (:class:`TranscriptNotFoundError`,
-    :class:`TranscriptFormatError` for a directory, or for a FIFO, device or socket, which is never
-    opened: reading it would block or never end)."""
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError as err:
-        raise TranscriptNotFoundError(f"transcript not found: {path}") from err
-    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
-        raise TranscriptFormatError(
-            "not a regular file (a FIFO, device or socket), not a transcript", path=path
-        )
-    try:
-        return path.open("rb")
-    except FileNotFoundError as err:
-        raise TranscriptNotFoundError(f"transcript not found: {path}") from err
-    except IsADirectoryError as err:
-        raise TranscriptFormatError("is a directory, not a transcript", path=path) from err
-
-
-_Visit = Callable[[TailRecord], bool]
 
 
 def _walk_tail(
@@ -610,117 +456,6 @@ def try_read_tail_context(
     return TailContext(context=context, session_id=session_id, leaf_id=walk.path[0].entry_id)
 
 
-def _message_of(entry: TranscriptEntry) -> AgentMessage | None:
-    if isinstance(entry, MessageEntry):
-        return entry.message
-    if isinstance(entry, UnknownEntry):
-        inner = entry.raw.get("message")
-        return message_from_json(inner) if isinstance(inner, dict) else None
-    return None
-
-
-_MESSAGE_BYTES_GUESS: Final = 2048
-"""Bytes per path message assumed before any was read (the pi samples average 0.8-1.3 KB per message
-on the path, tool results included): the first read of ``n`` messages is sized to hold them."""
-_READ_SLACK: Final = 4096
-_MIN_FIRST_READ: Final = 16 << 10
-
-
-def first_read_for(n: int) -> int:
-    """The first backward read for the last ``n`` messages, in bytes (16 KiB to 1 MiB)."""
-    return min(max(n * _MESSAGE_BYTES_GUESS + _READ_SLACK, _MIN_FIRST_READ), _MAX_CHUNK)
-
-
-class _MessageWalk:
-    def __init__(self, n: int) -> None:
-        self.n = n
-        self.messages: list[AgentMessage] = []
-        self._found_before = 0
-
-    def next_chunk(self, bytes_read: int) -> int | None:
-        """The next read sized to the messages still missing, at the rate seen so far (+50 %)."""
-        found = len(self.messages)
-        if found == self._found_before:
-            return None  # no message in the last read (a long line, another branch): doubling
-        self._found_before = found
-        return (self.n - found) * bytes_read * 3 // (found * 2) + _READ_SLACK
-
-    def __call__(self, record: TailRecord) -> bool:
-        if record.kind == "message":
-            message = _message_of(record.entry)
-            if message is not None:
-                self.messages.append(message)
-        return len(self.messages) >= self.n
-
-
-def last_messages_of_index(index: TranscriptIndex, n: int) -> tuple[AgentMessage, ...]:
-    """The last ``n`` messages of a loaded index's leaf path (see :func:`read_last_messages`)."""
-    if n <= 0:
-        return ()
-    found: list[AgentMessage] = []
-    for pos in reversed(index.path_positions(index.leaf_id)):
-        if index.kinds[pos] == "message":
-            message = _message_of(index.entry_at(pos))
-            if message is not None:
-                found.append(message)
-                if len(found) >= n:
-                    break
-    return tuple(reversed(found))
-
-
-def read_last_messages(
-    path: Path | str,
-    n: int = 50,
-    *,
-    max_tail_bytes: int = DEFAULT_MAX_TAIL_BYTES,
-    chunk_bytes: int | None = None,
-) -> tuple[AgentMessage, ...]:
-    """
-    The last ``n`` messages of the transcript's current branch, oldest first, with a bounded tail read.
-
-    "Messages" are the ``message`` entries (any role: user, assistant, toolResult, bashExecution,
-    custom...) on the path from the leaf (the last entry with an id) towards the root, as recorded:
-    compactions are not applied (this is the history, not the model context; use
-    :func:`read_tail_context` for that) and abandoned branches are not included. Reads backwards in
-    chunks sized to what is needed: the first holds ``n`` messages of 2 KiB (16 KiB to 1 MiB), each
-    further one the messages still missing at the size per message read so far; only the lines on the
-    path up to the ``n``-th message are decoded. Always the same answer as the full loader (it decides
-    for legacy files or past ``max_tail_bytes``).
-
-    Args:
-        path: The transcript file.
-        n: How many messages at most (``n <= 0`` gives ``()``).
-        max_tail_bytes: Bytes read backwards before handing over to the full loader.
-        chunk_bytes: Size of the first backward read, in bytes (``None``: sized for ``n`` messages).
-
-    Raises:
-        TranscriptNotFoundError: The file does not exist.
-        TranscriptFormatError: It is not a transcript.
-        OSError: It could not be read.
-    """
-    if n <= 0:
-        return ()
-    file = Path(path)
-    with open_transcript_file(file) as handle:
-        found = _last_messages_walk(handle, n, max_tail_bytes=max_tail_bytes, chunk_bytes=chunk_bytes)
-    if found is None:
-        return last_messages_of_index(load_transcript(file), n)
-    return found[0]
-
-
-def _last_messages_walk(
-    handle: IO[bytes], n: int, *, max_tail_bytes: int, chunk_bytes: int | None
-) -> tuple[tuple[AgentMessage, ...], TailReader | None] | None:
-    """The tail walk of :func:`read_last_messages` and its reader; ``None``: the full loader decides."""
-    walk = _MessageWalk(n)
-    readers: list[TailReader] = []
-    first = first_read_for(n) if chunk_bytes is None else chunk_bytes
-    outcome = _walk_tail(handle, max_bytes=max_tail_bytes, first_chunk=first, visit=walk, reader_out=readers)
-    if outcome == "full":
-        return None
-    return tuple(reversed(walk.messages)), readers[0] if readers else None
-
-
 async def aread_tail_context(
     path: Path | str, *, max_tail_bytes: int = DEFAULT_MAX_TAIL_BYTES, ancestry_index: bool = True
 ) -> SessionContext:
@@ -728,10 +463,3 @@ async def aread_tail_context(
     return await anyio.to_thread.run_sync(
         lambda: read_tail_context(path, max_tail_bytes=max_tail_bytes, ancestry_index=ancestry_index)
     )
-
-
-async def aread_last_messages(
-    path: Path | str, n: int = 50, *, max_tail_bytes: int = DEFAULT_MAX_TAIL_BYTES
-) -> tuple[AgentMessage, ...]:
-    """:func:`read_last_messages` in a worker thread (asyncio and trio); same result and errors."""
-    return await anyio.to_thread.run_sync(lambda: read_last_messages(path, n, max_tail_bytes=max_tail_bytes))

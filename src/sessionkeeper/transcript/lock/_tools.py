@@ -24,11 +24,8 @@ from sessionkeeper._lockfile import (
     reclaim_decision,
     remove_if_unchanged,
 )
-from sessionkeeper._lockfile import (
-    is_locked as _file_is_locked,
-)
-from sessionkeeper.transcript._lock_registry import default_settings, held_here
-from sessionkeeper.transcript._lock_settings import WriteLockSettings
+from sessionkeeper.transcript.lock._registry import default_settings, held_here
+from sessionkeeper.transcript.lock._settings import WriteLockSettings
 
 
 __all__ = ("StaleLockReport", "clean_stale_lock_files", "is_locked", "read_lock_owner")
@@ -52,8 +49,10 @@ def is_locked(
     """
     Return whether a transcript's write lock is held, by this process or a live other one (DESIGN D6).
 
-    A lock of a dead process, a recycled pid, or an orphan of this process does not count (the next
-    writer reclaims it); a live owner counts even past ``stale_ms`` or its ``maxHoldMs``.
+    ``True`` when a lock file exists and a contender would not remove it now: this process holds it,
+    its owner is alive, or it is a fresh payload-less lock still inside its grace period. A lock of a
+    dead process, a recycled pid, or an orphan of this process does not count (the next writer
+    reclaims it); a live owner counts even past ``stale_ms`` or its ``maxHoldMs``.
     Synchronous; for maintenance, which must not evict entries whose transcript is being written.
 
     Args:
@@ -61,11 +60,17 @@ def is_locked(
         clock: Time source for the lock's age (default: the system clock).
         settings: For ``stale_ms`` (default: resolved from the environment).
     """
-    use_clock = clock if clock is not None else SYSTEM_CLOCK
+    now_ms = (clock if clock is not None else SYSTEM_CLOCK).now_ms()
     stale_ms = (settings if settings is not None else default_settings()).stale_ms
-    return _file_is_locked(
-        path, now_ms=use_clock.now_ms(), stale_ms=stale_ms, held_by_this_process=held_here(path)
-    )
+    here = held_here(path)
+    found = inspect_lock_file(path, now_ms=now_ms, stale_ms=stale_ms, held_by_this_process=here)
+    if found is None:
+        return False
+    if here:
+        return True
+    inspection, snapshot = found
+    decision = reclaim_decision(inspection, lock_mtime_ms=snapshot.mtime_ms, now_ms=now_ms, stale_ms=stale_ms)
+    return decision != "remove"
 
 
 @attrs.frozen(kw_only=True)

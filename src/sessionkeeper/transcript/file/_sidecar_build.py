@@ -23,7 +23,7 @@ from typing import Final, cast
 
 from sessionkeeper.transcript._context import entry_thinking_level
 from sessionkeeper.transcript._lines import TailRecord, entry_heads_at, parse_entry_line
-from sessionkeeper.transcript._sidecar import (
+from sessionkeeper.transcript.file._sidecar import (
     AncestryIndex,
     CorruptIndexError,
     candidates,

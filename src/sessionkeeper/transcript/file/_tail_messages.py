@@ -1,0 +1,150 @@
+"""
+The last messages of a transcript's current branch with a bounded tail read (DESIGN "Targets": last
+50 messages < 1 ms); the full loader decides whenever the tail cannot prove the answer (:mod:`._tail`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import IO, Final
+
+import anyio
+
+from sessionkeeper.records import (
+    AgentMessage,
+    MessageEntry,
+    TranscriptEntry,
+    UnknownEntry,
+    message_from_json,
+)
+from sessionkeeper.transcript._index import TranscriptIndex
+from sessionkeeper.transcript._lines import TailRecord
+from sessionkeeper.transcript._load import load_transcript
+from sessionkeeper.transcript.file._tail import _walk_tail
+from sessionkeeper.transcript.file._tail_reader import (
+    DEFAULT_MAX_TAIL_BYTES,
+    MAX_CHUNK,
+    TailReader,
+    open_transcript_file,
+)
+
+
+__all__ = ("aread_last_messages", "first_read_for", "last_messages_of_index", "read_last_messages")
+
+
+def _message_of(entry: TranscriptEntry) -> AgentMessage | None:
+    if isinstance(entry, MessageEntry):
+        return entry.message
+    if isinstance(entry, UnknownEntry):
+        inner = entry.raw.get("message")
+        return message_from_json(inner) if isinstance(inner, dict) else None
+    return None
+
+
+_MESSAGE_BYTES_GUESS: Final = 2048
+"""Bytes per path message assumed before any was read (the pi samples average 0.8-1.3 KB per message
+on the path, tool results included): the first read of ``n`` messages is sized to hold them."""
+_READ_SLACK: Final = 4096
+_MIN_FIRST_READ: Final = 16 << 10
+
+
+def first_read_for(n: int) -> int:
+    """The first backward read for the last ``n`` messages, in bytes (16 KiB to 1 MiB)."""
+    return min(max(n * _MESSAGE_BYTES_GUESS + _READ_SLACK, _MIN_FIRST_READ), MAX_CHUNK)
+
+
+class _MessageWalk:
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.messages: list[AgentMessage] = []
+        self._found_before = 0
+
+    def next_chunk(self, bytes_read: int) -> int | None:
+        """The next read sized to the messages still missing, at the rate seen so far (+50 %)."""
+        found = len(self.messages)
+        if found == self._found_before:
+            return None  # no message in the last read (a long line, another branch): doubling
+        self._found_before = found
+        return (self.n - found) * bytes_read * 3 // (found * 2) + _READ_SLACK
+
+    def __call__(self, record: TailRecord) -> bool:
+        if record.kind == "message":
+            message = _message_of(record.entry)
+            if message is not None:
+                self.messages.append(message)
+        return len(self.messages) >= self.n
+
+
+def last_messages_of_index(index: TranscriptIndex, n: int) -> tuple[AgentMessage, ...]:
+    """The last ``n`` messages of a loaded index's leaf path (see :func:`read_last_messages`)."""
+    if n <= 0:
+        return ()
+    found: list[AgentMessage] = []
+    for pos in reversed(index.path_positions(index.leaf_id)):
+        if index.kinds[pos] == "message":
+            message = _message_of(index.entry_at(pos))
+            if message is not None:
+                found.append(message)
+                if len(found) >= n:
+                    break
+    return tuple(reversed(found))
+
+
+def read_last_messages(
+    path: Path | str,
+    n: int = 50,
+    *,
+    max_tail_bytes: int = DEFAULT_MAX_TAIL_BYTES,
+    chunk_bytes: int | None = None,
+) -> tuple[AgentMessage, ...]:
+    """
+    The last ``n`` messages of the transcript's current branch, oldest first, with a bounded tail read.
+
+    "Messages" are the ``message`` entries (any role: user, assistant, toolResult, bashExecution,
+    custom...) on the path from the leaf (the last entry with an id) towards the root, as recorded:
+    compactions are not applied (this is the history, not the model context; use
+    :func:`read_tail_context` for that) and abandoned branches are not included. Reads backwards in
+    chunks sized to what is needed: the first holds ``n`` messages of 2 KiB (16 KiB to 1 MiB), each
+    further one the messages still missing at the size per message read so far; only the lines on the
+    path up to the ``n``-th message are decoded. Always the same answer as the full loader (it decides
+    for legacy files or past ``max_tail_bytes``).
+
+    Args:
+        path: The transcript file.
+        n: How many messages at most (``n <= 0`` gives ``()``).
+        max_tail_bytes: Bytes read backwards before handing over to the full loader.
+        chunk_bytes: Size of the first backward read, in bytes (``None``: sized for ``n`` messages).
+
+    Raises:
+        TranscriptNotFoundError: The file does not exist.
+        TranscriptFormatError: It is not a transcript.
+        OSError: It could not be read.
+    """
+    if n <= 0:
+        return ()
+    file = Path(path)
+    with open_transcript_file(file) as handle:
+        found = _last_messages_walk(handle, n, max_tail_bytes=max_tail_bytes, chunk_bytes=chunk_bytes)
+    if found is None:
+        return last_messages_of_index(load_transcript(file), n)
+    return found[0]
+
+
+def _last_messages_walk(
+    handle: IO[bytes], n: int, *, max_tail_bytes: int, chunk_bytes: int | None
+) -> tuple[tuple[AgentMessage, ...], TailReader | None] | None:
+    """The tail walk of :func:`read_last_messages` and its reader; ``None``: the full loader decides."""
+    walk = _MessageWalk(n)
+    readers: list[TailReader] = []
+    first = first_read_for(n) if chunk_bytes is None else chunk_bytes
+    outcome = _walk_tail(handle, max_bytes=max_tail_bytes, first_chunk=first, visit=walk, reader_out=readers)
+    if outcome == "full":
+        return None
+    return tuple(reversed(walk.messages)), readers[0] if readers else None
+
+
+async def aread_last_messages(
+    path: Path | str, n: int = 50, *, max_tail_bytes: int = DEFAULT_MAX_TAIL_BYTES
+) -> tuple[AgentMessage, ...]:
+    """:func:`read_last_messages` in a worker thread (asyncio and trio); same result and errors."""
+    return await anyio.to_thread.run_sync(lambda: read_last_messages(path, n, max_tail_bytes=max_tail_bytes))
