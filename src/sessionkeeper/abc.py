@@ -11,8 +11,8 @@ checking agree with what the library accepts:
 - :class:`ModelClient`: the host's LLM as sessionkeeper calls it (one async ``complete(request)``).
 - :class:`TokenCounter`: token counts of text and transcript messages (tiktoken and an estimator ship).
 - :class:`Clock`: wall-clock (ms since epoch) and monotonic time (seconds), and a way to sleep.
-
-The transcript storage protocol joins this module with the transcript storage seam (issue 12).
+- :class:`TranscriptStorage` and its :class:`WriterClaim`: where transcripts' lines live, by session id
+  (pi JSONL files and memory ship; the contract is checked by ``sessionkeeper.testing.conformance``).
 Importing this module rewrites each protocol's ``__module__`` to ``"sessionkeeper.abc"`` so reprs, docs and
 error messages show the public path.
 
@@ -26,9 +26,18 @@ from sessionkeeper._model_client import ModelClient
 from sessionkeeper._tokens import TokenCounter
 from sessionkeeper.compaction._providers import CompactionProvider
 from sessionkeeper.store._backend import StoreBackend
+from sessionkeeper.transcript._storage import TranscriptStorage, WriterClaim
 
 
-__all__ = ("Clock", "CompactionProvider", "ModelClient", "StoreBackend", "TokenCounter")
+__all__ = (
+    "Clock",
+    "CompactionProvider",
+    "ModelClient",
+    "StoreBackend",
+    "TokenCounter",
+    "TranscriptStorage",
+    "WriterClaim",
+)
 
 
 def _fix_module_names() -> None:

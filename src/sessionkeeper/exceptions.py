@@ -16,6 +16,7 @@ derives from it (a :class:`ConfigError` is a :class:`ValueError`, a :class:`Sess
     │   ├── TranscriptFormatError (ValueError)     not a transcript / bad line; names file and line
     │   ├── TranscriptNotFoundError (FileNotFoundError)
     │   ├── TranscriptChangedError                 file shrank or was replaced under an open manager
+    │   │   └── StaleTranscriptError               append refused: others appended since the writer's mark
     │   └── EntryNotFoundError (KeyError)          unknown entry id (branch target, label target, leaf)
     ├── StoreError
     │   ├── StoreCorruptError (ValueError)         unreadable sessions.json / sqlite; a 0600 backup was made
@@ -68,6 +69,7 @@ __all__ = (
     "SessionNotFoundError",
     "StaleEntryError",
     "StaleLockError",
+    "StaleTranscriptError",
     "StoreCorruptError",
     "StoreError",
     "StoreUnavailableError",
@@ -178,6 +180,17 @@ class TranscriptChangedError(TranscriptError):
     def __init__(self, message: str, *, path: Path | str) -> None:
         self.path: Path = Path(path)
         super().__init__(f"{self.path}: {message}")
+
+
+class StaleTranscriptError(TranscriptChangedError):
+    """
+    A conditional append was refused: other writers appended to the transcript since the mark the
+    writer passed (``TranscriptStorage.append``). Nothing was written; read what they appended
+    (``read_since``), re-link the entries and append again.
+
+    Attributes:
+        path: Where the transcript lives (``TranscriptStorage.location``).
+    """
 
 
 class EntryNotFoundError(TranscriptError, KeyError):

@@ -39,6 +39,7 @@ from sessionkeeper.store._store_files import (
     write_header,
 )
 from sessionkeeper.store._urls import is_store_url, open_store_url
+from sessionkeeper.transcript import FileTranscriptStorage, MemoryTranscriptStorage, TranscriptStorage
 
 
 __all__ = ("RESET_CLEARED_FIELDS", "BackendName", "SessionStore", "resolve_store_location")
@@ -61,6 +62,8 @@ class SessionStore:
             files: :meth:`reset` and :meth:`delete` then archive nothing).
         clock: Time source for ``updatedAt``, ``archivedAt``, ``pinnedAt`` and archive stamps.
         new_session_id: Factory for new session ids (default: uuid4, as OpenClaw's ``randomUUID``).
+        transcripts: Where the transcripts' lines live (:meth:`transcript_storage`); ``None``: pi JSONL
+            files in ``sessions_dir``, or memory without one.
     """
 
     def __init__(
@@ -70,11 +73,29 @@ class SessionStore:
         sessions_dir: Path | str | None = None,
         clock: Clock = SYSTEM_CLOCK,
         new_session_id: Callable[[], str] | None = None,
+        transcripts: TranscriptStorage | None = None,
     ) -> None:
         self.backend = backend
         self.sessions_dir: Path | None = Path(sessions_dir) if sessions_dir is not None else None
         self.clock = clock
         self._new_session_id = new_session_id or (lambda: str(uuid.uuid4()))
+        self._transcripts = transcripts
+
+    def transcript_storage(self) -> TranscriptStorage:
+        """
+        Where this store's transcripts live, by session id (issue 12: the store decides, so a runtime
+        never builds paths): the ``transcripts`` given, else a
+        :class:`~sessionkeeper.transcript.FileTranscriptStorage` on the sessions directory
+        (``<sessions dir>/<sessionId>.jsonl``, next to ``sessions.json``), else one
+        :class:`~sessionkeeper.transcript.MemoryTranscriptStorage` for the life of this store
+        (:meth:`in_memory`). The same object on every call.
+        """
+        if self._transcripts is None:
+            if self.sessions_dir is not None:
+                self._transcripts = FileTranscriptStorage(self.sessions_dir, clock=self.clock)
+            else:
+                self._transcripts = MemoryTranscriptStorage()
+        return self._transcripts
 
     def new_session_id(self) -> str:
         """A new session id from this store's factory (``new_session_id``; default uuid4)."""

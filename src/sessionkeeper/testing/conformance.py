@@ -26,6 +26,12 @@ tagged with the check's name (``empty``, ``round_trip``, ``order``, ``update``, 
 ``concurrent_tasks``, ``persistence``), and tabled in ``docs/testing.md`` with a
 20-line backend that passes. A backend author needs :func:`sessionkeeper.store.check_entry` and
 :func:`sessionkeeper.store.diff_entries`.
+
+The transcript-storage suite (:class:`~sessionkeeper.abc.TranscriptStorage`, issue 12) is used the same
+way: :data:`TRANSCRIPT_STORAGE_CHECKS` of :class:`TranscriptStorageCheck` (``check.run(factory,
+reopen=...)``, one test per check) or :func:`run_transcript_storage_conformance`; ``factory`` returns a
+new, empty storage, ``reopen`` a second instance on the same place (the ``persistence`` check).
+Failures raise :class:`TranscriptStorageConformanceError`.
 """
 
 from __future__ import annotations
@@ -48,14 +54,26 @@ from sessionkeeper.store import (
     session_entry_from_dict,
     session_entry_to_dict,
 )
+from sessionkeeper.testing._transcript_conformance import (
+    TRANSCRIPT_STORAGE_CHECKS,
+    StorageFactory,
+    TranscriptStorageCheck,
+    TranscriptStorageConformanceError,
+    run_transcript_storage_conformance,
+)
 
 
 __all__ = (
     "CONFORMANCE_CHECKS",
+    "TRANSCRIPT_STORAGE_CHECKS",
     "BackendFactory",
     "ConformanceCheck",
     "ConformanceError",
+    "StorageFactory",
+    "TranscriptStorageCheck",
+    "TranscriptStorageConformanceError",
     "run_backend_conformance",
+    "run_transcript_storage_conformance",
 )
 
 BackendFactory = Callable[[], StoreBackend | Awaitable[StoreBackend]]

@@ -83,6 +83,8 @@ from sessionkeeper.transcript._load import (
     scan_transcript,
 )
 from sessionkeeper.transcript._manager import Durability, TranscriptManager
+from sessionkeeper.transcript._memory_storage import MemoryTranscriptStorage
+from sessionkeeper.transcript._storage import StorageMark, TranscriptStorage, WriterClaim
 from sessionkeeper.transcript._system import (
     PiGeneration,
     current_system_message,
@@ -103,6 +105,7 @@ from sessionkeeper.transcript.file._listing import (
     list_transcripts,
     read_transcript_info,
 )
+from sessionkeeper.transcript.file._storage import FileTranscriptStorage
 from sessionkeeper.transcript.file._tail import (
     TailContext,
     aread_tail_context,
@@ -144,12 +147,14 @@ __all__ = (
     "CustomMessage",
     "CustomMessageEntry",
     "Durability",
+    "FileTranscriptStorage",
     "ImageContent",
     "IndexCacheStats",
     "LabelEntry",
     "LockAcquisition",
     "LockInspection",
     "LockOwner",
+    "MemoryTranscriptStorage",
     "MessageEntry",
     "ModelChangeEntry",
     "ModelRef",
@@ -161,6 +166,7 @@ __all__ = (
     "SessionWriteLock",
     "StaleLockReport",
     "StopReason",
+    "StorageMark",
     "TailContext",
     "TailRepair",
     "TextContent",
@@ -176,6 +182,7 @@ __all__ = (
     "TranscriptIndexCache",
     "TranscriptInfo",
     "TranscriptManager",
+    "TranscriptStorage",
     "TreeNode",
     "UnknownEntry",
     "UnknownMessage",
@@ -183,6 +190,7 @@ __all__ = (
     "UserContent",
     "UserMessage",
     "WriteLockSettings",
+    "WriterClaim",
     "alist_transcripts",
     "aread_last_messages",
     "aread_tail_context",

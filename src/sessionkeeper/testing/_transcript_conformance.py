@@ -1,0 +1,364 @@
+"""
+The transcript-storage conformance suite: every contract of :class:`~sessionkeeper.abc.TranscriptStorage`
+as checks runnable against any storage (issue 12: one suite for the file, memory and database storages).
+Exported by :mod:`sessionkeeper.testing.conformance`; see its docstring for use.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+import anyio
+import attrs
+
+from sessionkeeper.exceptions import (
+    LockNotHeldError,
+    SessionBusyError,
+    SessionKeeperError,
+    StaleTranscriptError,
+    TranscriptChangedError,
+    TranscriptNotFoundError,
+)
+from sessionkeeper.transcript import StorageMark, TranscriptStorage
+
+
+__all__ = (
+    "TRANSCRIPT_STORAGE_CHECKS",
+    "StorageFactory",
+    "TranscriptStorageCheck",
+    "TranscriptStorageConformanceError",
+    "run_transcript_storage_conformance",
+)
+
+StorageFactory = Callable[[], TranscriptStorage | Awaitable[TranscriptStorage]]
+"""Returns a new, empty transcript storage (sync or async)."""
+
+
+class TranscriptStorageConformanceError(SessionKeeperError, AssertionError):
+    """A storage broke a :class:`~sessionkeeper.abc.TranscriptStorage` contract (names the check)."""
+
+
+async def _make(factory: StorageFactory | None) -> TranscriptStorage:
+    if factory is None:
+        raise TranscriptStorageConformanceError("this check needs a factory")
+    made = factory()
+    if inspect.isawaitable(made):
+        made = await made
+    return made
+
+
+def _expect(condition: bool, message: str) -> None:
+    if not condition:
+        raise TranscriptStorageConformanceError(message)
+
+
+def _line(kind: str, n: int, **extra: object) -> bytes:
+    record: dict[str, object] = {"type": kind, "id": f"{n:08x}", "parentId": None}
+    record["timestamp"] = "2026-01-01T00:00:00.000Z"
+    record.update(extra)
+    record["n"] = n  # last, so lines differ in their last bytes too (a file compares those)
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+_HEADER: Final = (
+    b'{"type":"session","version":3,"id":"s-1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}'
+)
+_ODD: Final = (
+    _line("custom", 1, data='ünïcode ✓ \u2028 \\u0000 "quoted"'),
+    _line("custom", 2, data="x" * 70_000),  # longer than a read chunk
+    b"",  # a blank line is a line
+    _line("custom", 3, data=[1.5, None]),
+)
+
+
+async def _expect_raises(kind: type[BaseException], what: str, call: Callable[[], Awaitable[object]]) -> None:
+    try:
+        await call()
+    except kind:
+        return
+    raise TranscriptStorageConformanceError(f"{what} must raise {kind.__name__}")
+
+
+async def _empty(factory: StorageFactory, reopen: StorageFactory | None) -> None:
+    s = await _make(factory)
+    _expect(await s.list_sessions() == [], "a new storage lists no session")
+    _expect(not await s.delete("nope"), "deleting a missing transcript returns False")
+    await _expect_raises(TranscriptNotFoundError, "read of a missing transcript", lambda: s.read("nope"))
+    _expect(isinstance(s.location("nope"), str) and s.location("nope") != "", "location() is a text")
+
+
+async def _create_read(factory: StorageFactory, reopen: StorageFactory | None) -> None:
+    s = await _make(factory)
+    lines = [_HEADER, *_ODD]
+    mark = await s.create("s-1", lines)
+    _expect(mark.lines == len(lines), "create() returns the mark after every line")
+    _expect(mark.size == sum(len(x) + 1 for x in lines), "a mark's size counts each line and its newline")
+    got, read_mark = await s.read("s-1")
+    _expect(got == lines, "lines are stored and read byte for byte, in order")
+    _expect(read_mark == mark, "read() returns the same mark as create()")
+    await _expect_raises(
+        FileExistsError, "create() of an existing transcript", lambda: s.create("s-1", [_HEADER])
+    )
+    _expect((await s.read("s-1"))[0] == lines, "a refused create() changes nothing")
+
+
+async def _conditional_append(factory: StorageFactory, reopen: StorageFactory | None) -> None:
+    s = await _make(factory)
+    start = await s.create("s-1", [_HEADER])
+    a = await s.append("s-1", [_line("custom", 1)], mark=start)
+    _expect(
+        a.lines == 2 and a.size == start.size + len(_line("custom", 1)) + 1, "append() returns the new mark"
+    )
+    await _expect_raises(
+        StaleTranscriptError,
+        "an append with a mark others appended after",
+        lambda: s.append("s-1", [_line("custom", 2)], mark=start),
+    )
+    _expect(len((await s.read("s-1"))[0]) == 2, "a stale append writes nothing")
+    foreign, after = await s.read_since("s-1", start)
+    _expect(foreign == [_line("custom", 1)] and after == a, "read_since() gives what others appended")
+    b = await s.append("s-1", [_line("custom", 2), _line("custom", 3)], mark=after)
+    _expect(b.lines == 4, "an append after reading lands")
+    _expect(await s.append("s-1", [], mark=b) == b, "an empty append changes nothing")
+    nothing, same = await s.read_since("s-1", b)
+    _expect(nothing == [] and same == b, "read_since() at the end gives nothing")
+    lines, _ = await s.read("s-1")
+    _expect(
+        lines == [_HEADER, _line("custom", 1), _line("custom", 2), _line("custom", 3)], "appends keep order"
+    )
+
+
+async def _read_backwards(factory: StorageFactory, reopen: StorageFactory | None) -> None:
+    s = await _make(factory)
+    mark = await s.create("s-1", [_HEADER])
+    mark = await s.append("s-1", list(_ODD), mark=mark)
+    backwards = [line async for line in s.read_backwards("s-1")]
+    _expect(backwards == [*reversed(_ODD), _HEADER], "read_backwards() gives every line, last first")
+    await _expect_raises(
+        TranscriptNotFoundError, "read_backwards() of a missing transcript", lambda: _drain(s, "nope")
+    )
+
+
+async def _drain(s: TranscriptStorage, session_id: str) -> list[bytes]:
+    return [line async for line in s.read_backwards(session_id)]
+
+
+async def _claims(factory: StorageFactory, reopen: StorageFactory | None) -> None:
+    s = await _make(factory)
+    mark = await s.create("s-1", [_HEADER])
+    claim = await s.claim("s-1", timeout_ms=1000)
+    try:
+        _expect(claim.held, "a claim is held once taken")
+        claim.ensure_held()
+        await _expect_raises(
+            SessionBusyError, "a second claim while one is held", lambda: s.claim("s-1", timeout_ms=50)
+        )
+        mark = await s.append("s-1", [_line("custom", 1)], mark=mark, claim=claim)
+        other = await s.claim("s-2", timeout_ms=50)  # claims are per transcript
+        await other.release()
+    finally:
+        await claim.release()
+    _expect(not claim.held, "a released claim is not held")
+    await claim.release()  # a second release does nothing
+    await _expect_raises(
+        LockNotHeldError,
+        "an append with a released claim",
+        lambda: s.append("s-1", [_line("custom", 2)], mark=mark, claim=claim),
+    )
+    _expect(len((await s.read("s-1"))[0]) == 2, "an append with a released claim writes nothing")
+    again = await s.claim("s-1", timeout_ms=1000)
+    await again.release()
+
+
+async def _claim_excludes_appends(factory: StorageFactory, reopen: StorageFactory | None) -> None:
+    s = await _make(factory)
+    mark = await s.create("s-1", [_HEADER])
+    claim = await s.claim("s-1", timeout_ms=1000)
+    landed: list[StorageMark] = []
+
+    async def other_writer() -> None:
+        landed.append(await s.append("s-1", [_line("custom", 9)], mark=mark))
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(other_writer)
+            await anyio.sleep(0.05)
+            _expect(not landed, "an append without the claim waits while another writer holds it")
+            await claim.release()
+    finally:
+        await claim.release()
+    _expect(len(landed) == 1 and landed[0].lines == 2, "the waiting append lands once the claim is released")
+
+
+async def _idempotency(factory: StorageFactory, reopen: StorageFactory | None) -> None:
+    s = await _make(factory)
+    start = await s.create("s-1", [_HEADER])
+    first = await s.append("s-1", [_line("custom", 1)], mark=start, idempotency_key="turn-1")
+    retry = await s.append("s-1", [_line("custom", 1)], mark=start, idempotency_key="turn-1")
+    _expect(retry == first, "a retry with a used idempotency key returns the first append's mark")
+    _expect(len((await s.read("s-1"))[0]) == 2, "a retry with a used idempotency key writes nothing")
+    second = await s.append("s-1", [_line("custom", 2)], mark=first, idempotency_key="turn-2")
+    _expect(second.lines == 3, "another key appends")
+
+
+async def _list_delete(factory: StorageFactory, reopen: StorageFactory | None) -> None:
+    s = await _make(factory)
+    for sid in ("b", "a", "c"):
+        await s.create(sid, [_HEADER])
+    _expect(await s.list_sessions() == ["a", "b", "c"], "list_sessions() gives every id, sorted")
+    _expect(await s.delete("b"), "delete() of a present transcript returns True")
+    _expect(await s.list_sessions() == ["a", "c"], "a deleted transcript is not listed")
+    await _expect_raises(TranscriptNotFoundError, "read of a deleted transcript", lambda: s.read("b"))
+    mark = await s.create("b", [_HEADER])
+    _expect(mark.lines == 1, "a deleted id can be created again")
+
+
+async def _replaced(factory: StorageFactory, reopen: StorageFactory | None) -> None:
+    s = await _make(factory)
+    old = await s.create("s-1", [_HEADER, _line("custom", 1)])
+    await s.delete("s-1")
+    await s.create("s-1", [_HEADER, _line("custom", 2), _line("custom", 3)])
+    await _expect_raises(
+        TranscriptChangedError,
+        "read_since() with a mark of a deleted and re-created transcript",
+        lambda: s.read_since("s-1", old),
+    )
+    await _expect_raises(
+        TranscriptChangedError,
+        "an append with a mark of a deleted and re-created transcript",
+        lambda: s.append("s-1", [_line("custom", 4)], mark=old),
+    )
+    _expect(len((await s.read("s-1"))[0]) == 3, "an append refused for a replaced transcript writes nothing")
+
+
+async def _concurrent_writers(factory: StorageFactory, reopen: StorageFactory | None) -> None:
+    s = await _make(factory)
+    start = await s.create("s-1", [_HEADER])
+    writers, turns = 4, 8
+
+    async def writer(w: int) -> None:
+        mark = start
+        for t in range(turns):
+            line = _line("custom", w * 1000 + t)
+            while True:
+                try:
+                    mark = await s.append("s-1", [line], mark=mark)
+                    break
+                except StaleTranscriptError:
+                    _, mark = await s.read_since("s-1", mark)
+
+    async with anyio.create_task_group() as tg:
+        for w in range(writers):
+            tg.start_soon(writer, w)
+    lines, mark = await s.read("s-1")
+    expected = {_line("custom", w * 1000 + t) for w in range(writers) for t in range(turns)}
+    _expect(len(lines) == 1 + writers * turns, "every acknowledged append is present exactly once")
+    _expect(set(lines[1:]) == expected, "no append is lost or duplicated across writers")
+    _expect(mark.lines == len(lines), "the final mark counts every line")
+
+
+async def _persistence(factory: StorageFactory, reopen: StorageFactory | None) -> None:
+    s = await _make(factory)
+    mark = await s.create("s-1", [_HEADER])
+    mark = await s.append("s-1", [_line("custom", 1)], mark=mark)
+    other = await _make(reopen)
+    lines, other_mark = await other.read("s-1")
+    _expect(lines == [_HEADER, _line("custom", 1)], "another instance reads what was written")
+    _expect(await other.list_sessions() == ["s-1"], "another instance lists the transcript")
+    other_mark = await other.append("s-1", [_line("custom", 2)], mark=other_mark)
+    await _expect_raises(
+        StaleTranscriptError,
+        "an append with a mark another instance appended after",
+        lambda: s.append("s-1", [_line("custom", 3)], mark=mark),
+    )
+    claim = await other.claim("s-1", timeout_ms=1000)
+    try:
+        await _expect_raises(
+            SessionBusyError, "a claim while another instance holds it", lambda: s.claim("s-1", timeout_ms=50)
+        )
+    finally:
+        await claim.release()
+    foreign, mark = await s.read_since("s-1", mark)
+    _expect(foreign == [_line("custom", 2)], "read_since() sees another instance's append")
+
+
+@attrs.frozen(kw_only=True)
+class TranscriptStorageCheck:
+    """
+    One contract check of :class:`~sessionkeeper.abc.TranscriptStorage`.
+
+    Attributes:
+        name: Short identifier (use as the pytest id).
+        doc: The rule checked.
+        body: The check: ``await body(factory, reopen)``.
+        needs_reopen: The check needs a second instance on the same storage (``reopen``).
+    """
+
+    name: str
+    doc: str
+    body: Callable[[StorageFactory, StorageFactory | None], Awaitable[None]]
+    needs_reopen: bool = False
+
+    async def run(self, factory: StorageFactory, *, reopen: StorageFactory | None = None) -> None:
+        """
+        Run the check on storages from ``factory`` (and ``reopen``).
+
+        Raises:
+            TranscriptStorageConformanceError: The contract does not hold (names the check), or
+                ``reopen`` is missing where needed.
+        """
+        if self.needs_reopen and reopen is None:
+            raise TranscriptStorageConformanceError(f"{self.name}: needs reopen=")
+        try:
+            await self.body(factory, reopen)
+        except TranscriptStorageConformanceError as err:
+            raise TranscriptStorageConformanceError(f"{self.name}: {err}") from err
+
+
+_Check = TranscriptStorageCheck
+
+TRANSCRIPT_STORAGE_CHECKS: tuple[TranscriptStorageCheck, ...] = (
+    _Check(name="empty", doc="a new storage is empty; missing transcripts", body=_empty),
+    _Check(name="create_read", doc="lines round-trip byte for byte; no overwrite", body=_create_read),
+    _Check(name="conditional_append", doc="appends land only at the writer's mark", body=_conditional_append),
+    _Check(name="read_backwards", doc="lines from the end, last first", body=_read_backwards),
+    _Check(name="claims", doc="one writer claim per transcript; released claims", body=_claims),
+    _Check(
+        name="claim_excludes_appends",
+        doc="an unclaimed append waits for the claim",
+        body=_claim_excludes_appends,
+    ),
+    _Check(name="idempotency", doc="a retried append lands once", body=_idempotency),
+    _Check(name="list_delete", doc="listing and deleting by session id", body=_list_delete),
+    _Check(name="replaced", doc="marks of a re-created transcript are refused", body=_replaced),
+    _Check(
+        name="concurrent_writers",
+        doc="read-and-retry writers lose and duplicate nothing",
+        body=_concurrent_writers,
+    ),
+    _Check(
+        name="persistence",
+        doc="a second instance sees the lines, the marks and the claims",
+        body=_persistence,
+        needs_reopen=True,
+    ),
+)
+"""Every transcript-storage check, in a stable order."""
+
+
+async def run_transcript_storage_conformance(
+    factory: StorageFactory, *, reopen: StorageFactory | None = None
+) -> None:
+    """
+    Run every check of :data:`TRANSCRIPT_STORAGE_CHECKS` (``persistence`` only with ``reopen``).
+
+    Raises:
+        TranscriptStorageConformanceError: The first contract that does not hold, named.
+    """
+    for check in TRANSCRIPT_STORAGE_CHECKS:
+        if check.needs_reopen and reopen is None:
+            continue
+        await check.run(factory, reopen=reopen)

@@ -1,0 +1,229 @@
+"""
+:class:`MemoryTranscriptStorage`: transcripts' lines in this process's memory (tests, ephemeral agents,
+``SessionStore.in_memory()``), with the contract of the storage seam (:mod:`._storage`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import AsyncIterator, Sequence
+
+import anyio
+import anyio.lowlevel
+import attrs
+
+from sessionkeeper._fs import check_safe_name
+from sessionkeeper.exceptions import (
+    LockNotHeldError,
+    SessionBusyError,
+    StaleTranscriptError,
+    TranscriptChangedError,
+    TranscriptNotFoundError,
+)
+from sessionkeeper.transcript._storage import StorageMark, WriterClaim
+from sessionkeeper.transcript.lock._local import ThreadSafeLock
+
+
+__all__ = ("MemoryTranscriptStorage",)
+
+_GENERATIONS = itertools.count(1)
+
+
+@attrs.define(eq=False)
+class _Log:
+    """One transcript: its lines, their size, and the generation that tells it from a re-created one."""
+
+    generation: int
+    lines: list[bytes] = attrs.Factory(list)
+    size: int = 0
+    keys: dict[str, StorageMark] = attrs.Factory(dict)
+
+    def mark(self) -> StorageMark:
+        return StorageMark(lines=len(self.lines), size=self.size, token=self.generation)
+
+
+class _MemoryClaim:
+    """The writer claim of one in-memory transcript (a lock shared by every task and thread)."""
+
+    def __init__(self, storage: MemoryTranscriptStorage, session_id: str, lock: ThreadSafeLock) -> None:
+        self._storage = storage
+        self._session_id = session_id
+        self._lock = lock
+        self._held = True
+
+    @property
+    def held(self) -> bool:
+        """Whether the claim is still held."""
+        return self._held
+
+    def ensure_held(self) -> None:
+        """Raise :class:`~sessionkeeper.exceptions.LockNotHeldError` once released."""
+        if not self._held:
+            raise LockNotHeldError(
+                f"the writer claim of {self._storage.location(self._session_id)} was released",
+                path=self._storage.location(self._session_id),
+                reason="released",
+            )
+
+    def owns(self, storage: MemoryTranscriptStorage, session_id: str) -> bool:
+        return storage is self._storage and session_id == self._session_id
+
+    async def release(self) -> None:
+        """Give the claim up (a second call does nothing)."""
+        if self._held:
+            self._held = False
+            self._lock.release()
+
+
+class MemoryTranscriptStorage:
+    """
+    Transcripts held in memory, keyed by session id; a :class:`~sessionkeeper.abc.TranscriptStorage`.
+
+    Shared by every task, event loop and thread of the process that holds it; gone with it. Marks carry
+    a generation, so a transcript deleted and created again is told apart from the one a mark saw.
+    Idempotency keys are remembered with the transcript (until it is deleted).
+    """
+
+    def __init__(self) -> None:
+        """An empty storage."""
+        self._logs: dict[str, _Log] = {}
+        self._guard = threading.Lock()  # the dict and every log's lines
+        self._claims: dict[str, ThreadSafeLock] = {}
+
+    def __repr__(self) -> str:
+        return f"MemoryTranscriptStorage({len(self._logs)} transcripts)"
+
+    def location(self, session_id: str) -> str:
+        """``memory:<session_id>``."""
+        return f"memory:{session_id}"
+
+    def _get(self, session_id: str) -> _Log:
+        log = self._logs.get(session_id)
+        if log is None:
+            raise TranscriptNotFoundError(f"transcript not found: {self.location(session_id)}")
+        return log
+
+    async def create(self, session_id: str, lines: Sequence[bytes]) -> StorageMark:
+        """Create the transcript holding ``lines``. Raises ``FileExistsError`` when it exists."""
+        check_safe_name(session_id, what="session id")
+        await anyio.lowlevel.checkpoint()
+        with self._guard:
+            if session_id in self._logs:
+                raise FileExistsError(f"transcript exists: {self.location(session_id)}")
+            log = _Log(generation=next(_GENERATIONS))
+            log.lines.extend(bytes(line) for line in lines)
+            log.size = sum(len(line) + 1 for line in log.lines)
+            self._logs[session_id] = log
+            return log.mark()
+
+    async def read(self, session_id: str) -> tuple[list[bytes], StorageMark]:
+        """Every line and their mark. Raises ``TranscriptNotFoundError``."""
+        await anyio.lowlevel.checkpoint()
+        with self._guard:
+            log = self._get(session_id)
+            return list(log.lines), log.mark()
+
+    def _check(self, session_id: str, log: _Log, mark: StorageMark) -> None:
+        if mark.token != log.generation or mark.lines > len(log.lines):
+            raise TranscriptChangedError(
+                "the transcript was deleted or replaced since this mark; reopen it",
+                path=self.location(session_id),
+            )
+
+    async def read_since(self, session_id: str, mark: StorageMark) -> tuple[list[bytes], StorageMark]:
+        """The lines appended after ``mark`` and the mark after them."""
+        await anyio.lowlevel.checkpoint()
+        with self._guard:
+            log = self._get(session_id)
+            self._check(session_id, log, mark)
+            return log.lines[mark.lines :], log.mark()
+
+    async def append(
+        self,
+        session_id: str,
+        lines: Sequence[bytes],
+        *,
+        mark: StorageMark,
+        claim: WriterClaim | None = None,
+        idempotency_key: str | None = None,
+    ) -> StorageMark:
+        """Append ``lines`` if nothing was appended since ``mark`` (``TranscriptStorage.append``)."""
+        if claim is not None:
+            claim.ensure_held()
+            if not (isinstance(claim, _MemoryClaim) and claim.owns(self, session_id)):
+                raise LockNotHeldError(
+                    "the claim given is not this transcript's",
+                    path=self.location(session_id),
+                    reason="foreign",
+                )
+            return self._append_now(session_id, lines, mark, idempotency_key)
+        own = await self.claim(session_id)
+        try:
+            return self._append_now(session_id, lines, mark, idempotency_key)
+        finally:
+            await own.release()
+
+    def _append_now(
+        self, session_id: str, lines: Sequence[bytes], mark: StorageMark, key: str | None
+    ) -> StorageMark:
+        with self._guard:
+            log = self._get(session_id)
+            if key is not None and key in log.keys:
+                return log.keys[key]
+            self._check(session_id, log, mark)
+            if mark.lines != len(log.lines):
+                raise StaleTranscriptError(
+                    f"{len(log.lines) - mark.lines} line(s) were appended since the writer's mark;"
+                    " nothing was written (read them and append again)",
+                    path=self.location(session_id),
+                )
+            for line in lines:
+                log.lines.append(bytes(line))
+                log.size += len(line) + 1
+            after = log.mark()
+            if key is not None:
+                log.keys[key] = after
+            return after
+
+    async def read_backwards(self, session_id: str) -> AsyncIterator[bytes]:
+        """The lines from the last to the first."""
+        with self._guard:
+            lines = list(self._get(session_id).lines)
+        for line in reversed(lines):
+            await anyio.lowlevel.checkpoint()
+            yield line
+
+    async def claim(self, session_id: str, *, timeout_ms: float | None = None) -> WriterClaim:
+        """
+        Take the transcript's writer claim (``None``: wait as long as it takes).
+
+        Raises:
+            SessionBusyError: Not taken within ``timeout_ms``.
+        """
+        check_safe_name(session_id, what="session id")
+        with self._guard:
+            lock = self._claims.setdefault(session_id, ThreadSafeLock())
+        start = anyio.current_time()
+        try:
+            with anyio.fail_after(None if timeout_ms is None else max(0.0, timeout_ms) / 1000):
+                await lock.acquire()
+        except TimeoutError:
+            raise SessionBusyError(
+                f"the writer claim of {self.location(session_id)} is held by another writer",
+                path=self.location(session_id),
+                waited_ms=round((anyio.current_time() - start) * 1000, 3),
+            ) from None
+        return _MemoryClaim(self, session_id, lock)
+
+    async def list_sessions(self) -> list[str]:
+        """The session ids, sorted."""
+        await anyio.lowlevel.checkpoint()
+        with self._guard:
+            return sorted(self._logs)
+
+    async def delete(self, session_id: str) -> bool:
+        """Remove the transcript; ``False`` when there was none."""
+        await anyio.lowlevel.checkpoint()
+        with self._guard:
+            return self._logs.pop(session_id, None) is not None

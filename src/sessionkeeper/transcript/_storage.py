@@ -1,0 +1,182 @@
+"""
+The transcript storage seam: where a transcript's lines live (issue 12), apart from what a transcript
+*is* (header, entry tree, leaf, labels, context: :class:`~sessionkeeper.transcript.TranscriptIndex`).
+
+A storage holds, per session id, an append-only sequence of complete lines (JSON without the ``\\n``;
+the first is the session header, pi-format spec §3). Two implementations ship:
+:class:`~sessionkeeper.transcript.FileTranscriptStorage` (pi JSONL files ``<sessionId>.jsonl`` in a
+directory: the write lock, torn-tail repair, following other writers) and
+:class:`~sessionkeeper.transcript.MemoryTranscriptStorage`; a database storage is the third (issue 13:
+``(session_id, seq)`` rows holding the exact line bytes). ``sessionkeeper.testing.conformance``
+checks the contract on any of them (:data:`~sessionkeeper.testing.conformance.TRANSCRIPT_STORAGE_CHECKS`).
+
+The contract, in the terms a database implements it with:
+
+- **Marks.** Every read and append returns a :class:`StorageMark`: how many lines the caller has seen
+  and their size. An append is conditional on the mark: it lands only when nothing was appended since
+  (a compare-and-swap on the end the writer saw, the "leaf CAS" of docs/postgres.md); otherwise it
+  raises :class:`~sessionkeeper.exceptions.StaleTranscriptError` and writes nothing, and the writer
+  reads what others appended (:meth:`TranscriptStorage.read_since`), re-links its entries and retries.
+- **Writer claims.** :meth:`TranscriptStorage.claim` gives one writer the transcript until it
+  releases the claim (the file lock; a claim row or advisory lock with a fencing token in a
+  database). An append without a claim takes one for that append alone; an append with a claim that
+  was lost raises :class:`~sessionkeeper.exceptions.LockNotHeldError` and writes nothing.
+- **Idempotency.** An append with an ``idempotency_key`` already used on the transcript writes nothing
+  again and returns the mark after the first one (a retry after a lost answer is safe).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Protocol, runtime_checkable
+
+import attrs
+
+
+__all__ = ("StorageMark", "TranscriptStorage", "WriterClaim")
+
+
+@attrs.frozen(kw_only=True)
+class StorageMark:
+    """
+    How much of one transcript a reader or writer has seen: the CAS target of its next append.
+
+    Attributes:
+        lines: Complete lines seen (the header and blank lines included).
+        size: Their size in bytes, each with its ``\\n`` (the file offset just after them; a database
+            keeps the same running count).
+        token: The storage's own detail, compared for equality only (the file's identity and last
+            bytes; a generation for memory). Callers never build one; they pass back what they got.
+    """
+
+    lines: int
+    size: int
+    token: object = attrs.field(default=None, eq=True, repr=False)
+
+
+@runtime_checkable
+class WriterClaim(Protocol):
+    """
+    A writer's exclusive right to append to one transcript, from :meth:`TranscriptStorage.claim` until
+    :meth:`release` (for the file storage: :class:`~sessionkeeper.transcript.SessionWriteLock`).
+    """
+
+    @property
+    def held(self) -> bool:
+        """Whether the claim is still held (``False`` after :meth:`release` or when it was lost)."""
+        ...
+
+    def ensure_held(self) -> None:
+        """
+        Raise unless the claim is held.
+
+        Raises:
+            LockNotHeldError: Released or lost (a watchdog's ``max_hold_ms``, a superseded writer).
+        """
+        ...
+
+    async def release(self) -> None:
+        """Give the claim up; a second call, or one after the claim was lost, does nothing."""
+        ...
+
+
+@runtime_checkable
+class TranscriptStorage(Protocol):
+    """
+    Where transcripts' lines live, keyed by session id (module docstring: marks, claims, idempotency).
+
+    Lines are ``bytes`` without their ``\\n``, stored and returned byte for byte. A session id must be a
+    safe name (no path separators; :class:`~sessionkeeper.exceptions.UnsafePathError` otherwise).
+    """
+
+    def location(self, session_id: str) -> str:
+        """Where the transcript lives, for messages and ``parentSession`` (a path, or a URI)."""
+        ...
+
+    async def create(self, session_id: str, lines: Sequence[bytes]) -> StorageMark:
+        """
+        Create the transcript holding ``lines`` (the header first), all written at once.
+
+        Raises:
+            FileExistsError: It exists already (it is never overwritten).
+        """
+        ...
+
+    async def read(self, session_id: str) -> tuple[list[bytes], StorageMark]:
+        """
+        Every complete line (a last line still being written, or torn, is left out) and their mark.
+
+        Raises:
+            TranscriptNotFoundError: There is no such transcript.
+        """
+        ...
+
+    async def read_since(self, session_id: str, mark: StorageMark) -> tuple[list[bytes], StorageMark]:
+        """
+        The complete lines appended after ``mark`` (by anyone), and the mark after them.
+
+        Raises:
+            TranscriptNotFoundError: The transcript is gone.
+            TranscriptChangedError: It was rewritten or replaced since ``mark`` (reopen it).
+        """
+        ...
+
+    async def append(
+        self,
+        session_id: str,
+        lines: Sequence[bytes],
+        *,
+        mark: StorageMark,
+        claim: WriterClaim | None = None,
+        idempotency_key: str | None = None,
+    ) -> StorageMark:
+        """
+        Append complete ``lines`` in one write, only if nothing was appended since ``mark``.
+
+        Args:
+            session_id: The transcript.
+            lines: The lines (no ``\\n`` inside); an empty sequence appends nothing.
+            mark: What the writer has seen (from :meth:`create`, :meth:`read`, :meth:`read_since` or
+                its last append).
+            claim: The writer's held claim (:meth:`claim`); ``None``: one is taken for this append.
+            idempotency_key: A retry with a key already used writes nothing and returns the mark
+                after the first append.
+
+        Returns:
+            The mark just after the appended lines.
+
+        Raises:
+            StaleTranscriptError: Lines were appended since ``mark``; nothing was written.
+            LockNotHeldError: ``claim`` is not held; nothing was written.
+            SessionBusyError: No claim could be taken in time.
+            TranscriptNotFoundError: The transcript is gone.
+            TranscriptChangedError: It was rewritten or replaced since ``mark``.
+        """
+        ...
+
+    def read_backwards(self, session_id: str) -> AsyncIterator[bytes]:
+        """
+        The complete lines from the last to the first (the header last), read lazily from the end.
+
+        Raises:
+            TranscriptNotFoundError: There is no such transcript (on the first iteration).
+        """
+        ...
+
+    async def claim(self, session_id: str, *, timeout_ms: float | None = None) -> WriterClaim:
+        """
+        Take the transcript's writer claim, waiting up to ``timeout_ms`` (``None``: the storage's
+        default; the file storage's is :attr:`WriteLockSettings.acquire_timeout_ms`).
+
+        Raises:
+            SessionBusyError: Another writer holds it past the timeout.
+        """
+        ...
+
+    async def list_sessions(self) -> list[str]:
+        """The session ids of every stored transcript, sorted."""
+        ...
+
+    async def delete(self, session_id: str) -> bool:
+        """Remove the transcript; ``False`` when there was none."""
+        ...

@@ -1,0 +1,123 @@
+"""The transcript-storage conformance suite on the file and memory storages (issue 12)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sessionkeeper.abc import TranscriptStorage
+from sessionkeeper.exceptions import StaleTranscriptError
+from sessionkeeper.testing.conformance import (
+    TRANSCRIPT_STORAGE_CHECKS,
+    StorageFactory,
+    TranscriptStorageCheck,
+    TranscriptStorageConformanceError,
+    run_transcript_storage_conformance,
+)
+from sessionkeeper.transcript import FileTranscriptStorage, MemoryTranscriptStorage, WriteLockSettings
+
+
+pytestmark = pytest.mark.anyio
+
+SETTINGS = WriteLockSettings(acquire_timeout_ms=2000, poll_interval_ms=5)
+
+
+def _factories(kind: str, tmp_path: Path) -> tuple[StorageFactory, StorageFactory]:
+    if kind == "file":
+        directory = tmp_path / "sessions"
+        return (
+            lambda: FileTranscriptStorage(directory, durability="none", settings=SETTINGS),
+            lambda: FileTranscriptStorage(directory, durability="none", settings=SETTINGS),
+        )
+    shared = MemoryTranscriptStorage()
+    made: list[MemoryTranscriptStorage] = []
+
+    def fresh() -> MemoryTranscriptStorage:
+        made.append(MemoryTranscriptStorage())
+        return made[-1]
+
+    # memory: a second "instance" on the same storage is the same object (it lives in this process)
+    return fresh, lambda: made[-1] if made else shared
+
+
+@pytest.mark.parametrize("kind", ["file", "memory"])
+@pytest.mark.parametrize("check", TRANSCRIPT_STORAGE_CHECKS, ids=lambda c: c.name)
+async def test_transcript_storage_conformance(
+    check: TranscriptStorageCheck, kind: str, tmp_path: Path
+) -> None:
+    factory, reopen = _factories(kind, tmp_path)
+    await check.run(factory, reopen=reopen)
+
+
+@pytest.mark.parametrize("kind", ["file", "memory"])
+async def test_run_transcript_storage_conformance_runs_all(kind: str, tmp_path: Path) -> None:
+    made = 0
+
+    def counting() -> TranscriptStorage:
+        nonlocal made
+        made += 1
+        if kind == "file":
+            return FileTranscriptStorage(tmp_path / f"s{made}", durability="none", settings=SETTINGS)
+        return MemoryTranscriptStorage()
+
+    await run_transcript_storage_conformance(counting)
+    assert made == len([c for c in TRANSCRIPT_STORAGE_CHECKS if not c.needs_reopen])
+
+
+async def test_the_suite_catches_a_storage_that_appends_without_checking_the_mark() -> None:
+    class Careless(MemoryTranscriptStorage):
+        async def append(self, session_id, lines, *, mark, claim=None, idempotency_key=None):  # type: ignore[no-untyped-def]
+            while True:
+                try:
+                    return await super().append(session_id, lines, mark=mark, claim=claim)
+                except StaleTranscriptError:
+                    _, mark = await self.read_since(session_id, mark)
+
+    check = next(c for c in TRANSCRIPT_STORAGE_CHECKS if c.name == "conditional_append")
+    with pytest.raises(TranscriptStorageConformanceError, match="conditional_append"):
+        await check.run(Careless)
+
+
+async def test_a_check_needing_a_second_instance_says_so() -> None:
+    check = next(c for c in TRANSCRIPT_STORAGE_CHECKS if c.needs_reopen)
+    with pytest.raises(TranscriptStorageConformanceError, match="needs reopen"):
+        await check.run(MemoryTranscriptStorage)
+
+
+async def test_file_storage_writes_pi_jsonl_files_next_to_each_other(tmp_path: Path) -> None:
+    storage = FileTranscriptStorage(tmp_path, durability="none", settings=SETTINGS)
+    mark = await storage.create("abc", [b'{"type":"session","version":3,"id":"abc"}'])
+    await storage.append("abc", [b'{"type":"custom","id":"1"}'], mark=mark)
+    path = tmp_path / "abc.jsonl"
+    assert storage.location("abc") == str(path)
+    assert path.read_bytes() == b'{"type":"session","version":3,"id":"abc"}\n{"type":"custom","id":"1"}\n'
+    assert not (tmp_path / "abc.jsonl.lock").exists()  # the append's own lock is gone
+
+
+async def test_file_storage_cuts_a_torn_tail_before_appending(tmp_path: Path) -> None:
+    storage = FileTranscriptStorage(tmp_path, durability="none", settings=SETTINGS)
+    mark = await storage.create("abc", [b'{"type":"session","version":3,"id":"abc"}'])
+    path = tmp_path / "abc.jsonl"
+    with path.open("ab") as handle:
+        handle.write(b'{"type":"custom","id":"torn')  # a crash mid-write
+    lines, seen = await storage.read("abc")
+    assert seen == mark and len(lines) == 1  # the torn line is not a line
+    assert [line async for line in storage.read_backwards("abc")] == lines
+    await storage.append("abc", [b'{"type":"custom","id":"2"}'], mark=seen)
+    assert (await storage.read("abc"))[0] == [lines[0], b'{"type":"custom","id":"2"}']
+
+
+async def test_the_store_decides_where_transcripts_live(tmp_path: Path) -> None:
+    from sessionkeeper.store import SessionStore
+
+    async with SessionStore.open(tmp_path / "sessions") as store:
+        storage = store.transcript_storage()
+        assert isinstance(storage, FileTranscriptStorage)
+        assert storage.directory == tmp_path / "sessions"
+        assert store.transcript_storage() is storage
+        assert storage.location("abc") == str(tmp_path / "sessions" / "abc.jsonl")
+    async with SessionStore.in_memory() as store:
+        memory = store.transcript_storage()
+        assert isinstance(memory, MemoryTranscriptStorage)
+        assert store.transcript_storage() is memory
