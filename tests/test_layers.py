@@ -30,6 +30,7 @@ LAYERS: tuple[str, ...] = (
     "core",  # sessionkeeper._* top-level modules and sessionkeeper.hooks
     "transcript",
     "store",
+    "openclaw",  # OpenClaw 2026.8+ agent databases, read-only (import-openclaw)
     "pruning",
     "compaction",
     "runtime",

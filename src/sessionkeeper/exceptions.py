@@ -23,7 +23,9 @@ derives from it (a :class:`ConfigError` is a :class:`ValueError`, a :class:`Sess
     │   ├── InvalidSessionEntryError (ValueError)  a SessionEntry value or patch that cannot be stored
     │   ├── SessionNotFoundError (KeyError)        no SessionEntry for a session key
     │   ├── SessionArchivedError                   new work refused on an archived session (restore it)
-    │   └── ParentTooLargeError (ValueError)       operator fork refused: parent over the 100 000-token cap
+    │   ├── ParentTooLargeError (ValueError)       operator fork refused: parent over the 100 000-token cap
+    │   └── OpenClawDatabaseError (ValueError)     an OpenClaw agent database (or one row) cannot be read
+    │       └── UnsupportedSchemaVersionError      its schema version is not one this reader knows
     ├── LockError
     │   ├── SessionBusyError (TimeoutError)        write lock not acquired in time; owner and wait attached
     │   │   └── StaleLockError                     live owner too old / over max hold: reported, not taken
@@ -61,6 +63,7 @@ __all__ = (
     "LockNotHeldError",
     "ModelClientError",
     "ModelProviderError",
+    "OpenClawDatabaseError",
     "ParentTooLargeError",
     "ProviderError",
     "SessionArchivedError",
@@ -80,6 +83,7 @@ __all__ = (
     "TranscriptNotFoundError",
     "UnknownProviderError",
     "UnsafePathError",
+    "UnsupportedSchemaVersionError",
 )
 
 
@@ -304,6 +308,46 @@ class StaleEntryError(StoreError):
         super().__init__(
             f"stale write of {session_key!r}: expected revision {expected_revision}, "
             f"the store holds {current_revision}"
+        )
+
+
+class OpenClawDatabaseError(StoreError, ValueError):
+    """
+    An OpenClaw 2026.8+ agent database (``openclaw-agent.sqlite``), or one of its rows, cannot be read.
+
+    Raised by :func:`sessionkeeper.openclaw.read_agent_database` for a file that is not SQLite, lacks the
+    session tables, or holds a row that does not decode (entry JSON that is not an object, transcript
+    text that is not JSON, a zstd payload whose length differs from ``event_utf8_bytes``). Nothing is
+    written when it is raised, and the database is never modified.
+
+    Attributes:
+        path: The database file.
+        where: The row at fault (``"session_nodes 'agent:main:main'"``,
+            ``"transcript_events 'abc' seq 3"``), or ``None`` for the whole file.
+    """
+
+    def __init__(self, message: str, *, path: Path | str, where: str | None = None) -> None:
+        self.path: Path = Path(path)
+        self.where = where
+        super().__init__(f"{self.path}: {where + ': ' if where else ''}{message}")
+
+
+class UnsupportedSchemaVersionError(OpenClawDatabaseError):
+    """
+    An OpenClaw agent database's schema version (``PRAGMA user_version``) is not one sessionkeeper reads.
+
+    Attributes:
+        version: The database's version.
+        supported: The versions that are read, lowest first.
+    """
+
+    def __init__(self, *, path: Path | str, version: int, supported: tuple[int, ...]) -> None:
+        self.version = version
+        self.supported = supported
+        super().__init__(
+            f"OpenClaw agent schema version {version} is not supported "
+            f"(supported: {supported[0]}-{supported[-1]})",
+            path=path,
         )
 
 

@@ -138,6 +138,7 @@ from sessionkeeper.store.maintenance import (
     sweep_cron_run_sessions,
     trim_cron_run_log,
 )
+from sessionkeeper.store.maintenance._report import serialize_store
 
 
 __all__ = (
@@ -259,6 +260,7 @@ __all__ = (
     "rewrite_session_file_for_new_session_id",
     "run_maintenance",
     "sanitize_fresh_cron_entry",
+    "serialize_store",
     "session_entry_from_dict",
     "session_entry_to_dict",
     "sweep_cron_run_sessions",
