@@ -16,3 +16,8 @@ def sample_db(name: str, directory: Path) -> Path:
     target = directory / f"{name}.sqlite"
     target.write_bytes(gzip.decompress((DATA / f"{name}.sqlite.gz").read_bytes()))
     return target
+
+
+def files(directory: Path) -> dict[str, bytes]:
+    """Every file of a sessions directory by name, with its bytes."""
+    return {path.name: path.read_bytes() for path in sorted(directory.iterdir())}

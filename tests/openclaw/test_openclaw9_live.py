@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from tests.openclaw._openclaw9 import DATA, SAMPLES, sample_db
+from tests.openclaw._openclaw9 import DATA, SAMPLES, files, sample_db
 from tests.openclaw.regen_openclaw9_fixtures import export
 
 from sessionkeeper.openclaw import import_openclaw_database
@@ -32,15 +32,11 @@ def live(request: pytest.FixtureRequest) -> Path:
     return ORACLE_DIR
 
 
-def _files(directory: Path) -> dict[str, bytes]:
-    return {path.name: path.read_bytes() for path in sorted(directory.iterdir())}
-
-
 @pytest.mark.parametrize("name", SAMPLES)
 def test_live_export_equals_fixture_and_import(name: str, live: Path, tmp_path: Path) -> None:
     database = sample_db(name, tmp_path)
     report = export(live, database, tmp_path / "openclaw")
-    assert report["entries"] == len(_files(DATA / f"{name}.export")) - 1
-    assert _files(tmp_path / "openclaw") == _files(DATA / f"{name}.export")
+    assert report["entries"] == len(files(DATA / f"{name}.export")) - 1
+    assert files(tmp_path / "openclaw") == files(DATA / f"{name}.export")
     import_openclaw_database(database, tmp_path / "ours")
-    assert _files(tmp_path / "ours") == _files(tmp_path / "openclaw")
+    assert files(tmp_path / "ours") == files(tmp_path / "openclaw")

@@ -189,7 +189,7 @@ def test_cli_json_and_the_non_empty_refusal(tmp_path: Path) -> None:
     (out / "sessions.json").write_text("{}")
     refused = run_cli("import-openclaw", str(database), "--out", str(out))
     assert refused.exit_code == 2
-    assert "is not empty (use --force" in refused.output
+    assert "is not an empty directory (--force writes" in refused.output
     assert (out / "sessions.json").read_text() == "{}"
     forced = run_cli("import-openclaw", str(database), "--out", str(out), "--force")
     assert forced.exit_code == 0, forced.output

@@ -12,14 +12,10 @@ from pathlib import Path
 
 import pytest
 import zstandard
-from tests.openclaw._openclaw9 import DATA, SAMPLES, sample_db
+from tests.openclaw._openclaw9 import DATA, SAMPLES, files, sample_db
 
 from sessionkeeper.openclaw import SUPPORTED_SCHEMA_VERSIONS, import_openclaw_database, read_agent_database
 from sessionkeeper.transcript import load_transcript, message_to_builtins
-
-
-def _files(directory: Path) -> dict[str, bytes]:
-    return {path.name: path.read_bytes() for path in sorted(directory.iterdir())}
 
 
 def _contexts(path: Path) -> dict[str | None, list[object]]:
@@ -35,8 +31,8 @@ def _contexts(path: Path) -> dict[str | None, list[object]]:
 def test_import_equals_openclaw_export(name: str, tmp_path: Path) -> None:
     database = sample_db(name, tmp_path)
     report = import_openclaw_database(database, tmp_path / "out")
-    expected = _files(DATA / f"{name}.export")
-    got = _files(tmp_path / "out")
+    expected = files(DATA / f"{name}.export")
+    got = files(tmp_path / "out")
     assert sorted(got) == sorted(expected)
     assert json.loads(got["sessions.json"]) == json.loads(expected["sessions.json"])
     assert got == expected  # byte for byte, sessions.json's JSON.stringify layout included
@@ -120,4 +116,4 @@ def test_text_only_schemas_read_the_same(version: int, tmp_path: Path) -> None:
     _to_legacy_storage(database, version)
     report = import_openclaw_database(database, tmp_path / "out")
     assert (report.schema_version, report.compressed_rows, report.events) == (version, 0, 132)
-    assert _files(tmp_path / "out") == _files(DATA / "small.export")
+    assert files(tmp_path / "out") == files(DATA / "small.export")

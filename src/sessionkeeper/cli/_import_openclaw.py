@@ -48,7 +48,7 @@ def import_openclaw_command(database: Path, out_dir: Path, force: bool, as_json:
     except OpenClawDatabaseError as err:
         fail(str(err), code=EXIT_BAD_INPUT)
     except FileExistsError:
-        fail(f"{out_dir} is not empty (use --force to write into it)", code=EXIT_BAD_INPUT)
+        fail(f"{out_dir} is not an empty directory (--force writes into a directory)", code=EXIT_BAD_INPUT)
     if as_json:
         payload = {
             "database": str(report.database),
