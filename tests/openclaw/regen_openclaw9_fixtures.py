@@ -2,8 +2,11 @@
 Regenerate the OpenClaw 2026.9 import fixtures (``tests/data/openclaw9/``).
 
 For each agent database in ``shared/samples/openclaw9/`` (written by the real OpenClaw 2026.9.6 from our
-7.35 sample stores, see that folder's README), this copies the database (gzip, ``NAME.sqlite.gz``) and
-runs OpenClaw's own legacy bridge on it, ``tools/openclaw9-oracle/export-legacy.mjs``, keeping what it
+7.35 sample stores, see that folder's README), this copies the database (gzip, ``NAME.sqlite.gz``); a
+third one, ``runtime``, is ``small`` after OpenClaw's runtime applied ``runtime.ops.json``
+(``runtime-ops.mjs``: appends through the plugin SDK, a v4 header on a generation without rows, 36-character
+ids, a compressed row, a Gateway ``/new`` reset boundary). Then it runs OpenClaw's own legacy bridge on
+each, ``tools/openclaw9-oracle/export-legacy.mjs``, keeping what it
 writes as ``NAME.export/`` (``sessions.json`` + ``<sessionId>.jsonl``) and its report as
 ``NAME.export.json``. ``index.json`` lists them. The tests read these files; node is not needed to run
 them. Usage::
@@ -30,6 +33,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 OUT = HERE.parent / "data" / "openclaw9"
 SAMPLES = ("small", "pi-store")
+RUNTIME_NOW_MS = 1_790_000_000_000  # 2026-09-21T14:13:20Z
 
 
 def export(oracle: Path, database: Path, out_dir: Path) -> dict[str, object]:
@@ -44,6 +48,20 @@ def export(oracle: Path, database: Path, out_dir: Path) -> dict[str, object]:
     )
     report: dict[str, object] = json.loads(proc.stdout)
     return report
+
+
+def runtime_db(oracle: Path, samples: Path) -> bytes:
+    """``small`` after OpenClaw 2026.9.6's runtime applied ``runtime.ops.json`` (ids are random)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        source = Path(tmp) / "small.sqlite"
+        source.write_bytes((samples / "small.sqlite").read_bytes())
+        target = Path(tmp) / "runtime.sqlite"
+        subprocess.run(
+            ["node", str(oracle / "runtime-ops.mjs"), str(source), str(target),
+             "--ops", f"@{OUT / 'runtime.ops.json'}", "--now", str(RUNTIME_NOW_MS), "--cwd", "/home/dev"],
+            capture_output=True, check=True, cwd=oracle, timeout=600,
+        )  # fmt: skip
+        return target.read_bytes()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,9 +80,12 @@ def main(argv: list[str] | None = None) -> int:
     samples = args.shared / "samples" / "openclaw9"
     OUT.mkdir(parents=True, exist_ok=True)
     index = []
-    for name in SAMPLES:
-        database = samples / f"{name}.sqlite"
-        data = database.read_bytes()
+    for name in (*SAMPLES, "runtime"):
+        data = (
+            (samples / f"{name}.sqlite").read_bytes()
+            if name != "runtime"
+            else runtime_db(args.oracle, samples)
+        )
         (OUT / f"{name}.sqlite.gz").write_bytes(gzip.compress(data, mtime=0))
         target = OUT / f"{name}.export"
         if target.exists():

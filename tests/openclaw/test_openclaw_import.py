@@ -57,7 +57,7 @@ def test_transcript_contexts_equal_the_export(name: str, tmp_path: Path) -> None
 
 def test_samples_hold_compressed_rows(tmp_path: Path) -> None:
     counts = {name: read_agent_database(sample_db(name, tmp_path)).compressed_rows for name in SAMPLES}
-    assert counts == {"small": 5, "pi-store": 13}
+    assert counts == {"small": 5, "pi-store": 13, "runtime": 6}  # runtime: one row compressed on append
 
 
 @pytest.mark.parametrize("name", SAMPLES)
@@ -117,3 +117,15 @@ def test_text_only_schemas_read_the_same(version: int, tmp_path: Path) -> None:
     report = import_openclaw_database(database, tmp_path / "out")
     assert (report.schema_version, report.compressed_rows, report.events) == (version, 0, 132)
     assert files(tmp_path / "out") == files(DATA / "small.export")
+
+
+def test_runtime_sample_has_what_only_the_9_runtime_writes(tmp_path: Path) -> None:
+    database = read_agent_database(sample_db("runtime", tmp_path))
+    sessions = {session.key: session for session in database.sessions}
+    fresh = [json.loads(line) for line in sessions["agent:main:telegram:direct:44130631"].lines]
+    assert fresh[0]["type"] == "session"
+    assert fresh[0]["version"] == 4
+    assert all(len(record["id"]) == 36 for record in fresh[1:])
+    reset = [json.loads(line) for line in sessions["agent:main:main"].lines]
+    assert [record["type"] for record in reset[-2:]] == ["reset", "message"]
+    assert reset[-2]["reason"] == "new"
