@@ -20,3 +20,9 @@ from sessionkeeper._hooks import *  # noqa: F403 - the registry module's __all__
 __all__: tuple[str, ...] = ()
 __all__ += _hook_events.__all__
 __all__ += _hooks.__all__
+
+
+from sessionkeeper._public import set_public_module  # noqa: E402 - needs __all__ above
+
+
+set_public_module(globals(), sources=("sessionkeeper._hook_events", "sessionkeeper._hooks"))

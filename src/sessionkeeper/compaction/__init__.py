@@ -98,3 +98,9 @@ __all__ = (
     "should_compact",
     "split_messages_by_token_share",
 )
+
+
+from sessionkeeper._public import set_public_module
+
+
+set_public_module(globals())

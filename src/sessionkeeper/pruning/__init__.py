@@ -168,3 +168,9 @@ __all__ = (
     "validate_anthropic_turns",
     "validate_gemini_turns",
 )
+
+
+from sessionkeeper._public import set_public_module
+
+
+set_public_module(globals())

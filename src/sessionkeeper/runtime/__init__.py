@@ -123,3 +123,9 @@ __all__ = (
     "synthetic_token_count",
     "truncate_oversized_tool_results",
 )
+
+
+from sessionkeeper._public import set_public_module
+
+
+set_public_module(globals())

@@ -270,3 +270,9 @@ __all__ = (
     "usage_of_record",
     "validate_session_id",
 )
+
+
+from sessionkeeper._public import set_public_module
+
+
+set_public_module(globals())

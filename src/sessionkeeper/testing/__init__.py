@@ -46,18 +46,7 @@ __all__ = (
 )
 
 
-def _fix_module_names() -> None:
-    for name in (
-        "CapturedEvents",
-        "FakeClock",
-        "FakeTokenCounter",
-        "ScriptedModelClient",
-        "ScriptedProviderError",
-        "ScriptedTurn",
-        "capture_events",
-        "context_overflow_error",
-    ):
-        globals()[name].__module__ = __name__
+from sessionkeeper._public import set_public_module
 
 
-_fix_module_names()
+set_public_module(globals())

@@ -235,3 +235,9 @@ __all__ = (
     "utf16_len",
     "walk_path",
 )
+
+
+from sessionkeeper._public import set_public_module
+
+
+set_public_module(globals())

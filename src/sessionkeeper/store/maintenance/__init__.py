@@ -61,3 +61,9 @@ __all__ = (
     "sweep_cron_run_sessions",
     "trim_cron_run_log",
 )
+
+
+from sessionkeeper._public import set_public_module
+
+
+set_public_module(globals())
