@@ -128,14 +128,15 @@ class PostgresStoreBackend(RowsAlwaysLoad):
     Raises:
         ConfigError: Neither ``dsn`` nor ``pool``, or an invalid ``schema`` / ``store_id``.
 
-    Raises (from the methods):
-        StoreUnavailableError: The server cannot be reached, or the connection broke.
-        SessionBusyError: A row lock or a pool connection was not obtained within ``lock_timeout_s``, or
-            an operation still failed on a serialization failure or deadlock (SQLSTATE 40001 / 40P01)
-            after :data:`CONFLICT_ATTEMPTS` attempts.
-        StoreCorruptError: The schema is newer than this library, or a row is not a JSON object.
-        StoreError: Called outside asyncio, after :meth:`aclose`, or a write on a read-only backend.
-        InvalidSessionEntryError: A key with a NUL or a lone surrogate (PostgreSQL text cannot hold it).
+    The methods raise:
+
+    - ``StoreUnavailableError``: the server cannot be reached, or the connection broke.
+    - ``SessionBusyError``: a row lock or a pool connection was not obtained within ``lock_timeout_s``,
+      or an operation still failed on a serialization failure or deadlock (SQLSTATE 40001 / 40P01)
+      after :data:`CONFLICT_ATTEMPTS` attempts.
+    - ``StoreCorruptError``: the schema is newer than this library, or a row is not a JSON object.
+    - ``StoreError``: called outside asyncio, after :meth:`aclose`, or a write on a read-only backend.
+    - ``InvalidSessionEntryError``: a key with a NUL or a lone surrogate (PostgreSQL text cannot hold it).
     """
 
     def __init__(
