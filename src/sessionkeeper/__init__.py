@@ -142,11 +142,13 @@ if TYPE_CHECKING:
     from sessionkeeper.transcript import TranscriptEntry as TranscriptEntry
     from sessionkeeper.transcript import TranscriptInfo as TranscriptInfo
     from sessionkeeper.transcript import TranscriptManager as TranscriptManager
+    from sessionkeeper.transcript import TranscriptStorage as TranscriptStorage
     from sessionkeeper.transcript import UnknownEntry as UnknownEntry
     from sessionkeeper.transcript import UnknownMessage as UnknownMessage
     from sessionkeeper.transcript import Usage as Usage
     from sessionkeeper.transcript import UserMessage as UserMessage
     from sessionkeeper.transcript import WriteLockSettings as WriteLockSettings
+    from sessionkeeper.transcript import WriterClaim as WriterClaim
     from sessionkeeper.transcript import build_session_context as build_session_context
     from sessionkeeper.transcript import convert_to_llm as convert_to_llm
     from sessionkeeper.transcript import estimate_context_tokens as estimate_context_tokens

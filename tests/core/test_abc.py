@@ -18,6 +18,8 @@ _INTERNAL = {
     "ModelClient": "sessionkeeper._model_client",
     "StoreBackend": "sessionkeeper.store._backend",
     "TokenCounter": "sessionkeeper._tokens",
+    "TranscriptStorage": "sessionkeeper.transcript._storage",
+    "WriterClaim": "sessionkeeper.transcript._storage",
 }
 
 

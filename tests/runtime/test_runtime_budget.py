@@ -16,7 +16,6 @@ from sessionkeeper.exceptions import ConfigError
 from sessionkeeper.runtime import (
     DEFAULT_CONTEXT_WINDOW_TOKENS,
     ContextWindowSettings,
-    estimate_context_usage,
     resolve_context_window,
 )
 from sessionkeeper.transcript import (
@@ -27,6 +26,7 @@ from sessionkeeper.transcript import (
     UnknownMessage,
     Usage,
     estimate_context_tokens,
+    estimate_context_usage,
     estimate_tokens,
     message_from_json,
 )

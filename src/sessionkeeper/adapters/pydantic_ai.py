@@ -54,10 +54,9 @@ from sessionkeeper.runtime import (
     RuntimeSession,
     SessionRuntime,
     TurnOutcome,
-    estimate_context_usage,
     resolve_context_window,
 )
-from sessionkeeper.transcript import AgentMessage, CustomMessage
+from sessionkeeper.transcript import AgentMessage, CustomMessage, estimate_context_usage
 
 
 __all__ = (

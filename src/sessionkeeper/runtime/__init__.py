@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from sessionkeeper.runtime._budget import (
     DEFAULT_CONTEXT_WINDOW_TOKENS,
-    ContextTokenEstimate,
     ContextWindowInfo,
     ContextWindowSettings,
-    estimate_context_usage,
     resolve_context_window,
 )
 from sessionkeeper.runtime._memory_flush import (
@@ -80,7 +78,6 @@ __all__ = (
     "CompactionDecision",
     "CompactionOutcome",
     "CompactionProgress",
-    "ContextTokenEstimate",
     "ContextWindowInfo",
     "ContextWindowSettings",
     "MemoryFlushDecision",
@@ -110,7 +107,6 @@ __all__ = (
     "decide_preflight_compaction",
     "decide_threshold_compaction",
     "decide_timeout_compaction",
-    "estimate_context_usage",
     "estimate_prompt_pressure",
     "is_context_overflow",
     "is_context_overflow_text",

@@ -166,8 +166,8 @@ def decide_threshold_compaction(
     unless the reply was aborted (pi §15.1) or ``ineffective_compactions`` automatic compactions in a row
     already left the context over the threshold in this turn (``recovery.max_ineffective_compactions``,
     default 1): then ``reason="compaction_ineffective"`` and the runtime reports the numbers instead of
-    looping. Pass ``context_tokens`` from :func:`~sessionkeeper.runtime.estimate_context_usage` (never usage
-    from before the latest compaction).
+    looping. Pass ``context_tokens`` from :func:`~sessionkeeper.transcript.estimate_context_usage` (never
+    usage from before the latest compaction).
 
     Args:
         context_tokens: Context size now, in tokens.
