@@ -13,7 +13,7 @@ from tests._helpers import user
 
 from sessionkeeper.compaction import CompactionProviderRegistry, CompactionSettings, Compactor, SummaryRequest
 from sessionkeeper.transcript import TranscriptManager, UserMessage, WriteLockSettings, message_to_builtins
-from sessionkeeper.transcript import _manager as manager_module
+from sessionkeeper.transcript.file import _writer as manager_module
 from sessionkeeper.transcript.file._follow import FileMark, ForeignLines
 
 

@@ -111,7 +111,7 @@ async def test_branch_with_summary_hangs_where_it_was_asked(tmp_path: Path) -> N
 async def test_ids_stay_unique_when_another_writer_took_the_drawn_id(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from sessionkeeper.transcript import _manager as manager_module
+    from sessionkeeper.transcript import _appends as manager_module
 
     path, a, b = await _pair(tmp_path)
     await a.append_message(user("a1"))

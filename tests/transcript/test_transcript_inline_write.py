@@ -35,7 +35,8 @@ from sessionkeeper.exceptions import LockNotHeldError, SessionBusyError, Transcr
 from sessionkeeper.records._jscompat import iso_from_ms
 from sessionkeeper.testing import FakeClock
 from sessionkeeper.transcript import TranscriptManager, load_transcript
-from sessionkeeper.transcript import _manager as manager_module
+from sessionkeeper.transcript import _appends as manager_module
+from sessionkeeper.transcript.file import _writer as writer_module
 from sessionkeeper.transcript.file._io import InlineWriteGate
 from sessionkeeper.transcript.lock._lock import SessionWriteLock
 from sessionkeeper.transcript.lock._run import run_locked, run_locked_now
@@ -75,7 +76,7 @@ class WriteLog:
 @pytest.fixture
 def write_log(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], WriteLog]]:
     logs: list[WriteLog] = []
-    real_append = manager_module.append_following
+    real_append = writer_module.append_following
     real_run_sync = anyio.to_thread.run_sync
 
     def make() -> WriteLog:
@@ -93,7 +94,7 @@ def write_log(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[], WriteLog
             logs[-1].hops += 1
         return await real_run_sync(func, *args, **kwargs)
 
-    monkeypatch.setattr(manager_module, "append_following", recording)
+    monkeypatch.setattr(writer_module, "append_following", recording)
     monkeypatch.setattr(anyio.to_thread, "run_sync", counting)
     yield make
 
