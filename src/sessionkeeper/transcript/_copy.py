@@ -19,23 +19,27 @@ fork (``sessionkeeper.store.fork_transcript_lines``) and the successor transcrip
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from sessionkeeper.records import (
     CompactionEntry,
+    LabelEntry,
+    SessionHeader,
     TranscriptEntry,
     UnknownEntry,
     encode_entry,
     entry_from_json,
     entry_key,
     entry_to_builtins,
+    iso_from_ms,
     key_to_json,
 )
 from sessionkeeper.transcript._context import entry_kind
-from sessionkeeper.transcript._index import TranscriptIndex
+from sessionkeeper.transcript._index import TranscriptIndex, new_entry_id
 
 
-__all__ = ("copy_path", "relink_kept_entries")
+__all__ = ("copy_branch", "copy_path", "relink_kept_entries")
 
 
 def _first_kept(entry: TranscriptEntry) -> str | None:
@@ -133,3 +137,41 @@ def copy_path(
     kept = relink_kept_entries(entries, left_out, by_id)
     lines = [line_of[id(e)] if id(e) in line_of else encode_entry(e) for e in kept]
     return kept, lines
+
+
+def copy_branch(
+    index: TranscriptIndex, positions: Sequence[int], header: SessionHeader, *, path: Path | None, now_ms: int
+) -> tuple[TranscriptIndex, list[bytes]]:
+    """
+    The new transcript of a fork or clone (spec §11, ``createBranchedSession``): the entries at
+    ``positions`` copied by :func:`copy_path` with the label entries left out, then one fresh ``label``
+    entry per label whose target was copied, chained after the last copied entry with the label's
+    original timestamp (pi 0.73.1; ``now_ms`` when it has none).
+
+    Returns:
+        The new index (header ``header``, file ``path``) and its entry lines, header excluded.
+    """
+    new_index = TranscriptIndex.empty(header, path=path)
+    copied, lines = copy_path(index, positions, leave_out=lambda kind: kind == "label")
+    for entry, line in zip(copied, lines, strict=True):
+        new_index.add(entry, line)
+    path_ids = {entry.id for entry in copied}
+    parent: str | None = copied[-1].id if copied else None
+    taken: set[str] = set(path_ids)
+    for target_id, label in index.labels.items():
+        if target_id not in path_ids:
+            continue
+        label_id = new_entry_id(taken)
+        taken.add(label_id)
+        label_entry = LabelEntry(
+            id=label_id,
+            parent_id=parent,
+            timestamp=index.label_timestamps.get(target_id, iso_from_ms(now_ms)),
+            target_id=target_id,
+            label=label,
+        )
+        line = encode_entry(label_entry)
+        new_index.add(label_entry, line)
+        lines.append(line)
+        parent = label_id
+    return new_index, lines

@@ -16,27 +16,28 @@ from pathlib import Path
 from typing import Literal, TypeAlias
 
 import anyio.to_thread
-from msgspec import UNSET
 
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
 from sessionkeeper._fs import check_safe_name
 from sessionkeeper.exceptions import EntryNotFoundError
 from sessionkeeper.records import (
-    CURRENT_SESSION_VERSION,
-    LabelEntry,
     MessageEntry,
-    SessionHeader,
     UserMessage,
-    encode_entry,
     encode_header,
-    iso_from_ms,
-    uuid7,
 )
 from sessionkeeper.transcript._appends import TranscriptAppends
-from sessionkeeper.transcript._copy import copy_path
-from sessionkeeper.transcript._load import TranscriptIndex, load_transcript, new_entry_id
+from sessionkeeper.transcript._copy import copy_branch
+from sessionkeeper.transcript._create import fresh_session_header
+from sessionkeeper.transcript._load import (
+    TranscriptIndex,
+    load_transcript,
+    load_transcript_bytes,
+)
+from sessionkeeper.transcript._storage import TranscriptStorage
+from sessionkeeper.transcript._storage_writer import StorageWriter
 from sessionkeeper.transcript.file._follow import FileMark, PendingWrite, mark_after_load
 from sessionkeeper.transcript.file._io import InlineWriteGate, TailRepair
+from sessionkeeper.transcript.file._storage import FileTranscriptStorage
 from sessionkeeper.transcript.file._writer import FileWriter, create_file
 from sessionkeeper.transcript.lock._local import ThreadSafeEvent
 from sessionkeeper.transcript.lock._lock import SessionWriteLock
@@ -112,8 +113,9 @@ class TranscriptManager(TranscriptAppends):
         durability: Durability,
         inline_write_budget_ms: float = DEFAULT_INLINE_WRITE_BUDGET_MS,
         mark: FileMark | None = None,
+        store: StorageWriter | None = None,
     ) -> None:
-        """Internal: use :meth:`create`, :meth:`open` or :meth:`in_memory`."""
+        """Internal: use :meth:`create`, :meth:`open`, :meth:`in_memory`, :meth:`create_in`."""
         gate = InlineWriteGate(inline_write_budget_ms)
         self._gate = gate
         self._file: FileWriter | None = None  # where the lines go (None: memory only)
@@ -127,6 +129,7 @@ class TranscriptManager(TranscriptAppends):
                 pending_rewrite=index.migrated,
             )
         super().__init__(index, path=path, clock=clock)
+        self._store = store  # where the lines go when they live in a storage that is not a file
         self._durability: Durability = durability
         self._locking = True  # kept for in-memory managers (a file manager's are on its writer)
         self._lock_settings: WriteLockSettings | None = None
@@ -169,7 +172,7 @@ class TranscriptManager(TranscriptAppends):
         InlineWriteGate(inline_write_budget_ms)  # validate before creating anything
         check_safe_name(file.name, what="transcript file name")
         now = clock.now_ms()
-        header = cls._new_header(now, cwd=cwd, session_id=session_id, parent_session=parent_session)
+        header = fresh_session_header(now, cwd=cwd, session_id=session_id, parent_session=parent_session)
 
         lines = [encode_header(header)]
         mark = await anyio.to_thread.run_sync(lambda: create_file(file, lines, fsync=durability == "fsync"))
@@ -192,7 +195,7 @@ class TranscriptManager(TranscriptAppends):
         clock: Clock = SYSTEM_CLOCK,
     ) -> TranscriptManager:
         """A transcript that lives only in memory (tests, ephemeral agents): same API, no file."""
-        header = cls._new_header(
+        header = fresh_session_header(
             clock.now_ms(), cwd=cwd, session_id=session_id, parent_session=parent_session
         )
         return cls(TranscriptIndex.empty(header), path=None, clock=clock, durability="none")
@@ -240,19 +243,70 @@ class TranscriptManager(TranscriptAppends):
             mark=mark,
         )
 
-    @staticmethod
-    def _new_header(
-        now_ms: int, *, cwd: str, session_id: str | None, parent_session: str | None
-    ) -> SessionHeader:
-        sid = session_id if session_id is not None else uuid7(now_ms)
-        check_safe_name(sid, what="session id")
-        return SessionHeader(
-            version=CURRENT_SESSION_VERSION,
-            id=sid,
-            timestamp=iso_from_ms(now_ms),
-            cwd=cwd,
-            parent_session=parent_session if parent_session is not None else UNSET,
+    @classmethod
+    async def create_in(
+        cls,
+        storage: TranscriptStorage,
+        *,
+        cwd: str,
+        session_id: str | None = None,
+        parent_session: str | None = None,
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> TranscriptManager:
+        """
+        Create a new transcript holding only its header in ``storage`` (issue 12: where the lines live is
+        the storage's business; ``SessionStore.transcript_storage()`` says which one a store uses).
+
+        A :class:`~sessionkeeper.transcript.FileTranscriptStorage` gives what :meth:`create` gives on
+        ``storage.path_for(session_id)``, with the storage's lock settings and durability. Any other
+        storage gives a manager whose appends are conditional on what it has seen
+        (``TranscriptStorage.append``), following other writers as on a file; it has no write lock to
+        hold (:meth:`hold_write_lock` raises ``RuntimeError``). Arguments as for :meth:`create`.
+
+        Raises:
+            UnsafePathError: ``session_id`` is not a safe name.
+            FileExistsError: The transcript exists already.
+        """
+        header = fresh_session_header(
+            clock.now_ms(), cwd=cwd, session_id=session_id, parent_session=parent_session
         )
+        if isinstance(storage, FileTranscriptStorage):
+            manager = await cls.create(
+                storage.path_for(header.id),
+                cwd=cwd,
+                session_id=header.id,
+                parent_session=parent_session,
+                clock=clock,
+                durability=storage.durability,
+            )
+            manager.write_lock_settings = storage.settings
+            return manager
+        mark = await storage.create(header.id, [encode_header(header)])
+        writer = StorageWriter(storage, header.id, mark, legacy=False)
+        return cls(TranscriptIndex.empty(header), path=None, clock=clock, durability="none", store=writer)
+
+    @classmethod
+    async def open_in(
+        cls, storage: TranscriptStorage, session_id: str, *, clock: Clock = SYSTEM_CLOCK
+    ) -> TranscriptManager:
+        """
+        Open the transcript of ``session_id`` in ``storage`` (see :meth:`create_in`; on a file storage,
+        :meth:`open` of its file). Loading follows the file loader's rules (damaged lines skipped and
+        reported in :attr:`diagnostics`); a v1/v2 transcript outside a file is read, but appends to it
+        raise :class:`~sessionkeeper.exceptions.TranscriptFormatError` (a storage does not rewrite).
+
+        Raises:
+            TranscriptNotFoundError: There is no such transcript.
+            TranscriptFormatError: It is not a transcript.
+        """
+        if isinstance(storage, FileTranscriptStorage):
+            manager = await cls.open(storage.path_for(session_id), clock=clock, durability=storage.durability)
+            manager.write_lock_settings = storage.settings
+            return manager
+        lines, mark = await storage.read(session_id)
+        index = load_transcript_bytes(b"".join(line + b"\n" for line in lines))
+        writer = StorageWriter(storage, session_id, mark, legacy=index.migrated)
+        return cls(index, path=None, clock=clock, durability="none", store=writer)
 
     # -- read API ----------------------------------------------------------------------------------
 
@@ -260,6 +314,13 @@ class TranscriptManager(TranscriptAppends):
     def path(self) -> Path | None:
         """The transcript file, or ``None`` for an in-memory transcript."""
         return self._path
+
+    @property
+    def location(self) -> str:
+        """Where the lines live: the file's path, the storage's location (:meth:`open_in`), or <memory>."""
+        if self._path is not None:
+            return str(self._path)
+        return self._store.storage.location(self.session_id) if self._store is not None else "<memory>"
 
     @property
     def locking(self) -> bool:
@@ -409,13 +470,17 @@ class TranscriptManager(TranscriptAppends):
                 changed (reopen it).
             TranscriptNotFoundError: The file does not exist any more.
         """
-        writer = self._file
-        if writer is None:
+        if self._file is None and self._store is None:
             return 0
         async with self._write_lock:
-            foreign, new_mark = await writer.read_foreign()
             at_tip = not self._navigated and self._leaf_id == self._index.leaf_id
-            added = writer.take_foreign(self._index, foreign, new_mark)
+            if self._file is not None:
+                foreign, file_mark = await self._file.read_foreign()
+                added = self._file.take_foreign(self._index, foreign, file_mark)
+            else:
+                assert self._store is not None
+                foreign, mark = await self._store.read_foreign()
+                added = self._store.take_foreign(self._index, foreign, mark)
             if at_tip:
                 self._leaf_id = self._index.leaf_id
             return added
@@ -428,6 +493,8 @@ class TranscriptManager(TranscriptAppends):
         """
         if self._file is not None:
             await self._file.write(self._index, pending)
+        elif self._store is not None:
+            await self._store.write(self._index, pending)
 
     # -- new sessions from this one --------------------------------------------------------------------
 
@@ -494,31 +561,9 @@ class TranscriptManager(TranscriptAppends):
         index = self._index
         parent_session = str(self._path) if self._path is not None and path is not None else None
         now = self._clock.now_ms()
-        header = self._new_header(now, cwd=self.cwd, session_id=session_id, parent_session=parent_session)
+        header = fresh_session_header(now, cwd=self.cwd, session_id=session_id, parent_session=parent_session)
         target = Path(path) if path is not None else None
-        new_index = TranscriptIndex.empty(header, path=target)
-        copied, lines = copy_path(index, positions, leave_out=lambda kind: kind == "label")
-        for entry, line in zip(copied, lines, strict=True):
-            new_index.add(entry, line)
-        path_ids = {entry.id for entry in copied}
-        parent: str | None = copied[-1].id if copied else None
-        taken: set[str] = set(path_ids)
-        for target_id, label in index.labels.items():
-            if target_id not in path_ids:
-                continue
-            label_id = new_entry_id(taken)
-            taken.add(label_id)
-            entry = LabelEntry(
-                id=label_id,
-                parent_id=parent,
-                timestamp=index.label_timestamps.get(target_id, iso_from_ms(now)),
-                target_id=target_id,
-                label=label,
-            )
-            line = encode_entry(entry)
-            new_index.add(entry, line)
-            lines.append(line)
-            parent = label_id
+        new_index, lines = copy_branch(index, positions, header, path=target, now_ms=now)
         mark: FileMark | None = None
         if target is not None:
             check_safe_name(target.name, what="transcript file name")
@@ -535,5 +580,6 @@ class TranscriptManager(TranscriptAppends):
         )
 
     def __repr__(self) -> str:
-        where = str(self._path) if self._path is not None else "<memory>"
-        return f"TranscriptManager({where!s}, session_id={self.session_id!r}, entries={len(self._index)})"
+        return (
+            f"TranscriptManager({self.location}, session_id={self.session_id!r}, entries={len(self._index)})"
+        )

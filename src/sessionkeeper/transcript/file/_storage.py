@@ -124,6 +124,8 @@ class FileTranscriptStorage:
         """The write lock's settings (``None``: from the environment)."""
         self.clock: Clock = clock
         """Time source of lock payloads and repair backups."""
+        self.durability: Literal["fsync", "none"] = durability
+        """``"fsync"`` or ``"none"`` (class docstring)."""
         self._fsync = durability == "fsync"
         self._keys: dict[tuple[str, str], StorageMark] = {}
 
