@@ -70,10 +70,10 @@ class StorageWriter:
     def __init__(
         self, storage: TranscriptStorage, session_id: str, mark: StorageMark, *, legacy: bool
     ) -> None:
-        self.storage = storage
-        self.session_id = session_id
-        self.mark = mark
-        self.legacy = legacy
+        self.storage: TranscriptStorage = storage
+        self.session_id: str = session_id
+        self.mark: StorageMark = mark
+        self.legacy: bool = legacy
 
     def take_foreign(self, index: TranscriptIndex, foreign: ForeignLines | None, mark: StorageMark) -> int:
         """Index other writers' lines read up to ``mark`` (on the thread that owns the index)."""

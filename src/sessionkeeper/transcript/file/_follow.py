@@ -361,10 +361,10 @@ class PendingWrite:
         follow: bool,
         known: Container[str] = (),
     ) -> None:
-        self.entries = list(entries)
-        self.lines = list(lines)
-        self.follow = follow
-        self.known = known
+        self.entries: list[TranscriptEntry] = list(entries)
+        self.lines: list[bytes] = list(lines)
+        self.follow: bool = follow
+        self.known: Container[str] = known
         self.foreign: ForeignLines | None = None
         self.mark: FileMark | None = None
 

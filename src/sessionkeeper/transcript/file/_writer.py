@@ -102,15 +102,15 @@ class FileWriter:
         mark: FileMark | None,
         pending_rewrite: bool,
     ) -> None:
-        self.path = path
-        self.clock = clock
-        self.fsync = fsync
-        self.gate = gate
-        self.mark = mark
-        self.pending_rewrite = pending_rewrite
+        self.path: Path = path
+        self.clock: Clock = clock
+        self.fsync: bool = fsync
+        self.gate: InlineWriteGate = gate
+        self.mark: FileMark | None = mark
+        self.pending_rewrite: bool = pending_rewrite
         self.last_repair: TailRepair | None = None
         self.last_backup: Path | None = None
-        self.locking = True
+        self.locking: bool = True
         self.write_lock_settings: WriteLockSettings | None = None
         self.held_lock: SessionWriteLock | None = None
         self._holds: list[SessionWriteLock] = []  # open holds (nested: reentrant)
