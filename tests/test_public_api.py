@@ -111,7 +111,6 @@ _KNOWN_UNEXPORTED = {
     "sessionkeeper.store._backend.RowsAlwaysLoad": "base class of the public store backends (store)",
     "sessionkeeper.transcript.lock._registry.Held": "SessionWriteLock's constructor (transcript)",
     "sessionkeeper.transcript.file._tail_reader.TailHeader": "return type of read_header (transcript)",
-    "sessionkeeper.transcript._pi16_writes.Pi16Appends": "base class of TranscriptAppends (transcript)",
     "sessionkeeper.transcript._appends.TranscriptAppends": "base class of TranscriptManager (transcript)",
     "sessionkeeper.transcript._storage_writer.StorageWriter": "TranscriptManager's constructor (transcript)",
     "sessionkeeper.transcript.file._follow.FileMark": "TranscriptManager's constructor (transcript)",
