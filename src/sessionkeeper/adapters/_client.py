@@ -12,7 +12,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, aclosing
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
 
 import anyio
 
@@ -22,7 +23,7 @@ from sessionkeeper.exceptions import ModelProviderError
 from sessionkeeper.transcript import AssistantMessage
 
 
-__all__ = ("SdkModelClient", "SseDecoder", "TextCallback", "run_abortable")
+__all__ = ("SdkModelClient", "SdkWire", "SseDecoder", "TextCallback", "run_abortable")
 
 _log = logging.getLogger("sessionkeeper.adapters")
 
@@ -36,6 +37,36 @@ class _Accumulator(Protocol):
     def message(
         self, *, provider: str, model: str | None, timestamp: float | None, aborted: bool
     ) -> AssistantMessage: ...
+
+
+class _FromReply(Protocol):
+    def __call__(
+        self, response: object, /, *, provider: str, model: str | None, timestamp: float | None
+    ) -> AssistantMessage: ...
+
+
+class _Translate(Protocol):
+    def __call__(self, err: BaseException, /, *, provider: str) -> ModelProviderError | None: ...
+
+
+@dataclass(frozen=True)
+class SdkWire:
+    """
+    What one SDK client class differs in besides its request body: where the SDK sends it, and the
+    converters of that wire.
+
+    Attributes:
+        endpoint: Dotted path of the SDK resource under ``client`` whose ``create`` sends a request
+            (``"messages"``, ``"chat.completions"``, ``"responses"``).
+        accumulator: Makes a fresh stream accumulator (``AnthropicStream``, ...).
+        from_reply: Converts a non-streamed reply (``from_anthropic_message``, ...).
+        translate: The ``ModelProviderError`` for an SDK error, ``None`` for anything else.
+    """
+
+    endpoint: str
+    accumulator: Callable[[], _Accumulator]
+    from_reply: _FromReply
+    translate: _Translate
 
 
 async def run_abortable(abort: anyio.Event | None, body: Callable[[], Awaitable[None]]) -> bool:
@@ -119,8 +150,9 @@ class SdkModelClient(abc.ABC):
     """
     Base of the bundled :class:`~sessionkeeper.ModelClient` implementations.
 
-    Subclasses give the request body, the SDK call, the stream accumulator, the final-reply converter and
-    the error translation. Behaviour (``_model_client.py``):
+    Subclasses give the SDK ``client``, the request body (:meth:`build_body`) and an :class:`SdkWire`
+    (SDK endpoint, stream accumulator, final-reply converter, error translation).
+    Behaviour (``_model_client.py``):
 
     * ``request.abort`` set before the call: no request is sent; set during it: the request or stream is
       stopped at once and the reply so far is returned with ``stop_reason="aborted"``;
@@ -132,6 +164,9 @@ class SdkModelClient(abc.ABC):
     """
 
     api: str = ""
+    _wire: ClassVar[SdkWire]
+    client: Any
+    """The vendor SDK's async client (a subclass narrows the type)."""
 
     def __init__(
         self,
@@ -156,25 +191,33 @@ class SdkModelClient(abc.ABC):
     ) -> dict[str, Any]:
         """The request body for ``request`` (a subclass calls its converter)."""
 
-    @abc.abstractmethod
-    async def _send(self, body: dict[str, Any]) -> Any:
-        """Send ``body`` with the SDK: the reply object, or the async stream of events."""
+    # ------------------------------------------------------------------ from the wire
 
-    @abc.abstractmethod
+    def _endpoint(self) -> Any:
+        resource: Any = self.client
+        for name in self._wire.endpoint.split("."):
+            resource = getattr(resource, name)
+        return resource
+
+    async def _send(self, body: dict[str, Any]) -> Any:
+        """Send ``body`` with the SDK: the reply object."""
+        return await self._endpoint().create(**body)
+
     def _open_stream(self, body: dict[str, Any]) -> AbstractAsyncContextManager[Any]:
         """The SDK's raw streaming response for ``body`` (``with_streaming_response.create``)."""
+        return self._endpoint().with_streaming_response.create(**body)  # type: ignore[no-any-return]
 
-    @abc.abstractmethod
     def _accumulator(self) -> _Accumulator:
         """A fresh stream accumulator of this wire."""
+        return self._wire.accumulator()
 
-    @abc.abstractmethod
     def _from_final(self, response: object, *, model: str, timestamp: float) -> AssistantMessage:
         """Convert a non-streamed reply."""
+        return self._wire.from_reply(response, provider=self.provider, model=model, timestamp=timestamp)
 
-    @abc.abstractmethod
     def _translate(self, err: Exception) -> Exception | None:
         """The ``ModelProviderError`` for an SDK error, ``None`` for anything else."""
+        return self._wire.translate(err, provider=self.provider)
 
     # ------------------------------------------------------------------ shared
 

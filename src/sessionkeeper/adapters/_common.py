@@ -171,6 +171,11 @@ def as_dict(value: object) -> JsonDict:
     raise TypeError(f"expected a mapping or an SDK model, got {type(value).__name__}")
 
 
+def str_or_none(value: object) -> str | None:
+    """``value`` when it is a string, else ``None`` (for optional fields of an error body)."""
+    return value if isinstance(value, str) else None
+
+
 def get_int(mapping: object, *keys: str) -> int:
     """The int at ``mapping[k1][k2]...``, 0 when absent or not a number."""
     value: object = mapping

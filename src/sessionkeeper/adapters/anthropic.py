@@ -12,8 +12,7 @@ API errors (``is_context_overflow`` recognises Anthropic's ``prompt is too long`
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
-from typing import Any, cast
+from typing import Any
 
 import anthropic
 
@@ -24,16 +23,12 @@ from sessionkeeper.adapters._anthropic import (
     from_anthropic_message,
     to_anthropic_request,
 )
-from sessionkeeper.adapters._client import SdkModelClient, TextCallback
+from sessionkeeper.adapters._client import SdkModelClient, SdkWire, TextCallback
+from sessionkeeper.adapters._common import str_or_none
 from sessionkeeper.exceptions import ModelProviderError
-from sessionkeeper.transcript import AssistantMessage
 
 
 __all__ = ("AnthropicModelClient", "translate_anthropic_error")
-
-
-def _str_or_none(value: object) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def translate_anthropic_error(
@@ -50,8 +45,8 @@ def translate_anthropic_error(
         return None
     body = err.body
     inner = body.get("error") if isinstance(body, Mapping) else None
-    message = _str_or_none(inner.get("message")) if isinstance(inner, Mapping) else None
-    kind = _str_or_none(inner.get("type")) if isinstance(inner, Mapping) else None
+    message = str_or_none(inner.get("message")) if isinstance(inner, Mapping) else None
+    kind = str_or_none(inner.get("type")) if isinstance(inner, Mapping) else None
     status = err.status_code if isinstance(err, anthropic.APIStatusError) else None
     return ModelProviderError(
         message or err.message, provider=provider, status_code=status, type=kind, body=body
@@ -76,6 +71,7 @@ class AnthropicModelClient(SdkModelClient):
     """
 
     api = ANTHROPIC_API
+    _wire = SdkWire("messages", AnthropicStream, from_anthropic_message, translate_anthropic_error)
 
     def __init__(
         self,
@@ -110,18 +106,3 @@ class AnthropicModelClient(SdkModelClient):
             stream=stream,
             extra=self.extra_body,
         )
-
-    async def _send(self, body: dict[str, Any]) -> Any:
-        return await cast(Any, self.client.messages).create(**body)
-
-    def _open_stream(self, body: dict[str, Any]) -> AbstractAsyncContextManager[Any]:
-        return cast(Any, self.client.messages).with_streaming_response.create(**body)  # type: ignore[no-any-return]
-
-    def _accumulator(self) -> AnthropicStream:
-        return AnthropicStream()
-
-    def _from_final(self, response: object, *, model: str, timestamp: float) -> AssistantMessage:
-        return from_anthropic_message(response, provider=self.provider, model=model, timestamp=timestamp)
-
-    def _translate(self, err: Exception) -> Exception | None:
-        return translate_anthropic_error(err, provider=self.provider)

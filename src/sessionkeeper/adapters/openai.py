@@ -17,8 +17,7 @@ for an agent loop's ``after_turn``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
-from typing import Any, cast
+from typing import Any
 
 import openai
 
@@ -29,7 +28,8 @@ from sessionkeeper.adapters._chat import (
     from_chat_completion,
     to_chat_completions_request,
 )
-from sessionkeeper.adapters._client import SdkModelClient, TextCallback
+from sessionkeeper.adapters._client import SdkModelClient, SdkWire, TextCallback
+from sessionkeeper.adapters._common import str_or_none
 from sessionkeeper.adapters._responses import (
     RESPONSES_API,
     ResponsesStream,
@@ -37,14 +37,9 @@ from sessionkeeper.adapters._responses import (
     to_responses_request,
 )
 from sessionkeeper.exceptions import ModelProviderError
-from sessionkeeper.transcript import AssistantMessage
 
 
 __all__ = ("OpenAIChatModelClient", "OpenAIResponsesModelClient", "translate_openai_error")
-
-
-def _str_or_none(value: object) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 def translate_openai_error(err: BaseException, *, provider: str = "openai") -> ModelProviderError | None:
@@ -57,21 +52,21 @@ def translate_openai_error(err: BaseException, *, provider: str = "openai") -> M
     if isinstance(err, openai.APIStatusError):
         body = err.body
         inner = body.get("error", body) if isinstance(body, Mapping) else None
-        message = _str_or_none(inner.get("message")) if isinstance(inner, Mapping) else None
+        message = str_or_none(inner.get("message")) if isinstance(inner, Mapping) else None
         return ModelProviderError(
             message or err.message,
             provider=provider,
             status_code=err.status_code,
-            code=_str_or_none(err.code),
-            type=_str_or_none(err.type),
+            code=str_or_none(err.code),
+            type=str_or_none(err.type),
             body=body,
         )
     if isinstance(err, openai.APIError):
         return ModelProviderError(
             err.message,
             provider=provider,
-            code=_str_or_none(getattr(err, "code", None)),
-            type=_str_or_none(getattr(err, "type", None)),
+            code=str_or_none(getattr(err, "code", None)),
+            type=str_or_none(getattr(err, "type", None)),
             body=err.body,
         )
     return None
@@ -107,6 +102,7 @@ class OpenAIChatModelClient(SdkModelClient):
     """
 
     api = CHAT_COMPLETIONS_API
+    _wire = SdkWire("chat.completions", ChatCompletionsStream, from_chat_completion, translate_openai_error)
 
     def __init__(
         self,
@@ -149,21 +145,6 @@ class OpenAIChatModelClient(SdkModelClient):
             extra=self.extra_body,
         )
 
-    async def _send(self, body: dict[str, Any]) -> Any:
-        return await cast(Any, self.client.chat.completions).create(**body)
-
-    def _open_stream(self, body: dict[str, Any]) -> AbstractAsyncContextManager[Any]:
-        return cast(Any, self.client.chat.completions).with_streaming_response.create(**body)  # type: ignore[no-any-return]
-
-    def _accumulator(self) -> ChatCompletionsStream:
-        return ChatCompletionsStream()
-
-    def _from_final(self, response: object, *, model: str, timestamp: float) -> AssistantMessage:
-        return from_chat_completion(response, provider=self.provider, model=model, timestamp=timestamp)
-
-    def _translate(self, err: Exception) -> Exception | None:
-        return translate_openai_error(err, provider=self.provider)
-
 
 class OpenAIResponsesModelClient(SdkModelClient):
     """
@@ -182,6 +163,7 @@ class OpenAIResponsesModelClient(SdkModelClient):
     """
 
     api = RESPONSES_API
+    _wire = SdkWire("responses", ResponsesStream, from_openai_response, translate_openai_error)
 
     def __init__(
         self,
@@ -214,18 +196,3 @@ class OpenAIResponsesModelClient(SdkModelClient):
             stream=stream,
             extra=self.extra_body,
         )
-
-    async def _send(self, body: dict[str, Any]) -> Any:
-        return await cast(Any, self.client.responses).create(**body)
-
-    def _open_stream(self, body: dict[str, Any]) -> AbstractAsyncContextManager[Any]:
-        return cast(Any, self.client.responses).with_streaming_response.create(**body)  # type: ignore[no-any-return]
-
-    def _accumulator(self) -> ResponsesStream:
-        return ResponsesStream()
-
-    def _from_final(self, response: object, *, model: str, timestamp: float) -> AssistantMessage:
-        return from_openai_response(response, provider=self.provider, model=model, timestamp=timestamp)
-
-    def _translate(self, err: Exception) -> Exception | None:
-        return translate_openai_error(err, provider=self.provider)
