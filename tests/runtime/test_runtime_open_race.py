@@ -113,8 +113,7 @@ async def _check_one_session(
     assert set(used) == {entry.session_id}, used
     path = store.transcript_file(entry)
     if path is None:
-        assert runtime is not None
-        transcript = runtime._memory_transcripts[str(entry.session_id)]
+        transcript = await TranscriptManager.open_in(store.transcript_storage(), str(entry.session_id))
     else:
         live = sorted(p.name for p in path.parent.glob("*.jsonl"))
         assert live == [path.name], live  # no orphan transcript

@@ -567,9 +567,14 @@ async def test_in_memory_store_keeps_one_transcript_per_session_id() -> None:
     runtime, _, _ = make_runtime(store=store)
     first = await runtime.open(KEY)
     await runtime.before_model_call(first, prompt="hi")
+    await runtime.after_turn(first, messages=[reply("hello")])
     second = await runtime.open(KEY)
-    assert second.transcript is first.transcript
+    # the store keeps it (SessionStore.transcript_storage()): a reopen reads what the first one wrote
     assert isinstance(second.transcript, TranscriptManager) and second.transcript.path is None
+    assert second.transcript.session_id == first.transcript.session_id
+    assert second.transcript.entries() == first.transcript.entries() != []
+    stored = await TranscriptManager.open_in(store.transcript_storage(), first.transcript.session_id)
+    assert stored.entries() == first.transcript.entries()
 
 
 async def test_compaction_events_carry_the_session_key_and_will_retry() -> None:

@@ -108,6 +108,7 @@ class CompactionStep:
             context_window=parts.context_window,
             clock=parts.clock,
             max_output_tokens=parts.model.max_output_tokens,
+            token_counter=parts.token_counter,
         )
         reason: Literal["manual", "threshold", "overflow"] = (
             "threshold" if trigger == "preflight" else "overflow" if trigger == "timeout" else trigger

@@ -20,7 +20,7 @@ from typing import Any, Final, Literal, Self
 
 import attrs
 
-from sessionkeeper._config import Config, parse_byte_size, setting, structure_settings
+from sessionkeeper._config import Config, parse_bool, parse_byte_size, setting, structure_settings
 from sessionkeeper._user_zone import user_timezone_name
 from sessionkeeper.compaction import CompactionSettings, compaction_threshold, effective_reserve_tokens
 from sessionkeeper.exceptions import ConfigError
@@ -51,12 +51,6 @@ MEMORY_FLUSH_MAX_FAILURES: Final = 3
 """Consecutive failed flushes after which the cycle is given up ("exhausted", OpenClaw §6)."""
 _MAX_ERROR_CHARS: Final = 200
 _DEFAULT_FORCE_FLUSH_BYTES: Final = 2 * 1024 * 1024
-
-
-def _bool(raw: object, key: str) -> bool:
-    if not isinstance(raw, bool):
-        raise ConfigError(f"expected true or false, got {raw!r}", key=key)
-    return raw
 
 
 def _non_negative_int(raw: object, key: str) -> int:
@@ -110,7 +104,7 @@ class MemoryFlushSettings:
             the "Current time:" line; ``None`` = the host's local time zone.
     """
 
-    enabled: bool = setting(default=True, parse=_bool)
+    enabled: bool = setting(default=True, parse=parse_bool)
     soft_threshold_tokens: int = setting(default=4000, parse=_non_negative_int)
     force_flush_transcript_bytes: int = setting(default=_DEFAULT_FORCE_FLUSH_BYTES, parse=_bytes)
     model: str | None = setting(default=None, parse=_optional_str)

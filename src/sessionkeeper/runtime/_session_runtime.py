@@ -73,7 +73,6 @@ from sessionkeeper.transcript import (
     AgentMessage,
     AssistantMessage,
     TranscriptEntry,
-    TranscriptManager,
     UserMessage,
 )
 
@@ -110,7 +109,9 @@ class SessionRuntime:
         cwd: The ``cwd`` written in new transcript headers (default: the process's).
         host_supports_flush: ``False`` turns the flush off (OpenClaw skips it for CLI backends).
         token_counter: Counts the tokens of the messages the runtime sizes itself (the prompt, the
-            compaction report's estimate, the default flush request's cut); default
+            compaction report's estimate, the default flush request's cut), and is passed on to the
+            :class:`~sessionkeeper.compaction.Compactor` and :class:`~sessionkeeper.pruning.Pruner`
+            the runtime builds (the cut walk, the kept budget, the prune ratios); default
             :class:`~sessionkeeper.EstimateTokenCounter` (pi's estimate, so thresholds match the
             references). The context estimate (provider usage + newer messages) stays pi's rule.
 
@@ -149,7 +150,9 @@ class SessionRuntime:
         self.token_counter: TokenCounter = (
             token_counter if token_counter is not None else EstimateTokenCounter()
         )
-        self.pruner: Pruner = Pruner(settings=self.settings.pruning, clock=clock)
+        self.pruner: Pruner = Pruner(
+            settings=self.settings.pruning, clock=clock, token_counter=self.token_counter
+        )
         check_provider_configured(self.settings.compaction, providers)
         self._flush = MemoryFlushStep(
             self,
@@ -186,11 +189,6 @@ class SessionRuntime:
     @workspace_dir.setter
     def workspace_dir(self, workspace_dir: Path | None) -> None:
         self._flush.workspace_dir = workspace_dir
-
-    @property
-    def _memory_transcripts(self) -> dict[str, TranscriptManager]:
-        """The in-memory transcripts by session id (for a store without a sessions directory)."""
-        return self._transcripts.memory_transcripts
 
     # ------------------------------------------------------------------ sizes
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import anyio
 
-from sessionkeeper.exceptions import UnsafePathError
+from sessionkeeper.exceptions import TranscriptNotFoundError, UnsafePathError
 from sessionkeeper.runtime._parts import RuntimeParts
 from sessionkeeper.runtime._runtime_session import RuntimeSession
 from sessionkeeper.store import SessionEntry
@@ -52,14 +52,13 @@ def same_lineage(candidate: Path, current: Path) -> bool:
 class TranscriptSource:
     """
     Opens the transcripts of one runtime's sessions: the file the store names for an entry
-    (:meth:`SessionStore.transcript_file`), or, for a store without a sessions directory, one in-memory
-    transcript per session id, kept for the runtime's lifetime.
+    (:meth:`SessionStore.transcript_file`, which honours a custom ``sessionFile``), or, for a store
+    without a sessions directory, the session id's transcript in the store's
+    :meth:`SessionStore.transcript_storage` (issue 12: the store, not the runtime, keeps it).
     """
 
     def __init__(self, parts: RuntimeParts) -> None:
         self._parts = parts
-        self.memory_transcripts: dict[str, TranscriptManager] = {}
-        """The in-memory transcripts by session id."""
 
     async def open(self, entry: SessionEntry) -> TranscriptManager:
         """
@@ -76,11 +75,17 @@ class TranscriptSource:
             raise UnsafePathError("the session entry has no usable sessionId", value=repr(session_id))
         path = parts.store.transcript_file(entry)
         if path is None:
-            manager = self.memory_transcripts.get(session_id)
-            if manager is None:
-                manager = TranscriptManager.in_memory(cwd=parts.cwd, session_id=session_id, clock=parts.clock)
-                self.memory_transcripts[session_id] = manager
-            return manager
+            storage = parts.store.transcript_storage()
+            try:
+                return await TranscriptManager.open_in(storage, session_id, clock=parts.clock)
+            except TranscriptNotFoundError:
+                pass
+            try:
+                return await TranscriptManager.create_in(
+                    storage, cwd=parts.cwd, session_id=session_id, clock=parts.clock
+                )
+            except FileExistsError:  # another runtime on the same store created it meanwhile
+                return await TranscriptManager.open_in(storage, session_id, clock=parts.clock)
         if await anyio.Path(path).exists():
             return await TranscriptManager.open(path, clock=parts.clock)
         try:

@@ -17,10 +17,9 @@ from typing import Literal, Self
 
 import attrs
 
-from sessionkeeper._config import Config, setting, structure_settings
+from sessionkeeper._config import Config, parse_bool, setting, structure_settings
 from sessionkeeper._window import window_or_default
 from sessionkeeper.compaction import CompactionSettings, compaction_threshold, effective_reserve_tokens
-from sessionkeeper.exceptions import ConfigError
 from sessionkeeper.runtime._overflow import OverflowRecoverySettings
 
 
@@ -400,12 +399,6 @@ def plan_prompt_budget(
     )
 
 
-def _bool(raw: object, key: str) -> bool:
-    if not isinstance(raw, bool):
-        raise ConfigError(f"expected true or false, got {raw!r}", key=key)
-    return raw
-
-
 @attrs.frozen(kw_only=True)
 class MidTurnPrecheckSettings:
     """
@@ -415,7 +408,7 @@ class MidTurnPrecheckSettings:
         enabled: ``enabled`` (default ``False``): check the budget after each tool result.
     """
 
-    enabled: bool = setting(default=False, parse=_bool)
+    enabled: bool = setting(default=False, parse=parse_bool)
 
     @classmethod
     def from_config(cls, config: Config) -> Self:
