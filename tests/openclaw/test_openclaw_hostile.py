@@ -204,3 +204,94 @@ def test_empty_out_dir_is_used(tmp_path: Path) -> None:
     report = import_openclaw_database(sample_db("pi-store", tmp_path), out)
     assert report.sessions == 4
     assert (out / "sessions.json").is_file()
+
+
+def _tree(root: Path) -> dict[str, bytes | str]:
+    """Every entry under ``root``: file bytes, or ``"link -> target"`` / ``"dir"``."""
+    tree: dict[str, bytes | str] = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        if path.is_symlink():
+            tree[rel] = f"link -> {path.readlink()}"
+        elif path.is_dir():
+            tree[rel] = "dir"
+        else:
+            tree[rel] = path.read_bytes()
+    return tree
+
+
+@pytest.mark.parametrize("name", ["sessions.json", "a5b213c5-eee4-486c-b177-8a741bd9eed5.jsonl"])
+def test_force_never_replaces_the_input_database(name: str, tmp_path: Path) -> None:
+    out = tmp_path / "self"
+    out.mkdir()
+    database = out / name
+    database.write_bytes(sample_db("small", tmp_path).read_bytes())
+    before = _tree(out)
+    with pytest.raises(UnsafePathError, match="is the input database"):
+        import_openclaw_database(database, out, overwrite=True)
+    assert _tree(out) == before
+    result = run_cli("import-openclaw", str(database), "--out", str(out), "--force")
+    assert result.exit_code == 2, result.output
+    assert "is the input database" in result.output
+    assert _tree(out) == before
+
+
+def test_force_into_a_hard_link_of_the_database_is_refused(tmp_path: Path) -> None:
+    database = sample_db("small", tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "sessions.json").hardlink_to(database)
+    before = _tree(out)
+    with pytest.raises(UnsafePathError, match="is the input database"):
+        import_openclaw_database(database, out, overwrite=True)
+    assert _tree(out) == before
+
+
+@pytest.mark.parametrize("blocker", ["link", "dir"])
+def test_force_checks_every_target_before_writing(blocker: str, tmp_path: Path) -> None:
+    database = sample_db("small", tmp_path)
+    names = sorted(p.name for p in import_openclaw_database(database, tmp_path / "probe").out_dir.iterdir())
+    last = [n for n in names if n.endswith(".jsonl")][-1]  # written late: earlier files would be written
+    out = tmp_path / "tgt"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    victim = tmp_path / "outside" / "victim"
+    victim.parent.mkdir()
+    victim.write_text("victim")
+    if blocker == "link":
+        (out / last).symlink_to(victim)
+    else:
+        (out / last).mkdir()
+    before = _tree(out)
+    result = run_cli("import-openclaw", str(database), "--out", str(out), "--force")
+    assert result.exit_code == 2, result.output
+    assert ("symbolic link" if blocker == "link" else "a directory is in the way") in result.output
+    assert _tree(out) == before
+    assert victim.read_text() == "victim"
+
+
+def test_out_symlink_to_a_directory_is_followed(tmp_path: Path) -> None:
+    database = sample_db("small", tmp_path)
+    real = tmp_path / "real"
+    real.mkdir()
+    link = tmp_path / "linkdir"
+    link.symlink_to(real)
+    payload = _cli_json("import-openclaw", str(database), "--out", str(link), "--json")
+    assert payload["out"] == str(link)
+    assert link.is_symlink()
+    assert (real / "sessions.json").is_file()
+    assert len(list(real.glob("*.jsonl"))) == payload["transcripts"]
+    forced = run_cli("import-openclaw", str(database), "--out", str(link), "--force")
+    assert forced.exit_code == 0, forced.output
+    assert link.is_symlink()
+
+
+def test_out_dangling_symlink_is_refused(tmp_path: Path) -> None:
+    database = sample_db("small", tmp_path)
+    link = tmp_path / "linkdir"
+    link.symlink_to(tmp_path / "missing")
+    result = run_cli("import-openclaw", str(database), "--out", str(link))
+    assert result.exit_code == 2, result.output
+    assert "symbolic link" in result.output
+    assert link.is_symlink()
+    assert not (tmp_path / "missing").exists()

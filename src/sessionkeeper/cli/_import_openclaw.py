@@ -11,7 +11,9 @@ opened read-only and never written. ``docs/openclaw_import.md`` says how to go b
 "compressedRows"}``.
 
 Exit codes: 0 written; 1 a write failed; 2 bad input (unknown schema version, unreadable database or row,
-a non-empty DIR without ``--force``). Nothing is written on exit 2.
+a non-empty DIR without ``--force``, an output file that would be DB itself, a symbolic link or a directory
+at an output path, a dangling link as DIR). Nothing is written on exit 2. A DIR that is a link to a
+directory is followed.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ def import_openclaw_command(database: Path, out_dir: Path, force: bool, as_json:
         fail(str(err), code=EXIT_BAD_INPUT)
     except FileExistsError:
         fail(f"{out_dir} is not an empty directory (--force writes into a directory)", code=EXIT_BAD_INPUT)
+    except IsADirectoryError as err:
+        fail(f"{err.filename}: a directory is in the way of an output file", code=EXIT_BAD_INPUT)
     if as_json:
         payload = {
             "database": str(report.database),

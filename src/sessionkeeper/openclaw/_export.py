@@ -21,8 +21,8 @@ from typing import Any
 
 import attrs
 
-from sessionkeeper._fs import atomic_write_bytes
-from sessionkeeper.exceptions import OpenClawDatabaseError, UnsafePathError
+from sessionkeeper._fs import atomic_write_bytes, refuse_symlink
+from sessionkeeper.exceptions import OpenClawDatabaseError, SymlinkRefusedError, UnsafePathError
 from sessionkeeper.openclaw._reader import AgentDatabase, read_agent_database
 from sessionkeeper.records import js_json_stringify
 from sessionkeeper.store import is_valid_transcript_session_id, serialize_store
@@ -95,6 +95,30 @@ def _files(database: AgentDatabase) -> tuple[dict[str, Any], dict[str, bytes], i
     return store, files, events
 
 
+def _is_database(database: AgentDatabase, target: Path) -> bool:
+    """Whether ``target`` is the database file itself (same resolved path, or the same inode)."""
+    if target.resolve() == database.path.resolve():
+        return True
+    try:
+        return target.exists() and database.path.exists() and target.samefile(database.path)
+    except OSError:
+        return False
+
+
+def _check_targets(database: AgentDatabase, out: Path, names: list[str]) -> None:
+    """Refuse, before anything is written, every target that cannot be replaced safely."""
+    for name in names:
+        target = out / name
+        refuse_symlink(target)
+        if _is_database(database, target):
+            raise UnsafePathError(
+                f"{target} is the input database; writing there would replace it (choose another --out)",
+                value=str(target),
+            )
+        if target.is_dir():
+            raise IsADirectoryError(21, "a directory is in the way of an output file", str(target))
+
+
 def write_sessions_dir(
     database: AgentDatabase, out_dir: Path | str, *, overwrite: bool = False
 ) -> ImportReport:
@@ -103,7 +127,9 @@ def write_sessions_dir(
 
     Everything is rendered in memory first; a new directory is filled in a sibling temp directory and
     renamed into place, so a failure leaves no partial output. With ``overwrite`` the files are replaced
-    one by one in an existing directory (other files there are kept).
+    one by one in an existing directory (other files there are kept), after every target path has been
+    checked (no link, no directory, not the database itself). An ``out_dir`` that is a symbolic link to a
+    directory is followed (directory components may be links); a dangling one is refused.
 
     Args:
         database: What :func:`~sessionkeeper.openclaw.read_agent_database` returned.
@@ -112,26 +138,36 @@ def write_sessions_dir(
 
     Raises:
         FileExistsError: ``out_dir`` is a non-empty directory (or a file) and ``overwrite`` is false.
-        UnsafePathError: A session id cannot name a transcript file (nothing written).
+        UnsafePathError: A session id cannot name a transcript file, or an output file would be the
+            database itself (nothing written).
+        SymlinkRefusedError: An output file, or a dangling ``out_dir``, is a symbolic link (nothing written).
+        IsADirectoryError: A directory is in the way of an output file (nothing written).
         OSError: The file system refused a write.
     """
     out = Path(out_dir)
     store, files, events = _files(database)
     payload = {**files, "sessions.json": serialize_store(store)}
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        if not overwrite or not out.is_dir():
-            raise FileExistsError(17, "output exists and is not an empty directory", str(out))
-        for name, data in payload.items():
-            atomic_write_bytes(out / name, data)
+    if out.is_symlink():
+        if not out.exists():
+            raise SymlinkRefusedError(out, what="output directory (dangling)")
+        real = out.resolve()
     else:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+        real = out
+    if real.exists() and (not real.is_dir() or any(real.iterdir())):
+        if not overwrite or not real.is_dir():
+            raise FileExistsError(17, "output exists and is not an empty directory", str(out))
+        _check_targets(database, real, list(payload))
+        for name, data in payload.items():
+            atomic_write_bytes(real / name, data)
+    else:
+        real.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{real.name}.", dir=real.parent))
         try:
             for name, data in payload.items():
                 (staging / name).write_bytes(data)
-            if out.exists():
-                out.rmdir()
-            staging.rename(out)
+            if real.exists():
+                real.rmdir()
+            staging.rename(real)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
@@ -160,7 +196,9 @@ def import_openclaw_database(
         UnsupportedSchemaVersionError: Unknown schema version (named in the error).
         OpenClawDatabaseError: The database or one of its rows cannot be read (nothing written).
         FileExistsError: ``out_dir`` is not empty and ``overwrite`` is false.
-        UnsafePathError: A session id cannot name a transcript file (nothing written).
+        UnsafePathError: A session id cannot name a transcript file, an output file would be the database
+            itself, or an output path is a symbolic link (nothing written).
+        IsADirectoryError: A directory is in the way of an output file (nothing written).
     """
     try:
         read = read_agent_database(database)
