@@ -100,3 +100,16 @@ async def test_maintenance_check_catches_a_backend_reporting_dropped_rows_when_n
 
     with pytest.raises(ConformanceError, match="maintenance: a new store has no dropped rows"):
         await run_backend_conformance(Ghost)
+
+
+async def test_a_check_names_itself_when_the_backend_raises_something_unexpected() -> None:
+    class Broken(InMemoryStoreBackend):
+        async def load_all(self):  # type: ignore[no-untyped-def]
+            raise RuntimeError("the database went away")
+
+    check = next(c for c in CONFORMANCE_CHECKS if c.name == "empty")
+    with pytest.raises(
+        ConformanceError, match=r"^empty: unexpected RuntimeError: the database went away"
+    ) as caught:
+        await check.run(Broken)
+    assert isinstance(caught.value.__cause__, RuntimeError)

@@ -121,3 +121,36 @@ async def test_the_store_decides_where_transcripts_live(tmp_path: Path) -> None:
         memory = store.transcript_storage()
         assert isinstance(memory, MemoryTranscriptStorage)
         assert store.transcript_storage() is memory
+
+
+async def test_a_check_names_itself_when_the_storage_raises_something_unexpected() -> None:
+    class Broken(MemoryTranscriptStorage):
+        async def list_sessions(self) -> list[str]:
+            raise RuntimeError("the database went away")
+
+    check = next(c for c in TRANSCRIPT_STORAGE_CHECKS if c.name == "list_delete")
+    with pytest.raises(
+        TranscriptStorageConformanceError,
+        match=r"^list_delete: unexpected RuntimeError: the database went away",
+    ) as caught:
+        await check.run(Broken)
+    assert isinstance(caught.value.__cause__, RuntimeError)
+
+
+@pytest.mark.parametrize("finished", [True, False], ids=["complete", "unfinished"])
+async def test_file_storage_reads_a_multi_megabyte_last_line_backwards(
+    tmp_path: Path, finished: bool
+) -> None:
+    storage = FileTranscriptStorage(tmp_path, durability="none", settings=SETTINGS)
+    header = b'{"type":"session","version":3,"id":"big"}'
+    before = b'{"type":"custom","id":"1","data":"' + b"a" * 100_000 + b'"}'
+    # 5 MiB + change: many 64 KiB chunks, and a chunk edge that falls inside the line
+    big = b'{"type":"custom","id":"2","data":"' + bytes(range(32, 127)) * 55_200 + b'"}'
+    mark = await storage.create("big", [header])
+    mark = await storage.append("big", [before, big], mark=mark)
+    if not finished:
+        with (tmp_path / "big.jsonl").open("ab") as handle:
+            handle.write(b'{"type":"custom","id":"3","data":"' + b"z" * (3 << 20))  # still being written
+    backwards = [line async for line in storage.read_backwards("big")]
+    assert backwards == [big, before, header]
+    assert (await storage.read("big"))[0] == [header, before, big]

@@ -15,12 +15,15 @@ import anyio
 import attrs
 
 from sessionkeeper.exceptions import (
+    LockError,
     LockNotHeldError,
     SessionBusyError,
     SessionKeeperError,
     StaleTranscriptError,
     TranscriptChangedError,
+    TranscriptFormatError,
     TranscriptNotFoundError,
+    UnsafePathError,
 )
 from sessionkeeper.transcript import StorageMark, TranscriptStorage
 
@@ -123,6 +126,10 @@ async def _conditional_append(factory: StorageFactory, reopen: StorageFactory | 
     b = await s.append("s-1", [_line("custom", 2), _line("custom", 3)], mark=after)
     _expect(b.lines == 4, "an append after reading lands")
     _expect(await s.append("s-1", [], mark=b) == b, "an empty append changes nothing")
+    _expect(
+        await s.append("s-1", [], mark=start) == start,
+        "an empty append returns its mark as given, even stale",
+    )
     nothing, same = await s.read_since("s-1", b)
     _expect(nothing == [] and same == b, "read_since() at the end gives nothing")
     lines, _ = await s.read("s-1")
@@ -157,8 +164,24 @@ async def _claims(factory: StorageFactory, reopen: StorageFactory | None) -> Non
             SessionBusyError, "a second claim while one is held", lambda: s.claim("s-1", timeout_ms=50)
         )
         mark = await s.append("s-1", [_line("custom", 1)], mark=mark, claim=claim)
+        mark_2 = await s.create("s-2", [_HEADER])
         other = await s.claim("s-2", timeout_ms=50)  # claims are per transcript
-        await other.release()
+        try:
+            await _expect_raises(
+                LockNotHeldError,
+                "an append with a claim taken on another transcript",
+                lambda: s.append("s-2", [_line("custom", 2)], mark=mark_2, claim=claim),
+            )
+        finally:
+            await other.release()
+        await _expect_raises(
+            LockNotHeldError,
+            "an append with another transcript's claim while this one is free",
+            lambda: s.append("s-2", [_line("custom", 2)], mark=mark_2, claim=claim),
+        )
+        _expect(
+            len((await s.read("s-2"))[0]) == 1, "an append with another transcript's claim writes nothing"
+        )
     finally:
         await claim.release()
     _expect(not claim.held, "a released claim is not held")
@@ -200,8 +223,52 @@ async def _idempotency(factory: StorageFactory, reopen: StorageFactory | None) -
     retry = await s.append("s-1", [_line("custom", 1)], mark=start, idempotency_key="turn-1")
     _expect(retry == first, "a retry with a used idempotency key returns the first append's mark")
     _expect(len((await s.read("s-1"))[0]) == 2, "a retry with a used idempotency key writes nothing")
+    claim = await s.claim("s-1", timeout_ms=1000)
+    claimed = await s.append("s-1", [_line("custom", 5)], mark=first, claim=claim, idempotency_key="turn-c")
+    await claim.release()
+    again = await s.append("s-1", [_line("custom", 5)], mark=first, claim=claim, idempotency_key="turn-c")
+    _expect(
+        again == claimed, "a retry with a used key returns the first mark even once its claim is released"
+    )
+    first = claimed
     second = await s.append("s-1", [_line("custom", 2)], mark=first, idempotency_key="turn-2")
-    _expect(second.lines == 3, "another key appends")
+    _expect(second.lines == 4, "another key appends")
+
+
+async def _refused_session_id(s: TranscriptStorage, bad: str, mark: StorageMark) -> None:
+    what = f"session id {bad[:12]!r}"
+    await _expect_raises(UnsafePathError, f"create() with {what}", lambda: s.create(bad, [_HEADER]))
+    await _expect_raises(UnsafePathError, f"read() with {what}", lambda: s.read(bad))
+    await _expect_raises(
+        UnsafePathError, f"append() with {what}", lambda: s.append(bad, [_line("custom", 1)], mark=mark)
+    )
+    await _expect_raises(UnsafePathError, f"read_backwards() with {what}", lambda: _drain(s, bad))
+    await _expect_raises(UnsafePathError, f"claim() with {what}", lambda: s.claim(bad, timeout_ms=50))
+    await _expect_raises(UnsafePathError, f"delete() with {what}", lambda: s.delete(bad))
+
+
+async def _bad_arguments(factory: StorageFactory, reopen: StorageFactory | None) -> None:
+    s = await _make(factory)
+    mark = await s.create("s-1", [_HEADER])
+    await _expect_raises(
+        TranscriptFormatError,
+        "an append of a line holding a newline",
+        lambda: s.append("s-1", [_line("custom", 1), b'{"a":1}\n{"b":2}'], mark=mark),
+    )
+    _expect(len((await s.read("s-1"))[0]) == 1, "an append of a line holding a newline writes nothing")
+    await _expect_raises(
+        TranscriptFormatError,
+        "a create with a line holding a newline",
+        lambda: s.create("s-2", [_HEADER + b"\n"]),
+    )
+    _expect(await s.list_sessions() == ["s-1"], "a create with a line holding a newline creates nothing")
+    for bad in ("", ".", "..", "a/b", "a\\b", "a\0b", "x" * 300):
+        await _refused_session_id(s, bad, mark)
+    _expect(await s.list_sessions() == ["s-1"], "refused session ids create nothing")
+    await _expect_raises(LockError, "claim(timeout_ms=0)", lambda: s.claim("s-1", timeout_ms=0))
+    await _expect_raises(LockError, "claim(timeout_ms=-1)", lambda: s.claim("s-1", timeout_ms=-1))
+    claim = await s.claim("s-1", timeout_ms=1000)  # a refused claim() left nothing held
+    await claim.release()
 
 
 async def _list_delete(factory: StorageFactory, reopen: StorageFactory | None) -> None:
@@ -307,8 +374,9 @@ class TranscriptStorageCheck:
         Run the check on storages from ``factory`` (and ``reopen``).
 
         Raises:
-            TranscriptStorageConformanceError: The contract does not hold (names the check), or
-                ``reopen`` is missing where needed.
+            TranscriptStorageConformanceError: The contract does not hold, or the storage raised an
+                exception the check did not expect (the original is the ``__cause__``); the message
+                starts with the check's name. Also when ``reopen`` is missing where needed.
         """
         if self.needs_reopen and reopen is None:
             raise TranscriptStorageConformanceError(f"{self.name}: needs reopen=")
@@ -316,6 +384,10 @@ class TranscriptStorageCheck:
             await self.body(factory, reopen)
         except TranscriptStorageConformanceError as err:
             raise TranscriptStorageConformanceError(f"{self.name}: {err}") from err
+        except Exception as err:
+            raise TranscriptStorageConformanceError(
+                f"{self.name}: unexpected {type(err).__name__}: {err}"
+            ) from err
 
 
 _Check = TranscriptStorageCheck
@@ -332,6 +404,11 @@ TRANSCRIPT_STORAGE_CHECKS: tuple[TranscriptStorageCheck, ...] = (
         body=_claim_excludes_appends,
     ),
     _Check(name="idempotency", doc="a retried append lands once", body=_idempotency),
+    _Check(
+        name="bad_arguments",
+        doc="newlines in lines, unsafe session ids, non-positive claim timeouts are refused",
+        body=_bad_arguments,
+    ),
     _Check(name="list_delete", doc="listing and deleting by session id", body=_list_delete),
     _Check(name="replaced", doc="marks of a re-created transcript are refused", body=_replaced),
     _Check(

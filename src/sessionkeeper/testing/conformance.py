@@ -143,7 +143,9 @@ class ConformanceCheck:
         Run the check on backends from ``factory`` (and ``reopen``).
 
         Raises:
-            ConformanceError: The contract does not hold, or ``reopen`` is missing where needed.
+            ConformanceError: The contract does not hold, or the backend raised an exception the check
+                did not expect (the original is the ``__cause__``); the message starts with the check's
+                name. Also when ``reopen`` is missing where needed.
         """
         if self.needs_reopen and reopen is None:
             raise ConformanceError(f"{self.name}: needs reopen=")
@@ -151,6 +153,8 @@ class ConformanceCheck:
             await self.body(factory, reopen)
         except ConformanceError as err:
             raise ConformanceError(f"{self.name}: {err}") from err
+        except Exception as err:
+            raise ConformanceError(f"{self.name}: unexpected {type(err).__name__}: {err}") from err
 
 
 async def _empty(factory: BackendFactory, _reopen: BackendFactory | None) -> None:

@@ -13,7 +13,6 @@ import anyio
 import anyio.lowlevel
 import attrs
 
-from sessionkeeper._fs import check_safe_name
 from sessionkeeper.exceptions import (
     LockNotHeldError,
     SessionBusyError,
@@ -21,7 +20,13 @@ from sessionkeeper.exceptions import (
     TranscriptChangedError,
     TranscriptNotFoundError,
 )
-from sessionkeeper.transcript._storage import StorageMark, WriterClaim
+from sessionkeeper.transcript._storage import (
+    StorageMark,
+    WriterClaim,
+    check_claim_timeout,
+    check_lines,
+    check_session_id,
+)
 from sessionkeeper.transcript.lock._local import ThreadSafeLock
 
 
@@ -95,10 +100,11 @@ class MemoryTranscriptStorage:
         return f"MemoryTranscriptStorage({len(self._logs)} transcripts)"
 
     def location(self, session_id: str) -> str:
-        """``memory:<session_id>``."""
+        """``memory:<session_id>`` (the id is not checked: messages name even refused ids)."""
         return f"memory:{session_id}"
 
     def _get(self, session_id: str) -> _Log:
+        check_session_id(session_id)
         log = self._logs.get(session_id)
         if log is None:
             raise TranscriptNotFoundError(f"transcript not found: {self.location(session_id)}")
@@ -106,13 +112,14 @@ class MemoryTranscriptStorage:
 
     async def create(self, session_id: str, lines: Sequence[bytes]) -> StorageMark:
         """Create the transcript holding ``lines``. Raises ``FileExistsError`` when it exists."""
-        check_safe_name(session_id, what="session id")
+        check_session_id(session_id)
+        content = check_lines(lines, location=self.location(session_id))
         await anyio.lowlevel.checkpoint()
         with self._guard:
             if session_id in self._logs:
                 raise FileExistsError(f"transcript exists: {self.location(session_id)}")
             log = _Log(generation=next(_GENERATIONS))
-            log.lines.extend(bytes(line) for line in lines)
+            log.lines.extend(content)
             log.size = sum(len(line) + 1 for line in log.lines)
             self._logs[session_id] = log
             return log.mark()
@@ -149,6 +156,17 @@ class MemoryTranscriptStorage:
         idempotency_key: str | None = None,
     ) -> StorageMark:
         """Append ``lines`` if nothing was appended since ``mark`` (``TranscriptStorage.append``)."""
+        check_session_id(session_id)
+        if idempotency_key is not None:
+            with self._guard:
+                first = self._get(session_id).keys.get(idempotency_key)
+            if first is not None:
+                await anyio.lowlevel.checkpoint()
+                return first
+        lines = check_lines(lines, location=self.location(session_id))
+        if not lines:
+            await anyio.lowlevel.checkpoint()
+            return mark
         if claim is not None:
             claim.ensure_held()
             if not (isinstance(claim, _MemoryClaim) and claim.owns(self, session_id)):
@@ -188,6 +206,7 @@ class MemoryTranscriptStorage:
 
     async def read_backwards(self, session_id: str) -> AsyncIterator[bytes]:
         """The lines from the last to the first."""
+        check_session_id(session_id)
         with self._guard:
             lines = list(self._get(session_id).lines)
         for line in reversed(lines):
@@ -200,13 +219,15 @@ class MemoryTranscriptStorage:
 
         Raises:
             SessionBusyError: Not taken within ``timeout_ms``.
+            LockError: ``timeout_ms`` is not positive.
         """
-        check_safe_name(session_id, what="session id")
+        check_session_id(session_id)
+        check_claim_timeout(timeout_ms)
         with self._guard:
             lock = self._claims.setdefault(session_id, ThreadSafeLock())
         start = anyio.current_time()
         try:
-            with anyio.fail_after(None if timeout_ms is None else max(0.0, timeout_ms) / 1000):
+            with anyio.fail_after(None if timeout_ms is None else timeout_ms / 1000):
                 await lock.acquire()
         except TimeoutError:
             raise SessionBusyError(
@@ -224,6 +245,7 @@ class MemoryTranscriptStorage:
 
     async def delete(self, session_id: str) -> bool:
         """Remove the transcript; ``False`` when there was none."""
+        check_session_id(session_id)
         await anyio.lowlevel.checkpoint()
         with self._guard:
             return self._logs.pop(session_id, None) is not None

@@ -23,17 +23,91 @@ The contract, in the terms a database implements it with:
   was lost raises :class:`~sessionkeeper.exceptions.LockNotHeldError` and writes nothing.
 - **Idempotency.** An append with an ``idempotency_key`` already used on the transcript writes nothing
   again and returns the mark after the first one (a retry after a lost answer is safe).
+
+Where callers could see two storages differ, the contract fixes one answer (each rule is a conformance
+check, named in brackets):
+
+- A used idempotency key answers first: the retry returns the first append's mark even when its
+  ``claim`` was released or lost since, and its ``mark`` is not checked (nothing is written)
+  [``idempotency``].
+- An empty append writes nothing and returns ``mark`` as given, unchecked (no claim is taken, a stale
+  mark is not refused) [``conditional_append``].
+- A claim taken on another transcript is refused: :class:`~sessionkeeper.exceptions.LockNotHeldError`
+  (``reason="foreign"``), nothing written [``claims``].
+- ``claim(timeout_ms=...)`` takes a positive number of milliseconds (or ``None``); ``0`` or less raises
+  :class:`~sessionkeeper.exceptions.LockError` at once [``bad_arguments``].
+- A line holding ``b"\\n"`` (in :meth:`TranscriptStorage.create` or :meth:`TranscriptStorage.append`)
+  raises :class:`~sessionkeeper.exceptions.TranscriptFormatError` (a ``ValueError``), nothing written
+  [``bad_arguments``].
+- A session id that is not a safe name (:func:`check_session_id`: empty, ``.``/``..``, a path
+  separator or NUL, longer than :data:`MAX_SESSION_ID_BYTES` in UTF-8) raises
+  :class:`~sessionkeeper.exceptions.UnsafePathError` (a ``ValueError``) from every method taking one,
+  before any I/O [``bad_arguments``].
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Final, Protocol, runtime_checkable
 
 import attrs
 
+from sessionkeeper._fs import check_safe_name
+from sessionkeeper.exceptions import LockError, TranscriptFormatError, UnsafePathError
+
 
 __all__ = ("StorageMark", "TranscriptStorage", "WriterClaim")
+
+MAX_SESSION_ID_BYTES: Final = 200
+"""
+The longest session id a storage accepts, in UTF-8 bytes: ``<id>.jsonl.lock`` and OpenClaw's
+``<id>-topic-<thread>.jsonl`` must fit the usual 255-byte file-name limit.
+"""
+
+
+def check_session_id(session_id: str) -> str:
+    """
+    Check ``session_id`` the way every transcript storage does (module docstring).
+
+    Returns:
+        ``session_id`` unchanged.
+
+    Raises:
+        UnsafePathError: Empty, ``.`` or ``..``, holds ``/``, ``\\`` or NUL, or longer than
+            :data:`MAX_SESSION_ID_BYTES` bytes in UTF-8.
+    """
+    check_safe_name(session_id, what="session id")
+    if len(session_id.encode("utf-8", "surrogatepass")) > MAX_SESSION_ID_BYTES:
+        raise UnsafePathError(
+            f"unsafe session id: {session_id[:40]!r}... is longer than {MAX_SESSION_ID_BYTES} bytes",
+            value=session_id,
+        )
+    return session_id
+
+
+def check_lines(lines: Sequence[bytes], *, location: str) -> list[bytes]:
+    """
+    The lines as a list of ``bytes``, each checked to hold no ``\\n``.
+
+    Raises:
+        TranscriptFormatError: A line holds ``b"\\n"`` (``line``: its 1-based number among ``lines``).
+    """
+    checked = [bytes(line) for line in lines]
+    for number, line in enumerate(checked, 1):
+        if b"\n" in line:
+            raise TranscriptFormatError(
+                "a transcript line must not hold a newline; nothing was written", path=location, line=number
+            )
+    return checked
+
+
+def check_claim_timeout(timeout_ms: float | None) -> None:
+    """
+    Raises:
+        LockError: ``timeout_ms`` is not ``None`` and not positive.
+    """
+    if timeout_ms is not None and not timeout_ms > 0:
+        raise LockError(f"timeout_ms must be positive, got {timeout_ms!r}")
 
 
 @attrs.frozen(kw_only=True)

@@ -20,9 +20,14 @@ import anyio
 import anyio.to_thread
 
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
-from sessionkeeper._fs import check_safe_name
 from sessionkeeper.exceptions import LockNotHeldError, StaleTranscriptError, TranscriptChangedError
-from sessionkeeper.transcript._storage import StorageMark, WriterClaim
+from sessionkeeper.transcript._storage import (
+    StorageMark,
+    WriterClaim,
+    check_claim_timeout,
+    check_lines,
+    check_session_id,
+)
 from sessionkeeper.transcript.file._follow import (
     CHECK_BYTES,
     FileMark,
@@ -137,9 +142,11 @@ class FileTranscriptStorage:
         The file of ``session_id``: ``<directory>/<sessionId>.jsonl``.
 
         Raises:
-            UnsafePathError: ``session_id`` could escape the directory.
+            UnsafePathError: ``session_id`` is not a safe name
+                (:func:`~sessionkeeper.transcript._storage.check_session_id`: it could escape the
+                directory, or is too long for a file name).
         """
-        check_safe_name(session_id, what="session id")
+        check_session_id(session_id)
         return self.directory / f"{session_id}{SUFFIX}"
 
     def location(self, session_id: str) -> str:
@@ -149,7 +156,7 @@ class FileTranscriptStorage:
     async def create(self, session_id: str, lines: Sequence[bytes]) -> StorageMark:
         """Create the file holding ``lines``, written at once. Raises ``FileExistsError`` when it exists."""
         path = self.path_for(session_id)
-        content = list(lines)
+        content = check_lines(lines, location=str(path))
 
         def write() -> FileMark:
             create_exclusive(path, content, fsync=self._fsync)
@@ -184,9 +191,10 @@ class FileTranscriptStorage:
         path = self.path_for(session_id)
         if idempotency_key is not None and (session_id, idempotency_key) in self._keys:
             return self._keys[session_id, idempotency_key]
-        file_mark = _file_mark(mark, path)
+        lines = check_lines(lines, location=str(path))
         if not lines:
             return mark
+        file_mark = _file_mark(mark, path)
         held: SessionWriteLock | None = None
         if claim is not None:
             claim.ensure_held()
@@ -199,6 +207,12 @@ class FileTranscriptStorage:
 
         def write() -> FileMark:
             if held is not None:
+                if held.path != Path(os.path.realpath(path.absolute().parent)) / path.name:
+                    raise LockNotHeldError(
+                        f"the claim given is not this transcript's (it is {held.path}'s)",
+                        path=path,
+                        reason="foreign",
+                    )
                 held.verify_file()
             pending = _ExactWrite(lines, path)
             for _ in range(3):
@@ -222,36 +236,53 @@ class FileTranscriptStorage:
         return result
 
     async def read_backwards(self, session_id: str) -> AsyncIterator[bytes]:
-        """The complete lines from the last to the first, read in 64 KiB chunks from the end."""
+        """
+        The complete lines from the last to the first, read in 64 KiB chunks from the end.
+
+        A line longer than a chunk is gathered chunk by chunk and joined once (linear in its length).
+        """
         path = self.path_for(session_id)
         fd = await anyio.to_thread.run_sync(open_transcript_fd, path, os.O_RDONLY)
         try:
             pos = os.fstat(fd).st_size
-            buffer = b""
+            pieces: list[bytes] = []  # the part of the file after ``pos`` not yet split, last piece first
             started = False
             while pos > 0:
                 size = min(_CHUNK, pos)
                 pos -= size
-                buffer = await anyio.to_thread.run_sync(pread_all, fd, size, pos) + buffer
+                chunk = await anyio.to_thread.run_sync(pread_all, fd, size, pos)
+                newline = chunk.rfind(b"\n")
+                if newline < 0:
+                    if started:
+                        pieces.append(chunk)  # inside a long line: join it once its start is found
+                    continue  # else still inside an unfinished last line: dropped
                 if not started:
-                    newline = buffer.rfind(b"\n")
-                    if newline < 0:
-                        continue  # still inside an unfinished last line
-                    buffer = buffer[:newline]
+                    chunk = chunk[:newline]  # drop the unfinished last line (and the final "\n")
                     started = True
+                    pieces.clear()
+                pieces.append(chunk)
+                buffer = b"".join(reversed(pieces))
                 parts = buffer.split(b"\n")
-                buffer = parts[0]
+                pieces = [parts[0]]
                 for line in reversed(parts[1:]):
                     yield line
             if started:
-                yield buffer
+                yield b"".join(reversed(pieces))
         finally:
             os.close(fd)
 
     async def claim(self, session_id: str, *, timeout_ms: float | None = None) -> WriterClaim:
-        """The transcript's write lock (:meth:`SessionWriteLock.acquire` with this storage's settings)."""
+        """
+        The transcript's write lock (:meth:`SessionWriteLock.acquire` with this storage's settings).
+
+        Raises:
+            SessionBusyError: Not taken within ``timeout_ms``.
+            LockError: ``timeout_ms`` is not positive.
+        """
+        path = self.path_for(session_id)
+        check_claim_timeout(timeout_ms)
         return await SessionWriteLock.acquire(
-            self.path_for(session_id), settings=self.settings, clock=self.clock, timeout_ms=timeout_ms
+            path, settings=self.settings, clock=self.clock, timeout_ms=timeout_ms
         )
 
     async def list_sessions(self) -> list[str]:
