@@ -42,7 +42,7 @@ from sessionkeeper.pruning._responses import (
     downgrade_openai_reasoning,
     normalize_openai_responses_ids,
 )
-from sessionkeeper.pruning._turns import _strip_dangling_tool_calls
+from sessionkeeper.pruning._turn_order import _strip_dangling_tool_calls
 from sessionkeeper.records._codec import encode_message
 from sessionkeeper.records._messages import (
     AgentMessage,

@@ -230,7 +230,7 @@ async def test_writer_on_a_sibling_successor_joins_the_one_the_store_adopted(tmp
 def test_lineage_reads_headers_as_the_loader_does(tmp_path: Path) -> None:
     # A successor whose first line is damaged still names its parent in the first parseable line (the
     # loader's header rule, pi-format spec §2): the runtime must follow it like the file it loads.
-    from sessionkeeper.runtime._session_runtime import _same_lineage
+    from sessionkeeper.runtime._transcripts import same_lineage as _same_lineage
 
     old = tmp_path / "old.jsonl"
     old.write_text(

@@ -31,7 +31,6 @@ from sessionkeeper.pruning._thinking import (
 from sessionkeeper.pruning._turn_order import (
     GOOGLE_BOOTSTRAP_TEXT,
     TOOL_CALLS_OMITTED_TEXT,
-    _strip_dangling_tool_calls,  # noqa: F401 - its old home
     sanitize_google_turn_ordering,
     validate_anthropic_turns,
     validate_gemini_turns,

@@ -59,7 +59,6 @@ from sessionkeeper.runtime._runtime_types import (
 )
 from sessionkeeper.runtime._stamp import stamped
 from sessionkeeper.runtime._transcripts import TranscriptSource
-from sessionkeeper.runtime._transcripts import same_lineage as _same_lineage  # noqa: F401 - its old home
 from sessionkeeper.runtime._turn_end_step import TurnEndStep, reply_delivery
 from sessionkeeper.store import (
     ResetContext,
