@@ -101,6 +101,14 @@ def test_js_json_stringify_number_forms():
     assert js_json_stringify("\ud83d") == '"\\ud83d"'
 
 
+def test_js_json_stringify_prints_large_floats_with_shortest_digits():
+    # JavaScript: JSON.stringify(1.2345678901234568e20) === "123456789012345680000" (not the exact
+    # binary value 123456789012345683968); the tool-call argument lengths of spec §12 depend on it.
+    assert js_json_stringify(1.2345678901234568e20) == "123456789012345680000"
+    assert js_json_stringify([-2.2447754998101578e18]) == "[-2244775499810157800]"
+    assert js_json_stringify(2.0**53) == "9007199254740992"
+
+
 def test_calculate_context_tokens_prefers_total_tokens():
     assert (
         calculate_context_tokens(Usage(input=1, output=2, cache_read=3, cache_write=4, total_tokens=50)) == 50
