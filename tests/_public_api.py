@@ -6,7 +6,8 @@ a reviewed change of the public surface, regenerate the file with ``python tests
 commit it with the change (the diff is the API review).
 
 One line per name, grouped by module: a class with its constructor signature and then its public methods,
-properties and class attributes (indented); a function with its signature; any other value with its type
+properties and class attributes (indented; those inherited from a base in a private module too, since a
+user reaches them on the class); a function with its signature; any other value with its type
 (and its ``repr`` when short). A name whose object is exported by an earlier public module is written as
 an alias of that home (``= sessionkeeper.records.UserMessage``), so each definition appears once. New
 public modules join by themselves (:func:`public_modules`).
@@ -77,12 +78,23 @@ def _bases(cls: type) -> str:
     return f"({', '.join(names)})" if names else ""
 
 
+def _is_private(module: str) -> bool:
+    return module.startswith("sessionkeeper") and any(part.startswith("_") for part in module.split(".")[1:])
+
+
+def _owners(cls: type) -> list[type]:
+    """The class, then its bases from private modules (a user sees their methods on the class itself)."""
+    return [cls, *(base for base in cls.__mro__[1:] if _is_private(base.__module__))]
+
+
 def _members(cls: type) -> Iterator[str]:
     if issubclass(cls, enum.Enum):
         for member in cls:
             yield f"    {member.name} = {_clean(repr(member.value))}"
         return
-    own = {name: value for name, value in vars(cls).items() if not name.startswith("_")}
+    own: dict[str, object] = {}
+    for owner in reversed(_owners(cls)):  # the class's own members win over what it inherits
+        own.update((name, value) for name, value in vars(owner).items() if not name.startswith("_"))
     for name in sorted(own):
         value = own[name]
         if isinstance(value, property):
