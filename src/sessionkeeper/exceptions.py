@@ -22,6 +22,7 @@ derives from it (a :class:`ConfigError` is a :class:`ValueError`, a :class:`Sess
     │   ├── StoreCorruptError (ValueError)         unreadable sessions.json / sqlite; a 0600 backup was made
     │   ├── InvalidSessionEntryError (ValueError)  a SessionEntry value or patch that cannot be stored
     │   ├── SessionNotFoundError (KeyError)        no SessionEntry for a session key
+    │   ├── SessionExistsError (FileExistsError)   a copy found another session in the target store
     │   ├── SessionArchivedError                   new work refused on an archived session (restore it)
     │   ├── ParentTooLargeError (ValueError)       operator fork refused: parent over the 100 000-token cap
     │   └── OpenClawDatabaseError (ValueError)     an OpenClaw agent database (or one row) cannot be read
@@ -68,6 +69,7 @@ __all__ = (
     "ProviderError",
     "SessionArchivedError",
     "SessionBusyError",
+    "SessionExistsError",
     "SessionKeeperError",
     "SessionNotFoundError",
     "StaleEntryError",
@@ -247,6 +249,34 @@ class SessionNotFoundError(StoreError, KeyError):
     def __init__(self, session_key: str) -> None:
         self.session_key = session_key
         super().__init__(f"no session for key {session_key!r}")
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class SessionExistsError(StoreError, FileExistsError):
+    """
+    A copy of a session between stores (:func:`~sessionkeeper.store.copy_sessions`, ``sessionkeeper
+    export`` / ``import``) found the target holding something else under its name: another entry under
+    the session key, or another transcript where the session's goes. Nothing of that session was
+    written; ``overwrite=True`` (``--overwrite``) replaces them.
+
+    Attributes:
+        session_key: The session key being copied.
+        location: What is in the way: ``"entry"``, or the target transcript's location.
+    """
+
+    def __init__(self, session_key: str, *, location: str, message: str | None = None) -> None:
+        self.session_key = session_key
+        self.location = location
+        super().__init__(
+            message
+            or (
+                f"the target store holds another entry under {session_key!r}"
+                if location == "entry"
+                else f"another transcript is at {location} (target of {session_key!r})"
+            )
+        )
 
     def __str__(self) -> str:
         return str(self.args[0])

@@ -9,8 +9,17 @@ import msgspec
 
 from sessionkeeper import SessionEntry, SessionStore
 from sessionkeeper.abc import Clock, StoreBackend
-from sessionkeeper.store import InMemoryStoreBackend, JsonFileStoreBackend, SqliteStoreBackend
+from sessionkeeper.exceptions import SessionKeeperError
+from sessionkeeper.store import (
+    CopiedSession,
+    CopyReport,
+    InMemoryStoreBackend,
+    JsonFileStoreBackend,
+    SqliteStoreBackend,
+    copy_sessions,
+)
 from sessionkeeper.testing import FakeClock
+from sessionkeeper.transcript import TranscriptStorage, iter_line_batches
 
 
 async def store_calls() -> None:
@@ -52,3 +61,16 @@ async def maintenance_members(backend: StoreBackend) -> None:
     assert_type(backend.store_file, Path | None)
     assert_type(backend.dropped_keys, tuple[str, ...])
     assert_type(await backend.transaction(len, purge_dropped=True), int)
+
+
+async def copying(source: SessionStore, target: SessionStore, storage: TranscriptStorage) -> None:
+    # issue 13: sessionkeeper export / import
+    report = await copy_sessions(source, target, keys=["agent:main:main"], overwrite=True)
+    assert_type(report, CopyReport)
+    assert_type(report.failed, tuple[CopiedSession, ...])
+    assert_type(report.ok, bool)
+    for session in report.sessions:
+        assert_type(session.error, SessionKeeperError | None)
+        assert_type(session.lines, int)
+    async for batch in iter_line_batches(storage, "s1", batch_bytes=1 << 20):
+        assert_type(batch, list[bytes])

@@ -114,6 +114,7 @@ from sessionkeeper.store._reset import (
 from sessionkeeper.store._reset_policy import EffectiveResetPolicy, ResetPolicy, ResetRule
 from sessionkeeper.store._sqlite import SQLITE_FILE_NAME, SqliteStoreBackend
 from sessionkeeper.store._store import RESET_CLEARED_FIELDS, BackendName, SessionStore, resolve_store_location
+from sessionkeeper.store._transfer import CopiedSession, CopyOutcome, CopyReport, copy_sessions, target_entry
 from sessionkeeper.store._urls import is_store_url
 from sessionkeeper.store.maintenance import (
     CronSessionResolution,
@@ -153,6 +154,9 @@ __all__ = (
     "STORE_FILE_NAME",
     "BackendName",
     "ChatType",
+    "CopiedSession",
+    "CopyOutcome",
+    "CopyReport",
     "CronSessionResolution",
     "CronSettings",
     "CronSweepReport",
@@ -211,6 +215,7 @@ __all__ = (
     "check_session_file_owner",
     "codex_seconds_to_ms",
     "codex_thread_state",
+    "copy_sessions",
     "daily_reset_at_ms",
     "decide_parent_fork",
     "diff_entries",
@@ -264,6 +269,7 @@ __all__ = (
     "session_entry_from_dict",
     "session_entry_to_dict",
     "sweep_cron_run_sessions",
+    "target_entry",
     "transcript_file_name",
     "transcript_path",
     "trim_cron_run_log",

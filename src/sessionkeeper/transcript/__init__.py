@@ -85,6 +85,7 @@ from sessionkeeper.transcript._load import (
 from sessionkeeper.transcript._manager import Durability, TranscriptManager
 from sessionkeeper.transcript._memory_storage import MemoryTranscriptStorage
 from sessionkeeper.transcript._storage import StorageMark, TranscriptStorage, WriterClaim
+from sessionkeeper.transcript._stream import LineBatchReader, iter_file_line_batches, iter_line_batches
 from sessionkeeper.transcript._system import (
     PiGeneration,
     current_system_message,
@@ -151,6 +152,7 @@ __all__ = (
     "ImageContent",
     "IndexCacheStats",
     "LabelEntry",
+    "LineBatchReader",
     "LockAcquisition",
     "LockInspection",
     "LockOwner",
@@ -215,6 +217,8 @@ __all__ = (
     "estimate_tokens",
     "find_orphan_tool_results",
     "is_locked",
+    "iter_file_line_batches",
+    "iter_line_batches",
     "list_transcripts",
     "load_transcript",
     "load_transcript_bytes",

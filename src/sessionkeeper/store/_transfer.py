@@ -1,0 +1,477 @@
+"""
+Copying sessions between two stores without loss (issue 13: ``sessionkeeper export`` / ``import``): a
+sessions directory into a database and back, or between any two :class:`SessionStore` s.
+
+Written against the seams only: entries through :class:`~sessionkeeper.store.StoreBackend`, transcripts
+through :class:`~sessionkeeper.transcript.TranscriptStorage` (lines read in bounded batches,
+:func:`~sessionkeeper.transcript.iter_line_batches`, written with ``create`` and ``append``), so it works
+for files, memory, SQLite, PostgreSQL and Redis. The rules (docs/postgres.md "Moving a sessions
+directory into a database"):
+
+- **Exact.** Each entry is written as the source store holds it; each transcript line byte for byte,
+  never parsed (a line that is not JSON is copied as it is). Only ``sessionFile`` may change, see
+  :func:`target_entry`.
+- **Where a transcript is.** In a store with a sessions directory: the entry's file
+  (:meth:`SessionStore.transcript_file`: its ``sessionFile``, else ``<sessionId>.jsonl``); in a store
+  without one: the transcript named by the ``sessionId`` in :meth:`SessionStore.transcript_storage`
+  (as :class:`~sessionkeeper.runtime.SessionRuntime` opens them).
+- **Never over another session.** A target holding a different entry under the key, or a different
+  transcript where the session's goes, refuses that session
+  (:class:`~sessionkeeper.exceptions.SessionExistsError`) and writes nothing of it, unless ``overwrite``.
+  A session already there, identical, is left alone (``unchanged``): running a copy again is safe.
+- **One session at a time, all or nothing.** The transcript is written first, then the entry; when
+  anything fails the transcript this copy created is removed again. A session that fails is reported
+  with its error and the others go on.
+- **Never the source.** The source is only read.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Final, Literal
+
+import anyio
+import attrs
+import msgspec
+
+from sessionkeeper.exceptions import (
+    ConfigError,
+    SessionExistsError,
+    SessionKeeperError,
+    SessionNotFoundError,
+    StoreCorruptError,
+    StoreUnavailableError,
+    TranscriptNotFoundError,
+    UnsafePathError,
+)
+from sessionkeeper.store._entry import SessionEntry, encode_session_entry
+from sessionkeeper.store._json import JsonFileStoreBackend
+from sessionkeeper.store._memory import InMemoryStoreBackend
+from sessionkeeper.store._store import SessionStore
+from sessionkeeper.transcript import (
+    FileTranscriptStorage,
+    MemoryTranscriptStorage,
+    TranscriptStorage,
+    WriterClaim,
+    iter_line_batches,
+)
+
+
+__all__ = ("CopiedSession", "CopyOutcome", "CopyReport", "copy_sessions", "target_entry")
+
+CopyOutcome = Literal["copied", "unchanged", "replaced", "failed"]
+
+DEFAULT_BATCH_BYTES: Final = 4 << 20
+_SUFFIX: Final = ".jsonl"
+
+
+@attrs.frozen(kw_only=True)
+class CopiedSession:
+    """
+    What :func:`copy_sessions` did with one session.
+
+    Attributes:
+        session_key: Its key.
+        session_id: Its entry's ``sessionId`` (``None`` when absent or not a string).
+        outcome: ``"copied"`` (written to the target), ``"unchanged"`` (the target held it already,
+            identical: nothing written), ``"replaced"`` (``overwrite``: a different entry or transcript
+            in the target was replaced), ``"failed"`` (nothing of it written; :attr:`error` says why).
+        transcript: Where its transcript is in the target (a path or a URI), ``None`` when the session
+            has none (no ``sessionId``, or no transcript in the source) or it failed before that was known.
+        lines: Transcript lines copied or found identical (the header included).
+        size: Their size in bytes, each with its ``\\n``.
+        error: Why it failed: :class:`~sessionkeeper.exceptions.SessionExistsError` (the target holds
+            another session there), :class:`~sessionkeeper.exceptions.UnsafePathError` (a refused
+            ``sessionFile`` or an id that cannot name a transcript),
+            :class:`~sessionkeeper.exceptions.TranscriptFormatError` (an unterminated last line),
+            :class:`~sessionkeeper.exceptions.SessionBusyError` (a transcript's writer claim), ...;
+            ``None`` unless failed.
+    """
+
+    session_key: str
+    session_id: str | None
+    outcome: CopyOutcome
+    transcript: str | None = None
+    lines: int = 0
+    size: int = 0
+    error: SessionKeeperError | None = None
+
+
+@attrs.frozen(kw_only=True)
+class CopyReport:
+    """
+    The result of :func:`copy_sessions`.
+
+    Attributes:
+        sessions: One :class:`CopiedSession` per session key considered, in the source store's order.
+        dropped_keys: Rows of the source's ``sessions.json`` its load dropped (OpenClaw's load-time shape
+            check: a non-object row, an unsafe ``sessionId``): not copied, named here.
+        normalized_keys: Rows of the source's ``sessions.json`` normalised on load (legacy fields):
+            copied in their normalised form, as every reader of the store sees them.
+        unreferenced_transcripts: Transcripts of the source no copied entry names (their storage ids:
+            file names without ``.jsonl``): not copied. Empty when only some ``keys`` were copied.
+    """
+
+    sessions: tuple[CopiedSession, ...] = ()
+    dropped_keys: tuple[str, ...] = ()
+    normalized_keys: tuple[str, ...] = ()
+    unreferenced_transcripts: tuple[str, ...] = ()
+
+    def with_outcome(self, *outcomes: CopyOutcome) -> tuple[CopiedSession, ...]:
+        """The sessions whose outcome is one of ``outcomes``, in order."""
+        return tuple(session for session in self.sessions if session.outcome in outcomes)
+
+    @property
+    def failed(self) -> tuple[CopiedSession, ...]:
+        """The sessions that were not copied (each with its :attr:`CopiedSession.error`)."""
+        return self.with_outcome("failed")
+
+    @property
+    def ok(self) -> bool:
+        """Whether every session is now in the target (none failed)."""
+        return not self.failed
+
+
+@attrs.frozen
+class _Place:
+    """One transcript: its storage and its id there."""
+
+    storage: TranscriptStorage
+    key: str
+
+    @property
+    def location(self) -> str:
+        return self.storage.location(self.key)
+
+
+@attrs.frozen
+class _Digest:
+    lines: int
+    size: int
+    sha256: bytes
+
+
+def _inside(directory: Path, candidate: Path) -> bool:
+    base = os.path.realpath(directory)
+    resolved = os.path.realpath(candidate)
+    return os.path.commonpath([base, resolved]) == base and resolved != base
+
+
+def target_entry(target: SessionStore, entry: SessionEntry) -> SessionEntry:
+    """
+    The entry :func:`copy_sessions` writes to ``target`` for ``entry``: ``entry`` itself, except that in
+    a target with a sessions directory a ``sessionFile`` that would not lie inside it (an absolute path
+    into the source's directory, a sibling agent's file) is moved there: its file name in the target
+    directory (an absolute path for an absolute value, the bare name for a relative one). A copy
+    into the same directory, or into a database (no sessions directory: ``sessionFile`` is then only
+    kept, as the runtime names database transcripts by ``sessionId``), keeps it byte for byte.
+    """
+    directory = target.sessions_dir
+    value = entry.session_file
+    if directory is None or not isinstance(value, str) or not value.strip():
+        return entry
+    stripped = value.strip()
+    if "\0" in stripped:
+        return entry  # refused by transcript_file: reported, never rewritten
+    path = Path(stripped)
+    if _inside(directory, path if path.is_absolute() else directory / path):
+        return entry
+    moved = str(directory.absolute() / path.name) if path.is_absolute() else path.name
+    return msgspec.structs.replace(entry, session_file=moved)
+
+
+def _place(store: SessionStore, entry: SessionEntry) -> _Place | None:
+    """
+    Where ``entry``'s transcript is in ``store`` (module docstring), ``None`` without a ``sessionId``.
+
+    Raises:
+        UnsafePathError: A refused ``sessionFile``, or an id that cannot name a transcript.
+    """
+    if store.sessions_dir is None:
+        session_id = entry.session_id
+        if not isinstance(session_id, str):
+            return None
+        return _Place(store.transcript_storage(), session_id)
+    path = store.transcript_file(entry)
+    if path is None:
+        return None
+    if not path.name.endswith(_SUFFIX) or path.name == _SUFFIX:
+        raise UnsafePathError(f"{path.name!r} is not a transcript file name (*.jsonl)", value=str(path))
+    key = path.name[: -len(_SUFFIX)]
+    storage = store.transcript_storage()
+    same_dir = os.path.realpath(path.parent) == os.path.realpath(store.sessions_dir)
+    if not (same_dir and isinstance(storage, FileTranscriptStorage)):
+        storage = FileTranscriptStorage(path.parent, clock=store.clock)
+    return _Place(storage, key)
+
+
+async def _digest(place: _Place, batch_bytes: int) -> _Digest:
+    """Line count, size and SHA-256 of the transcript's bytes, read in batches."""
+    lines = size = 0
+    digest = hashlib.sha256()
+    async for batch in iter_line_batches(place.storage, place.key, batch_bytes=batch_bytes):
+        for line in batch:
+            digest.update(line)
+            digest.update(b"\n")
+            size += len(line) + 1
+        lines += len(batch)
+    return _Digest(lines, size, digest.digest())
+
+
+async def _remove_quietly(place: _Place) -> None:
+    with anyio.CancelScope(shield=True):
+        # the error that made us clean up is the one to report
+        with contextlib.suppress(SessionKeeperError, OSError):
+            await place.storage.delete(place.key)
+
+
+async def _write(source: _Place, target: _Place, batch_bytes: int, session_key: str) -> _Digest | None:
+    """
+    Create ``target`` with every line of ``source``: the first batch with ``create``, the others appended
+    under the target's writer claim. ``None`` when the source has no transcript. On any failure the
+    target transcript is removed again.
+    """
+    batches = iter_line_batches(source.storage, source.key, batch_bytes=batch_bytes)
+    digest = hashlib.sha256()
+    lines = size = 0
+
+    def count(batch: list[bytes]) -> None:
+        nonlocal lines, size
+        for line in batch:
+            digest.update(line)
+            digest.update(b"\n")
+            size += len(line) + 1
+        lines += len(batch)
+
+    try:
+        try:
+            first: list[bytes] = await anext(batches, [])
+        except TranscriptNotFoundError:
+            return None
+        try:
+            mark = await target.storage.create(target.key, first)
+        except FileExistsError as err:  # created by someone else since it was checked
+            raise SessionExistsError(session_key, location=target.location) from err
+        count(first)
+        claim: WriterClaim | None = None
+        try:
+            async for batch in batches:
+                if claim is None:
+                    claim = await target.storage.claim(target.key)
+                mark = await target.storage.append(target.key, batch, mark=mark, claim=claim)
+                count(batch)
+        except BaseException:
+            await _remove_quietly(target)
+            raise
+        finally:
+            if claim is not None:
+                with anyio.CancelScope(shield=True):
+                    await claim.release()
+    finally:
+        await batches.aclose()
+    return _Digest(lines, size, digest.digest())
+
+
+class _Copier:
+    """One :func:`copy_sessions` run: the stores, its options and the transcripts it has placed."""
+
+    def __init__(
+        self, source: SessionStore, target: SessionStore, *, overwrite: bool, batch_bytes: int
+    ) -> None:
+        self.source = source
+        self.target = target
+        self.overwrite = overwrite
+        self.batch_bytes = batch_bytes
+        # target location -> (source location, digest): two entries sharing one transcript copy it once
+        self.placed: dict[str, tuple[str, _Digest | None]] = {}
+
+    async def copy(self, key: str, entry: SessionEntry) -> CopiedSession:
+        session_id = entry.session_id if isinstance(entry.session_id, str) else None
+        new = target_entry(self.target, entry)
+        location: str | None = None
+        try:
+            source = _place(self.source, entry)
+            target = _place(self.target, new)
+            location = target.location if target is not None else None
+            current = await self.target.backend.get(key)
+            entry_differs = current is not None and encode_session_entry(current) != encode_session_entry(new)
+            if entry_differs and not self.overwrite:
+                raise SessionExistsError(key, location="entry")
+            digest, transcript_outcome = await self._transcript(key, source, target)
+            try:
+                entry_outcome = await self._entry(key, new)
+            except BaseException:
+                if transcript_outcome == "copied" and target is not None:
+                    await _remove_quietly(target)
+                raise
+        except (StoreCorruptError, StoreUnavailableError):
+            raise  # the store itself: no use going on with the next session
+        except SessionKeeperError as err:
+            return CopiedSession(
+                session_key=key, session_id=session_id, outcome="failed", transcript=location, error=err
+            )
+        outcomes = {transcript_outcome, entry_outcome}
+        outcome: CopyOutcome = (
+            "replaced" if "replaced" in outcomes else "copied" if "copied" in outcomes else "unchanged"
+        )
+        return CopiedSession(
+            session_key=key,
+            session_id=session_id,
+            outcome=outcome,
+            transcript=location if digest is not None else None,
+            lines=digest.lines if digest is not None else 0,
+            size=digest.size if digest is not None else 0,
+        )
+
+    async def _transcript(
+        self, key: str, source: _Place | None, target: _Place | None
+    ) -> tuple[_Digest | None, CopyOutcome]:
+        """Put the source transcript at the target's place: its digest (``None``: none) and the outcome."""
+        if source is None or target is None:
+            return None, "unchanged"
+        done = self.placed.get(target.location)
+        if done is not None:
+            if done[0] != source.location:
+                raise SessionExistsError(
+                    key,
+                    location=target.location,
+                    message=f"{target.location} is the target of two transcripts of this copy "
+                    f"({done[0]} and {source.location}); {key!r} was not copied",
+                )
+            return done[1], "unchanged"
+        try:
+            existing: _Digest | None = await _digest(target, self.batch_bytes)
+        except TranscriptNotFoundError:
+            existing = None
+        outcome: CopyOutcome = "copied"
+        if existing is not None:
+            try:
+                wanted: _Digest | None = await _digest(source, self.batch_bytes)
+            except TranscriptNotFoundError:
+                wanted = None
+            if wanted == existing:
+                self.placed[target.location] = (source.location, wanted)
+                return wanted, "unchanged"
+            if not self.overwrite:
+                raise SessionExistsError(key, location=target.location)
+            await target.storage.delete(target.key)
+            outcome = "replaced"
+        digest = await _write(source, target, self.batch_bytes, key)
+        self.placed[target.location] = (source.location, digest)
+        return digest, outcome if digest is not None or existing is not None else "unchanged"
+
+    async def _entry(self, key: str, new: SessionEntry) -> CopyOutcome:
+        """Store ``new`` under ``key`` unless it is there already; refuse another entry unless overwriting."""
+        encoded = encode_session_entry(new)
+        seen: dict[str, CopyOutcome] = {}
+
+        def apply(current: SessionEntry | None) -> SessionEntry | None:
+            if current is None:
+                seen["outcome"] = "copied"
+                return new
+            if encode_session_entry(current) == encoded:
+                seen["outcome"] = "unchanged"
+                return None
+            if not self.overwrite:
+                raise SessionExistsError(key, location="entry")
+            seen["outcome"] = "replaced"
+            return new
+
+        await self.target.backend.update(key, apply)
+        return seen["outcome"]
+
+
+def _check_stores(source: SessionStore, target: SessionStore) -> None:
+    if source is target:
+        raise ConfigError("the source and the target are the same store object", key="target")
+    storage = target.transcript_storage()
+    if (
+        target.sessions_dir is None
+        and isinstance(storage, MemoryTranscriptStorage)
+        and not isinstance(target.backend, InMemoryStoreBackend)
+    ):
+        raise ConfigError(
+            f"{target!r} keeps its transcripts in this process's memory only: they would be lost; "
+            "give the target a transcripts directory (transcripts_dir=..., --transcripts-dir)",
+            key="target",
+        )
+
+
+async def copy_sessions(
+    source: SessionStore,
+    target: SessionStore,
+    *,
+    keys: Iterable[str] | None = None,
+    overwrite: bool = False,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+) -> CopyReport:
+    """
+    Copy sessions (entries and their transcripts) from ``source`` to ``target``, without loss (issue 13;
+    module docstring: what is copied where, and when a session is refused).
+
+    Args:
+        source: The store read (never written): a sessions directory, a database store, memory.
+        target: The store written.
+        keys: The session keys to copy, in this order (``None``: every entry of ``source``, in its
+            order).
+        overwrite: Replace a different entry under a key, or a different transcript at a session's place,
+            in ``target`` (default ``False``: such a session fails with
+            :class:`~sessionkeeper.exceptions.SessionExistsError` and nothing of it is written).
+        batch_bytes: About how many bytes of transcript lines are read and written at once (default
+            4 MiB): memory stays bounded for transcripts of any size. A transcript up to this size is
+            created in one write.
+
+    Returns:
+        A :class:`CopyReport`: each session's outcome, the errors of those that failed, and what the
+        source holds that was not copied.
+
+    Raises:
+        ConfigError: ``source is target``; a ``target`` that would keep transcripts only in memory (a
+            database store opened without transcripts); ``batch_bytes`` not positive.
+        SessionNotFoundError: A key of ``keys`` is not in ``source``; nothing was written.
+        StoreCorruptError: The source store cannot be read; nothing was written.
+        StoreUnavailableError: A database could not be reached (sessions before it are copied; run the
+            copy again, it skips them).
+        OSError: The file system failed.
+    """
+    if batch_bytes <= 0:
+        raise ConfigError(f"must be positive, got {batch_bytes!r}", key="batch_bytes")
+    _check_stores(source, target)
+    entries = await source.backend.load_all()
+    if keys is None:
+        chosen = list(entries)
+    else:
+        chosen = list(dict.fromkeys(keys))
+        for key in chosen:
+            if key not in entries:
+                raise SessionNotFoundError(key)
+    load = source.backend.last_load if isinstance(source.backend, JsonFileStoreBackend) else None
+    copier = _Copier(source, target, overwrite=overwrite, batch_bytes=batch_bytes)
+    results = [await copier.copy(key, entries[key]) for key in chosen]
+    unreferenced: tuple[str, ...] = ()
+    if keys is None:
+        unreferenced = await _unreferenced(source, entries.values())
+    return CopyReport(
+        sessions=tuple(results),
+        dropped_keys=tuple(source.backend.dropped_keys),
+        normalized_keys=load.normalized_keys if load is not None else (),
+        unreferenced_transcripts=unreferenced,
+    )
+
+
+async def _unreferenced(source: SessionStore, entries: Iterable[SessionEntry]) -> tuple[str, ...]:
+    """The transcripts of the source's own storage that no entry names."""
+    storage = source.transcript_storage()
+    named: set[str] = set()
+    for entry in entries:
+        try:
+            place = _place(source, entry)
+        except UnsafePathError:
+            continue
+        if place is not None and place.storage.location(place.key) == storage.location(place.key):
+            named.add(place.key)
+    return tuple(sid for sid in await storage.list_sessions() if sid not in named)
