@@ -121,6 +121,8 @@ def _describe(name: str, obj: object) -> Iterator[str]:
         yield f"{prefix} {name}{_signature(obj)}"
     elif inspect.ismodule(obj):
         yield f"module {name} = {obj.__name__}"
+    elif name == "__version__":  # computed from git by each build (pyproject): its type, not its value
+        yield f"{name}: {type(obj).__qualname__}"
     else:
         yield f"{name}{_value(obj)}"
 

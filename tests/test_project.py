@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 import re
+import subprocess
+import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -136,3 +140,92 @@ def test_every_dependency_the_package_imports_is_typed_or_stubbed_in_typings() -
         if not (package_dir / "py.typed").exists() and not (REPO / "typings" / module).exists():
             untyped.append(module)
     assert not untyped, f"dependencies without inline types and without a stub in typings/: {untyped}"
+
+
+# --- the version from git tags (pyproject [tool.hatch.version], docs/release.md) ---------------------------
+
+
+def _git_env() -> dict[str, str]:
+    """This environment without ``GIT_*`` (a hook's ``GIT_DIR`` would point elsewhere), and no user config."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("GIT_")}
+    env |= {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
+        "GIT_CONFIG_GLOBAL": os.devnull,  # no user setting (signing, hooks) changes what is committed
+        "GIT_CONFIG_NOSYSTEM": "1",
+    }
+    return env
+
+
+def _git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=cwd, env=_git_env(), capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def _hatchling(cwd: Path, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "hatchling", *args],
+        cwd=cwd,
+        env=_git_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def project_copy(tmp_path: Path) -> Path:
+    """A git repository holding this project's ``pyproject.toml`` and a one-module package, one commit."""
+    (tmp_path / "src" / "sessionkeeper").mkdir(parents=True)
+    (tmp_path / "src" / "sessionkeeper" / "__init__.py").write_text('"""x"""\n', encoding="utf-8")
+    (tmp_path / "README.md").write_text("x\n", encoding="utf-8")
+    (tmp_path / "pyproject.toml").write_bytes((REPO / "pyproject.toml").read_bytes())
+    (tmp_path / ".gitignore").write_bytes((REPO / ".gitignore").read_bytes())
+    _git(tmp_path, "init", "-q", "-b", "main")
+    _git(tmp_path, "add", "-A")
+    _git(tmp_path, "commit", "-q", "-m", "first")
+    return tmp_path
+
+
+def test_version_follows_the_release_tags(project_copy: Path) -> None:
+    head = _git(project_copy, "rev-parse", "--short=9", "HEAD")
+    untagged = _hatchling(project_copy, "version")
+    assert re.fullmatch(rf"0\.1\.dev1\+g{head[:7]}\w*", untagged), untagged  # no tag yet: 0.1.devN
+    _git(project_copy, "tag", "-a", "v1.2.3", "-m", "sessionkeeper 1.2.3")
+    assert _hatchling(project_copy, "version") == "1.2.3"
+    (project_copy / "CHANGELOG.md").write_text("x\n", encoding="utf-8")
+    _git(project_copy, "add", "-A")
+    _git(project_copy, "commit", "-q", "-m", "after the release")
+    after = _hatchling(project_copy, "version")
+    assert re.fullmatch(r"1\.2\.4\.dev1\+g\w+", after), after  # the next patch's dev build
+
+
+def test_a_tree_without_git_metadata_builds_the_fallback_version(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_bytes((REPO / "pyproject.toml").read_bytes())
+    (tmp_path / "README.md").write_text("x\n", encoding="utf-8")
+    assert _hatchling(tmp_path, "version") == "0.0"  # hatch-vcs fallback-version: no release is 0.0
+
+
+def test_the_wheel_carries_its_version_as_a_constant(project_copy: Path) -> None:
+    _git(project_copy, "tag", "-a", "v2.0.0", "-m", "sessionkeeper 2.0.0")
+    _hatchling(project_copy, "build", "-t", "wheel")
+    (wheel,) = (project_copy / "dist").glob("*.whl")
+    assert wheel.name.startswith("sessionkeeper-2.0.0-")
+    with zipfile.ZipFile(wheel) as archive:
+        written = archive.read("sessionkeeper/_build_version.py").decode()
+    assert 'version = "2.0.0"' in written.splitlines()
+    assert _git(project_copy, "status", "--porcelain") == ""  # the written file is ignored by git
+
+
+def test_version_is_pep440_and_the_installed_distributions() -> None:
+    from importlib.metadata import version
+
+    from packaging.version import Version
+
+    assert sessionkeeper.__version__ == version("sessionkeeper")
+    assert str(Version(sessionkeeper.__version__)) == sessionkeeper.__version__

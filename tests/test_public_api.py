@@ -62,7 +62,7 @@ def test_all_and_version_are_lazy_and_load_no_subpackage() -> None:
         "names = sessionkeeper.__all__\n"
         "version = sessionkeeper.__version__\n"
         "loaded = sorted(m for m in sys.modules if m.startswith('sessionkeeper.') and m not in"
-        " ('sessionkeeper.exceptions', 'sessionkeeper._version'))\n"
+        " ('sessionkeeper.exceptions', 'sessionkeeper._version', 'sessionkeeper._build_version'))\n"
         "assert loaded == [], loaded\n"
         "assert 'importlib.metadata' not in sys.modules\n"
         "assert 'SessionRuntime' in names and '__version__' in names, names\n"

@@ -71,6 +71,8 @@ def test_version_imports_none_of_the_heavy_modules() -> None:
     out, modules = _modules_after("--version")
     assert out == f"sessionkeeper, version {sessionkeeper.__version__}\n"
     loaded = [name for name in _HEAVY if _loaded(modules, name)]
+    # importlib.metadata here: no _build_version.py, an install older than the version from git tags
+    # (`pip install -e .` again writes it)
     assert loaded == [], f"--version imported {loaded}"
     assert "logging" not in modules  # configured only when a command runs
 
