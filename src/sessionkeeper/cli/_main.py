@@ -34,6 +34,8 @@ _LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "context": ("_context", "context_command"),
     "demo": ("_demo", "demo_command"),
     "doctor": ("_doctor", "doctor_command"),
+    "export": ("_transfer", "export_command"),
+    "import": ("_transfer", "import_command"),
     "import-openclaw": ("_import_openclaw", "import_openclaw_command"),
     "prune": ("_prune", "prune_command"),
     "sessions": ("_cleanup", "sessions_group"),

@@ -395,8 +395,8 @@ def _check_stores(source: SessionStore, target: SessionStore) -> None:
         and not isinstance(target.backend, InMemoryStoreBackend)
     ):
         raise ConfigError(
-            f"{target!r} keeps its transcripts in this process's memory only: they would be lost; "
-            "give the target a transcripts directory (transcripts_dir=..., --transcripts-dir)",
+            "the target store keeps its transcripts in this process's memory only: they would be lost; "
+            "give it a transcripts directory (transcripts_dir=..., --transcripts-dir)",
             key="target",
         )
 
