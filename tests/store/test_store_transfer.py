@@ -8,8 +8,9 @@ a session the target holds differently is refused whole; the source is never wri
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import msgspec
 import pytest
@@ -21,20 +22,24 @@ from sessionkeeper.exceptions import (
     SessionExistsError,
     SessionNotFoundError,
     StoreCorruptError,
+    StoreUnavailableError,
     TranscriptFormatError,
     UnsafePathError,
 )
 from sessionkeeper.store import (
     CopyReport,
+    InMemoryStoreBackend,
+    SessionEntry,
     SessionStore,
     copy_sessions,
     encode_session_entry,
     target_entry,
 )
-from sessionkeeper.transcript import MemoryTranscriptStorage, iter_file_line_batches
+from sessionkeeper.transcript import MemoryTranscriptStorage, StorageMark, iter_file_line_batches
 
 
 pytestmark = pytest.mark.anyio
+T = TypeVar("T")
 __all__ = ("pg_schema", "redis_prefix")
 
 SID = (f"0190a1b2-0000-7000-8000-00000000000{i}" for i in range(10))
@@ -427,3 +432,58 @@ async def test_files_are_read_in_bounded_batches(tmp_path: Path) -> None:
     assert total == 5000
     assert max(sizes) < (256 << 10) + (1 << 20) + len(line)  # at most a batch plus one chunk
     assert len(sizes) > 4
+
+
+# -- failures during the copy -----------------------------------------------------------------------------
+
+
+class _FailingStorage(MemoryTranscriptStorage):
+    """Memory transcripts whose ``create`` fails from the ``fail_at``-th call on, as a lost server."""
+
+    def __init__(self, fail_at: int) -> None:
+        super().__init__()
+        self.fail_at = fail_at
+        self.calls = 0
+
+    async def create(self, session_id: str, lines: Sequence[bytes]) -> StorageMark:
+        self.calls += 1
+        if self.calls >= self.fail_at:
+            raise StoreUnavailableError("server closed the connection")
+        return await super().create(session_id, lines)
+
+
+async def test_a_lost_target_raises_its_own_error_and_leaves_no_transcript(tmp_path: Path) -> None:
+    source = await _source(tmp_path / "a")
+    storage = _FailingStorage(fail_at=3)
+    target = SessionStore(InMemoryStoreBackend(), transcripts=storage)
+    async with SessionStore.open(source, read_only=True) as src:
+        with pytest.raises(StoreUnavailableError, match="closed"):
+            await copy_sessions(src, target)
+    assert storage.calls >= 3
+    assert await storage.list_sessions() == []  # the group's transcripts were removed again
+    assert await target.backend.keys() == []
+
+
+class _RacedBackend(InMemoryStoreBackend):
+    """A store where another writer stores ``agent:main:main`` just before each transaction."""
+
+    async def transaction(
+        self, fn: Callable[[dict[str, SessionEntry]], T], *, purge_dropped: bool = False
+    ) -> T:
+        await self.put("agent:main:main", SessionEntry(session_id=PLAIN, label="raced"))
+        return await super().transaction(fn, purge_dropped=purge_dropped)
+
+
+async def test_an_entry_stored_meanwhile_refuses_the_session_and_removes_its_transcript(
+    tmp_path: Path,
+) -> None:
+    source = await _source(tmp_path / "a")
+    target = SessionStore(_RacedBackend(), transcripts=MemoryTranscriptStorage())
+    async with SessionStore.open(source, read_only=True) as src:
+        report = await copy_sessions(src, target)
+    (failed,) = report.failed
+    assert failed.session_key == "agent:main:main"
+    assert isinstance(failed.error, SessionExistsError)
+    assert (await target.require("agent:main:main")).label == "raced"
+    assert PLAIN not in await target.transcript_storage().list_sessions()
+    assert len(await target.transcript_storage().list_sessions()) == 3  # the others are in place

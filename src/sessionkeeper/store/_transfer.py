@@ -32,7 +32,7 @@ import hashlib
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import anyio
 import attrs
@@ -67,6 +67,10 @@ CopyOutcome = Literal["copied", "unchanged", "replaced", "failed"]
 
 DEFAULT_BATCH_BYTES: Final = 4 << 20
 _SUFFIX: Final = ".jsonl"
+_GROUP: Final = 256
+_PARALLEL: Final = 8
+"""Transcripts copied at once (their writes and fsyncs overlap)."""
+"""Sessions whose entries are committed in one store transaction (one rewrite of a ``sessions.json``)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -150,6 +154,8 @@ class _Place:
 
 @attrs.frozen
 class _Digest:
+    """A transcript's line count, size in bytes and SHA-256 (``b""`` when only written, not compared)."""
+
     lines: int
     size: int
     sha256: bytes
@@ -209,15 +215,21 @@ def _place(store: SessionStore, entry: SessionEntry) -> _Place | None:
     return _Place(storage, key)
 
 
+def _hash_batch(digest: Any, batch: list[bytes]) -> int:
+    """Feed ``batch`` (each line with its ``\\n``) to ``digest``; its size in bytes."""
+    if not batch:
+        return 0
+    data = b"\n".join(batch) + b"\n"
+    digest.update(data)
+    return len(data)
+
+
 async def _digest(place: _Place, batch_bytes: int) -> _Digest:
     """Line count, size and SHA-256 of the transcript's bytes, read in batches."""
     lines = size = 0
     digest = hashlib.sha256()
     async for batch in iter_line_batches(place.storage, place.key, batch_bytes=batch_bytes):
-        for line in batch:
-            digest.update(line)
-            digest.update(b"\n")
-            size += len(line) + 1
+        size += _hash_batch(digest, batch)
         lines += len(batch)
     return _Digest(lines, size, digest.digest())
 
@@ -236,15 +248,11 @@ async def _write(source: _Place, target: _Place, batch_bytes: int, session_key: 
     target transcript is removed again.
     """
     batches = iter_line_batches(source.storage, source.key, batch_bytes=batch_bytes)
-    digest = hashlib.sha256()
     lines = size = 0
 
     def count(batch: list[bytes]) -> None:
         nonlocal lines, size
-        for line in batch:
-            digest.update(line)
-            digest.update(b"\n")
-            size += len(line) + 1
+        size += sum(map(len, batch)) + len(batch)
         lines += len(batch)
 
     try:
@@ -273,7 +281,24 @@ async def _write(source: _Place, target: _Place, batch_bytes: int, session_key: 
                     await claim.release()
     finally:
         await batches.aclose()
-    return _Digest(lines, size, digest.digest())
+    return _Digest(lines, size, b"")  # written, not compared: no hash needed
+
+
+@attrs.frozen
+class _Pending:
+    """A session whose transcript is in place, waiting for its entry to be committed with its group."""
+
+    key: str
+    session_id: str | None
+    entry: SessionEntry
+    encoded: bytes
+    digest: _Digest | None
+    transcript_outcome: CopyOutcome
+    target: _Place | None
+
+    def created(self) -> _Place | None:
+        """The target transcript this run created (to remove when the session fails)."""
+        return self.target if self.transcript_outcome == "copied" and self.digest is not None else None
 
 
 class _Copier:
@@ -289,38 +314,147 @@ class _Copier:
         # target location -> (source location, digest): two entries sharing one transcript copy it once
         self.placed: dict[str, tuple[str, _Digest | None]] = {}
 
-    async def copy(self, key: str, entry: SessionEntry) -> CopiedSession:
+    async def copy_all(self, items: list[tuple[str, SessionEntry]]) -> list[CopiedSession]:
+        """
+        Copy the sessions ``items`` in groups of :data:`_GROUP`: the group's transcripts (up to
+        :data:`_PARALLEL` at once), then its entries in one transaction.
+        """
+        existing = await self.target.backend.load_all() if items else {}
+        results: list[CopiedSession] = []
+        for start in range(0, len(items), _GROUP):
+            prepared = await self._prepare_group(items[start : start + _GROUP], existing)
+            pending = [item for item in prepared if isinstance(item, _Pending)]
+            try:
+                committed = await self._commit(pending)
+            except BaseException:
+                for waiting in pending:
+                    created = waiting.created()
+                    if created is not None:
+                        await _remove_quietly(created)
+                raise
+            results.extend(
+                [
+                    done if isinstance(done, CopiedSession) else await self._result(done, committed)
+                    for done in prepared
+                ]
+            )
+        return results
+
+    def _bucket(self, index: int, entry: SessionEntry) -> str:
+        """Sessions whose transcripts go to one place share a bucket, worked through in order."""
+        try:
+            place = _place(self.target, target_entry(self.target, entry))
+        except SessionKeeperError:
+            place = None
+        return place.location if place is not None else f"\0{index}"
+
+    async def _prepare_group(
+        self, group: list[tuple[str, SessionEntry]], existing: dict[str, SessionEntry]
+    ) -> list[_Pending | CopiedSession]:
+        """:meth:`_prepare` every session of ``group``, different target places at once, in its order."""
+        slots: list[_Pending | CopiedSession | None] = [None] * len(group)
+        buckets: dict[str, list[int]] = {}
+        for index, (_, entry) in enumerate(group):
+            buckets.setdefault(self._bucket(index, entry), []).append(index)
+        limiter = anyio.CapacityLimiter(_PARALLEL)
+
+        async def work(indexes: list[int]) -> None:
+            async with limiter:
+                for index in indexes:
+                    key, entry = group[index]
+                    slots[index] = await self._prepare(key, entry, existing.get(key))
+
+        try:
+            async with anyio.create_task_group() as tasks:
+                for indexes in buckets.values():
+                    tasks.start_soon(work, indexes)
+        except BaseException as err:
+            for slot in slots:
+                created = slot.created() if isinstance(slot, _Pending) else None
+                if created is not None:
+                    await _remove_quietly(created)
+            while isinstance(err, BaseExceptionGroup):  # a task's error, as the caller would see it
+                err = err.exceptions[0]
+            raise err from None if err.__cause__ is None else err.__cause__
+        return [slot for slot in slots if slot is not None]
+
+    async def _prepare(
+        self, key: str, entry: SessionEntry, current: SessionEntry | None
+    ) -> _Pending | CopiedSession:
+        """Check the target, put the transcript in place: the pending entry, or the failed session."""
         session_id = entry.session_id if isinstance(entry.session_id, str) else None
         new = target_entry(self.target, entry)
+        encoded = encode_session_entry(new)
         location: str | None = None
         try:
             source = _place(self.source, entry)
             target = _place(self.target, new)
             location = target.location if target is not None else None
-            current = await self.target.backend.get(key)
-            entry_differs = current is not None and encode_session_entry(current) != encode_session_entry(new)
-            if entry_differs and not self.overwrite:
+            if current is not None and encode_session_entry(current) != encoded and not self.overwrite:
                 raise SessionExistsError(key, location="entry")
             digest, transcript_outcome = await self._transcript(key, source, target)
-            try:
-                entry_outcome = await self._entry(key, new)
-            except BaseException:
-                if transcript_outcome == "copied" and target is not None:
-                    await _remove_quietly(target)
-                raise
         except (StoreCorruptError, StoreUnavailableError):
             raise  # the store itself: no use going on with the next session
         except SessionKeeperError as err:
             return CopiedSession(
                 session_key=key, session_id=session_id, outcome="failed", transcript=location, error=err
             )
-        outcomes = {transcript_outcome, entry_outcome}
+        return _Pending(key, session_id, new, encoded, digest, transcript_outcome, target)
+
+    async def _commit(self, pending: list[_Pending]) -> dict[str, CopyOutcome | SessionExistsError]:
+        """
+        Write the group's entries in one store transaction (one rewrite of a ``sessions.json``), each
+        checked against the entry stored now: absent (written), identical (left), another (refused
+        unless overwriting).
+        """
+        if not pending:
+            return {}
+        overwrite = self.overwrite
+
+        def apply(entries: dict[str, SessionEntry]) -> dict[str, CopyOutcome | SessionExistsError]:
+            outcomes: dict[str, CopyOutcome | SessionExistsError] = {}  # anew on a retried transaction
+            for item in pending:
+                current = entries.get(item.key)
+                if current is None:
+                    outcomes[item.key] = "copied"
+                elif encode_session_entry(current) == item.encoded:
+                    outcomes[item.key] = "unchanged"
+                    continue
+                elif overwrite:
+                    outcomes[item.key] = "replaced"
+                else:
+                    outcomes[item.key] = SessionExistsError(item.key, location="entry")
+                    continue
+                entries[item.key] = item.entry
+            return outcomes
+
+        return await self.target.backend.transaction(apply)
+
+    async def _result(
+        self, item: _Pending, committed: dict[str, CopyOutcome | SessionExistsError]
+    ) -> CopiedSession:
+        location = item.target.location if item.target is not None else None
+        entry_outcome = committed[item.key]
+        if isinstance(entry_outcome, SessionExistsError):  # another writer stored an entry meanwhile
+            created = item.created()
+            if created is not None:
+                await _remove_quietly(created)
+                self.placed.pop(created.location, None)
+            return CopiedSession(
+                session_key=item.key,
+                session_id=item.session_id,
+                outcome="failed",
+                transcript=location,
+                error=entry_outcome,
+            )
+        outcomes = {item.transcript_outcome, entry_outcome}
         outcome: CopyOutcome = (
             "replaced" if "replaced" in outcomes else "copied" if "copied" in outcomes else "unchanged"
         )
+        digest = item.digest
         return CopiedSession(
-            session_key=key,
-            session_id=session_id,
+            session_key=item.key,
+            session_id=item.session_id,
             outcome=outcome,
             transcript=location if digest is not None else None,
             lines=digest.lines if digest is not None else 0,
@@ -363,26 +497,6 @@ class _Copier:
         digest = await _write(source, target, self.batch_bytes, key)
         self.placed[target.location] = (source.location, digest)
         return digest, outcome if digest is not None or existing is not None else "unchanged"
-
-    async def _entry(self, key: str, new: SessionEntry) -> CopyOutcome:
-        """Store ``new`` under ``key`` unless it is there already; refuse another entry unless overwriting."""
-        encoded = encode_session_entry(new)
-        seen: dict[str, CopyOutcome] = {}
-
-        def apply(current: SessionEntry | None) -> SessionEntry | None:
-            if current is None:
-                seen["outcome"] = "copied"
-                return new
-            if encode_session_entry(current) == encoded:
-                seen["outcome"] = "unchanged"
-                return None
-            if not self.overwrite:
-                raise SessionExistsError(key, location="entry")
-            seen["outcome"] = "replaced"
-            return new
-
-        await self.target.backend.update(key, apply)
-        return seen["outcome"]
 
 
 def _check_stores(source: SessionStore, target: SessionStore) -> None:
@@ -451,7 +565,7 @@ async def copy_sessions(
                 raise SessionNotFoundError(key)
     load = source.backend.last_load if isinstance(source.backend, JsonFileStoreBackend) else None
     copier = _Copier(source, target, overwrite=overwrite, batch_bytes=batch_bytes)
-    results = [await copier.copy(key, entries[key]) for key in chosen]
+    results = await copier.copy_all([(key, entries[key]) for key in chosen])
     unreferenced: tuple[str, ...] = ()
     if keys is None:
         unreferenced = await _unreferenced(source, entries.values())

@@ -73,12 +73,12 @@ async def iter_file_line_batches(
             if not chunk:
                 break  # the file shrank meanwhile: what was read ends here
             offset += len(chunk)
-            parts = (carry + chunk).split(b"\n")
+            data = carry + chunk
+            parts = data.split(b"\n")
             carry = parts.pop()
-            for line in parts:
-                batch.append(line)
-                held += len(line) + 1
-                count += 1
+            batch.extend(parts)
+            held += len(data) - len(carry)
+            count += len(parts)
             if held >= batch_bytes:
                 yield batch
                 batch, held = [], 0
