@@ -1,13 +1,18 @@
-"""The transcript-storage conformance suite on the file and memory storages (issue 12)."""
+"""
+The transcript-storage conformance suite on the file, memory and PostgreSQL storages (issues 12, 13;
+PostgreSQL: the real server, one schema per test, asyncio only).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from tests._servers import pg_schema
 
 from sessionkeeper.abc import TranscriptStorage
 from sessionkeeper.exceptions import StaleTranscriptError
+from sessionkeeper.store import PostgresTranscriptStorage
 from sessionkeeper.testing.conformance import (
     TRANSCRIPT_STORAGE_CHECKS,
     StorageFactory,
@@ -19,6 +24,7 @@ from sessionkeeper.transcript import FileTranscriptStorage, MemoryTranscriptStor
 
 
 pytestmark = pytest.mark.anyio
+__all__ = ("pg_schema",)
 
 SETTINGS = WriteLockSettings(acquire_timeout_ms=2000, poll_interval_ms=5)
 
@@ -48,6 +54,31 @@ async def test_transcript_storage_conformance(
 ) -> None:
     factory, reopen = _factories(kind, tmp_path)
     await check.run(factory, reopen=reopen)
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])  # psycopg's async API (decision PG-ASYNCIO)
+@pytest.mark.parametrize("check", TRANSCRIPT_STORAGE_CHECKS, ids=lambda c: c.name)
+async def test_postgres_transcript_storage_conformance(
+    check: TranscriptStorageCheck, pg_schema: tuple[str, str]
+) -> None:
+    dsn, schema = pg_schema
+    made: list[PostgresTranscriptStorage] = []
+    stores = {"n": 0}
+
+    def factory() -> PostgresTranscriptStorage:
+        stores["n"] += 1  # a new store id is a new, empty storage in the same schema
+        made.append(PostgresTranscriptStorage(dsn, schema=schema, store_id=f"s{stores['n']}", max_size=4))
+        return made[-1]
+
+    def reopen() -> PostgresTranscriptStorage:  # another instance (its own pool) on the same store
+        made.append(PostgresTranscriptStorage(dsn, schema=schema, store_id=f"s{stores['n']}", max_size=4))
+        return made[-1]
+
+    try:
+        await check.run(factory, reopen=reopen)
+    finally:
+        for storage in made:
+            await storage.aclose()
 
 
 @pytest.mark.parametrize("kind", ["file", "memory"])

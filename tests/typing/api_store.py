@@ -15,11 +15,12 @@ from sessionkeeper.store import (
     CopyReport,
     InMemoryStoreBackend,
     JsonFileStoreBackend,
+    PostgresTranscriptStorage,
     SqliteStoreBackend,
     copy_sessions,
 )
 from sessionkeeper.testing import FakeClock
-from sessionkeeper.transcript import TranscriptStorage, iter_line_batches
+from sessionkeeper.transcript import StorageMark, TranscriptStorage, WriterClaim, iter_line_batches
 
 
 async def store_calls() -> None:
@@ -31,6 +32,17 @@ async def store_calls() -> None:
         assert_type(await store.require("agent:main:main"), SessionEntry)
         assert_type(await store.patch("agent:main:main"), SessionEntry)
         assert_type(await store.list(), list[tuple[str, SessionEntry]])
+
+
+async def postgres_transcript_calls() -> None:
+    async with PostgresTranscriptStorage("postgresql://db/agents", store_id="main", ttl_s=86400) as pg:
+        mark = await pg.create("s-1", [b'{"type":"session"}'])
+        assert_type(mark, StorageMark)
+        assert_type(await pg.read("s-1"), tuple[list[bytes], StorageMark])
+        assert_type(await pg.append("s-1", [b"{}"], mark=mark, idempotency_key="k"), StorageMark)
+        assert_type(await pg.claim("s-1", timeout_ms=500), WriterClaim)
+        assert_type(await pg.sweep_expired(batch_size=100), list[str])
+        assert_type(await pg.list_sessions(), list[str])
 
 
 def entry_fields(entry: SessionEntry) -> None:

@@ -97,6 +97,7 @@ from sessionkeeper.store._paths import (
     transcript_path,
 )
 from sessionkeeper.store._postgres import POSTGRES_SCHEMA_VERSION, PostgresStoreBackend
+from sessionkeeper.store._postgres_transcripts import PostgresTranscriptStorage
 from sessionkeeper.store._redis import RedisStoreBackend
 from sessionkeeper.store._remote import RevisionedEntry, redact_url
 from sessionkeeper.store._reset import (
@@ -179,6 +180,7 @@ __all__ = (
     "ParentForkResult",
     "ParsedSessionKey",
     "PostgresStoreBackend",
+    "PostgresTranscriptStorage",
     "RawJsonValue",
     "RedisStoreBackend",
     "ResetContext",

@@ -28,6 +28,31 @@ Schema (created and migrated by the library in ``schema``, default ``sessionkeep
     CREATE INDEX sk_sessions_order ON sk_sessions (store_id, seq);
     CREATE INDEX sk_sessions_session_id ON sk_sessions (store_id, session_id);
     CREATE INDEX sk_sessions_updated ON sk_sessions (store_id, updated_at);
+    -- migration 3: transcripts (PostgresTranscriptStorage, _postgres_transcripts)
+    CREATE TABLE sk_transcripts (              -- one head row per transcript: its mark
+        store_id    text   NOT NULL,
+        session_id  text   NOT NULL,
+        generation  bigint GENERATED ALWAYS AS IDENTITY,  -- tells a re-created transcript apart
+        line_count  bigint NOT NULL,           -- complete lines (the header is line 0)
+        byte_size   bigint NOT NULL,           -- their bytes, each with its newline
+        created_at  timestamptz NOT NULL DEFAULT now(),
+        updated_at  timestamptz NOT NULL DEFAULT now(),
+        expires_at  timestamptz,               -- retention: swept once past (NULL: kept)
+        PRIMARY KEY (store_id, session_id));
+    CREATE TABLE sk_transcript_lines (         -- the lines, exact bytes, in file order
+        store_id text, session_id text, seq bigint,        -- seq: 0-based line number
+        line bytea NOT NULL,
+        entry_type text, entry_id text, parent_id text,    -- read from the line's JSON (NULL if none)
+        PRIMARY KEY (store_id, session_id, seq),
+        FOREIGN KEY (store_id, session_id) REFERENCES sk_transcripts ON DELETE CASCADE);
+    CREATE INDEX sk_transcript_lines_entry ON sk_transcript_lines (store_id, session_id, entry_id);
+    CREATE INDEX sk_transcript_lines_parent ON sk_transcript_lines (store_id, session_id, parent_id);
+    CREATE INDEX sk_transcript_lines_compaction ON sk_transcript_lines (store_id, session_id, seq)
+        WHERE entry_type = 'compaction';
+    CREATE TABLE sk_transcript_keys (          -- idempotency keys: key -> the mark after its append
+        store_id text, session_id text, idem_key bytea,
+        line_count bigint, byte_size bigint, generation bigint,
+        PRIMARY KEY (store_id, session_id, idem_key), FOREIGN KEY ... ON DELETE CASCADE);
 """
 
 from __future__ import annotations
@@ -113,6 +138,67 @@ MIGRATIONS: Final[tuple[tuple[int, str, tuple[str, ...]], ...]] = (
             """,
             "CREATE INDEX sk_sessions_updated ON {schema}.sk_sessions (store_id, updated_at)",
             # filled in by backfill_maintenance_columns (Python: the planner's own rules)
+        ),
+    ),
+    (
+        3,
+        "transcripts",
+        (
+            """
+            CREATE TABLE {schema}.sk_transcripts (
+                store_id    text   NOT NULL,
+                session_id  text   NOT NULL,
+                generation  bigint GENERATED ALWAYS AS IDENTITY,
+                line_count  bigint NOT NULL CHECK (line_count >= 0),
+                byte_size   bigint NOT NULL CHECK (byte_size >= 0),
+                created_at  timestamptz NOT NULL DEFAULT now(),
+                updated_at  timestamptz NOT NULL DEFAULT now(),
+                expires_at  timestamptz,
+                PRIMARY KEY (store_id, session_id)
+            )
+            """,
+            """
+            CREATE INDEX sk_transcripts_expires ON {schema}.sk_transcripts (expires_at)
+                WHERE expires_at IS NOT NULL
+            """,
+            """
+            CREATE TABLE {schema}.sk_transcript_lines (
+                store_id   text   NOT NULL,
+                session_id text   NOT NULL,
+                seq        bigint NOT NULL CHECK (seq >= 0),
+                line       bytea  NOT NULL,
+                entry_type text,
+                entry_id   text,
+                parent_id  text,
+                PRIMARY KEY (store_id, session_id, seq),
+                FOREIGN KEY (store_id, session_id) REFERENCES {schema}.sk_transcripts ON DELETE CASCADE
+            )
+            """,
+            """
+            CREATE INDEX sk_transcript_lines_entry ON {schema}.sk_transcript_lines
+                (store_id, session_id, entry_id) WHERE entry_id IS NOT NULL
+            """,
+            """
+            CREATE INDEX sk_transcript_lines_parent ON {schema}.sk_transcript_lines
+                (store_id, session_id, parent_id) WHERE parent_id IS NOT NULL
+            """,
+            """
+            CREATE INDEX sk_transcript_lines_compaction ON {schema}.sk_transcript_lines
+                (store_id, session_id, seq) WHERE entry_type = 'compaction'
+            """,
+            """
+            CREATE TABLE {schema}.sk_transcript_keys (
+                store_id   text   NOT NULL,
+                session_id text   NOT NULL,
+                idem_key   bytea  NOT NULL,
+                line_count bigint NOT NULL,
+                byte_size  bigint NOT NULL,
+                generation bigint NOT NULL,
+                created_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (store_id, session_id, idem_key),
+                FOREIGN KEY (store_id, session_id) REFERENCES {schema}.sk_transcripts ON DELETE CASCADE
+            )
+            """,
         ),
     ),
 )

@@ -3,12 +3,13 @@ The transcript storage seam: where a transcript's lines live (issue 12), apart f
 *is* (header, entry tree, leaf, labels, context: :class:`~sessionkeeper.transcript.TranscriptIndex`).
 
 A storage holds, per session id, an append-only sequence of complete lines (JSON without the ``\\n``;
-the first is the session header, pi-format spec §3). Two implementations ship:
+the first is the session header, pi-format spec §3). Three implementations ship:
 :class:`~sessionkeeper.transcript.FileTranscriptStorage` (pi JSONL files ``<sessionId>.jsonl`` in a
-directory: the write lock, torn-tail repair, following other writers) and
-:class:`~sessionkeeper.transcript.MemoryTranscriptStorage`; a database storage is the third (issue 13:
-``(session_id, seq)`` rows holding the exact line bytes). ``sessionkeeper.testing.conformance``
-checks the contract on any of them (:data:`~sessionkeeper.testing.conformance.TRANSCRIPT_STORAGE_CHECKS`).
+directory: the write lock, torn-tail repair, following other writers),
+:class:`~sessionkeeper.transcript.MemoryTranscriptStorage` and, in the store layer beside the PostgreSQL
+store backend whose pool it shares, :class:`~sessionkeeper.store.PostgresTranscriptStorage` (issue 13:
+``(session_id, seq)`` rows holding the exact line bytes). ``sessionkeeper.testing.conformance`` checks
+the contract on any of them (:data:`~sessionkeeper.testing.conformance.TRANSCRIPT_STORAGE_CHECKS`).
 
 The contract, in the terms a database implements it with:
 

@@ -1,0 +1,203 @@
+"""
+The parts of :class:`~sessionkeeper.store.PostgresTranscriptStorage` (``_postgres_transcripts``): its
+writer claim, its marks' token, the indexed columns of a line, and the statements on the transcript
+tables of migration 3 (``_postgres_schema``): ``{h}`` is ``sk_transcripts`` (head rows), ``{l}``
+``sk_transcript_lines``, ``{k}`` ``sk_transcript_keys``, all schema-qualified.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, Final
+
+import attrs
+import msgspec
+
+from sessionkeeper.exceptions import LockNotHeldError
+from sessionkeeper.store._remote import storable_key
+
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+    from psycopg_pool import AsyncConnectionPool
+
+
+__all__ = ("SQL", "MarkToken", "PostgresClaim", "build_transcript_sql", "line_columns")
+
+_LINES_FROM_ARRAYS: Final = (
+    "SELECT %(store)s, %(session)s, %(first)s + u.ord - 1, u.line, u.kind, u.entry, u.parent "
+    "FROM head, unnest(%(data)s::bytea[], %(types)s::text[], %(ids)s::text[], %(parents)s::text[]) "
+    "WITH ORDINALITY AS u(line, kind, entry, parent, ord)"
+)
+
+SQL: Final[dict[str, str]] = {
+    # one statement: the head row (a new generation) and every line; no row when it exists already
+    "create": (
+        "WITH head AS ("
+        " INSERT INTO {h} (store_id, session_id, line_count, byte_size, expires_at)"
+        " VALUES (%(store)s, %(session)s, %(lines)s, %(size)s, now() + %(ttl)s::interval)"
+        " ON CONFLICT (store_id, session_id) DO NOTHING RETURNING generation),"
+        " ins AS (INSERT INTO {l} (store_id, session_id, seq, line, entry_type, entry_id, parent_id) "
+        + _LINES_FROM_ARRAYS
+        + ") SELECT generation FROM head"
+    ),
+    # the compare-and-swap on the mark, then the lines and the idempotency key (only if it matched)
+    "append": (
+        "WITH head AS ("
+        " UPDATE {h} SET line_count = line_count + %(lines)s, byte_size = byte_size + %(size)s,"
+        " updated_at = now(), expires_at = now() + %(ttl)s::interval"
+        " WHERE store_id = %(store)s AND session_id = %(session)s AND generation = %(generation)s"
+        " AND line_count = %(seen_lines)s AND byte_size = %(seen_size)s"
+        " RETURNING line_count, byte_size, generation),"
+        " ins AS (INSERT INTO {l} (store_id, session_id, seq, line, entry_type, entry_id, parent_id) "
+        + _LINES_FROM_ARRAYS
+        + "), keyed AS (INSERT INTO {k} (store_id, session_id, idem_key, line_count, byte_size, generation)"
+        " SELECT %(store)s, %(session)s, %(key)s::bytea, line_count, byte_size, generation FROM head"
+        " WHERE %(key)s::bytea IS NOT NULL)"
+        " SELECT line_count, byte_size, generation FROM head"
+    ),
+    "head": "SELECT generation, line_count, byte_size FROM {h} WHERE store_id = %s AND session_id = %s",
+    "key": (
+        "SELECT line_count, byte_size, generation FROM {k}"
+        " WHERE store_id = %s AND session_id = %s AND idem_key = %s"
+    ),
+    # lines seq >= %s of the current generation, with the head (one row with a NULL line when none)
+    "read": (
+        "SELECT h.generation, h.line_count, h.byte_size, l.line FROM {h} h"
+        " LEFT JOIN {l} l ON l.store_id = h.store_id AND l.session_id = h.session_id"
+        " AND l.seq >= %s AND l.seq < h.line_count"
+        " WHERE h.store_id = %s AND h.session_id = %s ORDER BY l.seq"
+    ),
+    "tail_first": (
+        "SELECT h.generation, h.line_count, t.seq, t.line FROM {h} h LEFT JOIN LATERAL ("
+        " SELECT seq, line FROM {l} l WHERE l.store_id = h.store_id AND l.session_id = h.session_id"
+        " AND l.seq < h.line_count ORDER BY l.seq DESC LIMIT %s) t ON true"
+        " WHERE h.store_id = %s AND h.session_id = %s ORDER BY t.seq DESC"
+    ),
+    "tail_more": (
+        "SELECT l.seq, l.line FROM {h} h"
+        " JOIN {l} l ON l.store_id = h.store_id AND l.session_id = h.session_id"
+        " WHERE h.store_id = %s AND h.session_id = %s AND h.generation = %s AND l.seq < %s"
+        " ORDER BY l.seq DESC LIMIT %s"
+    ),
+    "list": 'SELECT session_id FROM {h} WHERE store_id = %s ORDER BY session_id COLLATE "C"',
+    "delete": "DELETE FROM {h} WHERE store_id = %s AND session_id = %s",
+    "sweep": (
+        "WITH doomed AS (SELECT store_id, session_id FROM {h}"
+        " WHERE store_id = %s AND expires_at <= now() ORDER BY expires_at LIMIT %s FOR UPDATE SKIP LOCKED)"
+        " DELETE FROM {h} h USING doomed d WHERE h.store_id = d.store_id AND h.session_id = d.session_id"
+        " RETURNING h.session_id"
+    ),
+    "xact_lock": "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+    "lock": "SELECT pg_advisory_lock(hashtextextended(%s, 0))",
+    "unlock": "SELECT pg_advisory_unlock(hashtextextended(%s, 0))",
+    "set_lock_timeout": "SELECT set_config('lock_timeout', %s, true)",
+}
+"""The statements by name (``{h}``, ``{l}``, ``{k}``: the tables; module docstring)."""
+
+
+def build_transcript_sql(sql: Any, schema: str) -> dict[str, Any]:
+    """:data:`SQL` composed for ``schema`` (``sql`` is ``psycopg.sql``)."""
+    tables = {
+        "h": sql.Identifier(schema, "sk_transcripts"),
+        "l": sql.Identifier(schema, "sk_transcript_lines"),
+        "k": sql.Identifier(schema, "sk_transcript_keys"),
+    }
+    return {name: sql.SQL(text).format(**tables) for name, text in SQL.items()}
+
+
+class _Head(msgspec.Struct, gc=False):
+    type: Any = None
+    id: Any = None
+    parentId: Any = None  # noqa: N815 - the on-disk key
+
+
+_HEAD: Final = msgspec.json.Decoder(_Head)
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and storable_key(value, nul_ok=False) else None
+
+
+def line_columns(line: bytes) -> tuple[str | None, str | None, str | None]:
+    """
+    ``(type, id, parentId)`` of one line for the indexed columns: string values only (``None`` when the
+    line is not a JSON object, or a value is absent, not a string, or holds a NUL / lone surrogate).
+    """
+    try:
+        head = _HEAD.decode(line)
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
+        return None, None, None
+    return _text(head.type), _text(head.id), _text(head.parentId)
+
+
+@attrs.frozen
+class MarkToken:
+    """A mark's token: which transcript incarnation (``generation``) in which schema and store."""
+
+    schema: str
+    store_id: str
+    generation: int
+
+
+class PostgresClaim:
+    """
+    A writer claim of :class:`~sessionkeeper.store.PostgresTranscriptStorage`: a session-level advisory
+    lock held by one pool connection (``_postgres_transcripts``), for ``owner`` = (schema, store id,
+    session id); ``where`` names it in errors, ``unlock`` is the statement that gives it up.
+    """
+
+    def __init__(
+        self,
+        *,
+        owner: tuple[str, str, str],
+        where: str,
+        unlock: tuple[Any, str],
+        pool: AsyncConnectionPool[Any],
+        conn: AsyncConnection[Any],
+    ) -> None:
+        self.owner: tuple[str, str, str] = owner
+        self._where = where
+        self._unlock = unlock
+        self._pool = pool
+        self._conn: AsyncConnection[Any] | None = conn
+        self._released = False
+        self.use: asyncio.Lock = asyncio.Lock()  # one statement sequence at a time on the connection
+
+    def _alive(self) -> bool:
+        conn = self._conn
+        return conn is not None and not conn.closed and not conn.broken
+
+    @property
+    def held(self) -> bool:
+        """Whether the claim is still held (``False`` once released, or when its connection died)."""
+        return not self._released and self._alive()
+
+    def ensure_held(self) -> None:
+        """Raise :class:`~sessionkeeper.exceptions.LockNotHeldError` unless held."""
+        if not self.held:
+            reason = "released" if self._released else "lost"
+            where = self._where
+            raise LockNotHeldError(f"the writer claim of {where} was {reason}", path=where, reason=reason)
+
+    def connection(self) -> AsyncConnection[Any]:
+        """The lock-holding connection (after :meth:`ensure_held`)."""
+        assert self._conn is not None
+        return self._conn
+
+    async def release(self) -> None:
+        """Unlock and give the connection back (a second call, or one after the claim was lost: nothing)."""
+        if self._released:
+            return
+        self._released = True
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        async with self.use:
+            try:
+                if not conn.broken and not conn.closed:
+                    await conn.execute(self._unlock[0], (self._unlock[1],))
+            except Exception:  # a connection that cannot say it unlocked is closed: that unlocks it
+                await conn.close()
+            finally:
+                await self._pool.putconn(conn)

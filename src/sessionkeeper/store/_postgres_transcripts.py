@@ -1,0 +1,572 @@
+"""
+``PostgresTranscriptStorage``: transcripts' lines in PostgreSQL, the third implementation of the
+transcript storage seam (``transcript._storage``; issue 13; ``spec/distributed.md`` §2.4), beside
+:class:`~sessionkeeper.store.PostgresStoreBackend` in the same schema, on the same pool.
+
+Tables (migration 3, drawn in ``_postgres_schema``): ``sk_transcripts`` (one head row per transcript:
+its mark, line count, byte size and generation), ``sk_transcript_lines`` (``(store_id, session_id, seq)``,
+the exact line bytes, the entry's ``type``, id and parent id read from its JSON), ``sk_transcript_keys``
+(idempotency key -> the mark after the first append).
+
+How the contract is met (READ COMMITTED):
+
+- **Conditional append.** One statement: ``UPDATE sk_transcripts ... WHERE generation = $token AND
+  line_count = $lines AND byte_size = $size RETURNING`` (the compare-and-swap on the mark), whose result
+  feeds the ``INSERT`` of the lines and of the idempotency key. No row: nothing was written; a second
+  read of the head tells a stale mark (``StaleTranscriptError``) from a replaced or missing transcript.
+- **Writer claims.** A session-level advisory lock (``pg_advisory_lock`` on a 64-bit hash of schema,
+  store id and session id) held by one pool connection the claim keeps until released. Appends with the
+  claim run on that connection, so the fence is the lock-holding session itself: if the connection died,
+  the lock is gone and so is the claim (``held`` is ``False``; an append raises ``LockNotHeldError``).
+  An append without a claim takes ``pg_advisory_xact_lock`` on the same key for its transaction: it waits
+  while another writer holds the claim (up to the backend's ``lock_timeout_s``: ``SessionBusyError``).
+- **Idempotency.** Keys are rows, so a retry through any instance, process or machine is answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
+
+from sessionkeeper.exceptions import (
+    ConfigError,
+    LockNotHeldError,
+    SessionBusyError,
+    StaleTranscriptError,
+    StoreError,
+    StoreUnavailableError,
+    TranscriptChangedError,
+    TranscriptNotFoundError,
+    UnsafePathError,
+)
+from sessionkeeper.store._postgres import CONFLICT_ATTEMPTS, PostgresStoreBackend
+from sessionkeeper.store._postgres_transcript_parts import (
+    MarkToken,
+    PostgresClaim,
+    build_transcript_sql,
+    line_columns,
+)
+from sessionkeeper.store._remote import require_asyncio, storable_key
+from sessionkeeper.transcript import (
+    StorageMark,
+    WriterClaim,
+    check_claim_timeout,
+    check_lines,
+    check_session_id,
+)
+
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+    from psycopg_pool import AsyncConnectionPool
+
+
+__all__ = ("PostgresTranscriptStorage",)
+
+R = TypeVar("R")
+
+_FIRST_BATCH: Final = 16
+_MAX_BATCH: Final = 1024
+
+
+class PostgresTranscriptStorage:
+    """
+    Transcripts in PostgreSQL; a :class:`~sessionkeeper.abc.TranscriptStorage` (module docstring: the
+    tables and how marks, claims and idempotency keys are kept).
+
+    Every instance on the same database, schema and store id (threads, processes, machines) shares the
+    transcripts, their marks, claims and idempotency keys. Lines are stored as their exact bytes (``bytea``:
+    invalid UTF-8 included), so reading them in order gives the pi JSONL file byte for byte. asyncio only.
+
+    Args:
+        backend: The :class:`~sessionkeeper.store.PostgresStoreBackend` whose pool, schema and store id
+            to use (opened, migrated and closed by its owner; :meth:`aclose` leaves it open).
+        dsn, store_id, schema, pool, min_size, max_size, connect_timeout_s, lock_timeout_s: Without
+            ``backend``: a backend of its own is made from these (as :class:`PostgresStoreBackend`), and
+            closed by :meth:`aclose`.
+        claim_timeout_ms: How long :meth:`claim` waits by default (``None``: the backend's
+            ``lock_timeout_s``).
+        ttl_s: Retention: every create and append sets the transcript's ``expires_at`` to now + ``ttl_s``
+            seconds (``None``, the default: never expires); :meth:`sweep_expired` deletes expired ones.
+
+    Raises:
+        ConfigError: As :class:`PostgresStoreBackend` (no ``dsn`` nor ``pool`` nor ``backend``, a bad
+            schema or store id), or ``ttl_s`` not positive.
+
+    The methods raise, besides the contract's errors: ``StoreUnavailableError`` (the server cannot be
+    reached or the connection broke: an append may or may not have committed; re-read), ``StoreError``
+    (outside asyncio, closed, or a write through a ``read_only`` backend), ``SessionBusyError`` (no pool
+    connection in time), ``UnsafePathError`` (a session id PostgreSQL text cannot hold: a lone surrogate).
+    """
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        backend: PostgresStoreBackend | None = None,
+        store_id: str = "default",
+        schema: str = "sessionkeeper",
+        pool: AsyncConnectionPool[Any] | None = None,
+        min_size: int = 1,
+        max_size: int = 10,
+        connect_timeout_s: float = 10.0,
+        lock_timeout_s: float = 10.0,
+        claim_timeout_ms: float | None = None,
+        ttl_s: float | None = None,
+    ) -> None:
+        if ttl_s is not None and not ttl_s > 0:
+            raise ConfigError(f"ttl_s must be a positive number of seconds, not {ttl_s!r}", key="ttl_s")
+        check_claim_timeout(claim_timeout_ms)
+        self._owns_backend = backend is None
+        if backend is None:
+            backend = PostgresStoreBackend(
+                dsn,
+                store_id=store_id,
+                schema=schema,
+                pool=pool,
+                min_size=min_size,
+                max_size=max_size,
+                connect_timeout_s=connect_timeout_s,
+                lock_timeout_s=lock_timeout_s,
+            )
+        self.backend: PostgresStoreBackend = backend
+        """The store backend whose pool and schema this storage uses."""
+        self.schema: str = backend.schema
+        """The PostgreSQL schema of the tables."""
+        self.store_id: str = backend.store_id
+        """Which store's transcripts (many stores share the tables)."""
+        self.claim_timeout_ms: float = (
+            claim_timeout_ms if claim_timeout_ms is not None else backend.lock_timeout_s * 1000
+        )
+        """How long :meth:`claim` waits when given no ``timeout_ms``."""
+        self.ttl: datetime.timedelta | None = None if ttl_s is None else datetime.timedelta(seconds=ttl_s)
+        """Retention of a transcript after its last write (``None``: kept until deleted)."""
+        self._sql: dict[str, Any] = {}
+        self._sql_ready = False
+
+    def __repr__(self) -> str:
+        return f"PostgresTranscriptStorage(schema={self.schema!r}, store_id={self.store_id!r})"
+
+    async def __aenter__(self) -> PostgresTranscriptStorage:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the backend made by this storage (a ``backend`` given stays open)."""
+        if self._owns_backend:
+            await self.backend.aclose()
+
+    def location(self, session_id: str) -> str:
+        """``postgresql:<schema>.sk_transcripts[<store_id>]/<session_id>`` (not checked)."""
+        return f"postgresql:{self.schema}.sk_transcripts[{self.store_id}]/{session_id}"
+
+    def lock_name(self, session_id: str) -> str:
+        """The text hashed into the transcript's advisory-lock key (``hashtextextended(name, 0)``)."""
+        return f"sessionkeeper.transcript:{self.schema}:{self.store_id}:{session_id}"
+
+    def _check_id(self, session_id: str) -> str:
+        check_session_id(session_id)
+        if not storable_key(session_id, nul_ok=False):
+            raise UnsafePathError(
+                "unsafe session id: PostgreSQL text cannot hold a lone surrogate", value=session_id
+            )
+        return session_id
+
+    def _token(self, session_id: str, mark: StorageMark) -> int:
+        token = mark.token
+        if not (
+            isinstance(token, MarkToken) and (token.schema, token.store_id) == (self.schema, self.store_id)
+        ):
+            raise TranscriptChangedError(
+                "the mark is not one of this storage's (another storage's?)", path=self.location(session_id)
+            )
+        return token.generation
+
+    def _mark(self, lines: int, size: int, generation: int) -> StorageMark:
+        return StorageMark(
+            lines=int(lines), size=int(size), token=MarkToken(self.schema, self.store_id, int(generation))
+        )
+
+    # ------------------------------------------------------------------ running statements
+
+    async def _pool(self, *, write: bool) -> AsyncConnectionPool[Any]:
+        if write and self.backend.read_only:
+            raise StoreError(f"{self.location('*')} was opened read-only")
+        require_asyncio("PostgresTranscriptStorage", "psycopg's async API")
+        pool = await self.backend._ensure()
+        if not self._sql_ready:
+            from psycopg import sql  # noqa: PLC0415 - the optional extra, imported on first use
+
+            self._sql = build_transcript_sql(sql, self.schema)
+            self._sql_ready = True
+        return pool
+
+    async def _run(
+        self,
+        session_id: str,
+        body: Callable[[AsyncConnection[Any]], Awaitable[R]],
+        *,
+        write: bool,
+        claim: PostgresClaim | None = None,
+        phase: list[str] | None = None,
+    ) -> R:
+        """
+        Run ``body`` in a pooled connection (or the claim's), mapping driver errors to ours. With a claim,
+        a broken connection before ``phase`` says ``"commit"`` (nothing committed) is a lost claim.
+        """
+        pool = await self._pool(write=write)
+        import psycopg  # noqa: PLC0415 - the optional extra, imported on first use
+        from psycopg import errors  # noqa: PLC0415 - the optional extra
+        from psycopg_pool import PoolTimeout  # noqa: PLC0415 - the optional extra
+
+        where = self.location(session_id)
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            try:
+                if claim is not None:
+                    async with claim.use:
+                        claim.ensure_held()
+                        return await body(claim.connection())
+                async with pool.connection() as conn:
+                    return await body(conn)
+            except (errors.SerializationFailure, errors.DeadlockDetected) as err:
+                if attempt == CONFLICT_ATTEMPTS:
+                    raise SessionBusyError(
+                        f"{where}: still rolled back by the server after {attempt} attempts ({err})",
+                        path=where,
+                        waited_ms=0,
+                    ) from err
+                await asyncio.sleep(0.005 * 2**attempt)
+            except PoolTimeout as err:
+                waited = self.backend.lock_timeout_s * 1000
+                raise SessionBusyError(
+                    f"no connection for {where}: {err}", path=where, waited_ms=waited
+                ) from err
+            except errors.LockNotAvailable as err:
+                raise SessionBusyError(
+                    f"the writer claim of {where} stayed held by another writer past "
+                    f"{self.backend.lock_timeout_s} s",
+                    path=where,
+                    waited_ms=self.backend.lock_timeout_s * 1000,
+                ) from err
+            except errors.UndefinedTable as err:  # a read-only backend on a schema without our tables
+                raise StoreError(
+                    f"{where}: the transcript tables do not exist (schema {self.schema!r}); open it once"
+                    " without read_only to create them"
+                ) from err
+            except psycopg.OperationalError as err:
+                if claim is not None and not claim.held and (phase is None or phase[0] != "commit"):
+                    raise LockNotHeldError(
+                        f"the writer claim of {where} was lost with its connection ({err});"
+                        " nothing was written",
+                        path=where,
+                        reason="lost",
+                    ) from err
+                raise StoreUnavailableError(f"{where}: {err}") from err
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # ------------------------------------------------------------------ the seam
+
+    async def create(self, session_id: str, lines: Sequence[bytes]) -> StorageMark:
+        """Create the transcript holding ``lines`` (one statement). ``FileExistsError`` when it exists."""
+        self._check_id(session_id)
+        content = check_lines(lines, location=self.location(session_id))
+        size = sum(len(line) + 1 for line in content)
+        columns = [line_columns(line) for line in content]
+
+        async def body(conn: AsyncConnection[Any]) -> StorageMark:
+            cur = await conn.execute(
+                self._sql["create"],
+                {
+                    "store": self.store_id,
+                    "session": session_id,
+                    "lines": len(content),
+                    "size": size,
+                    "ttl": self.ttl,
+                    "first": 0,
+                    "data": content,
+                    "types": [c[0] for c in columns],
+                    "ids": [c[1] for c in columns],
+                    "parents": [c[2] for c in columns],
+                },
+            )
+            row = await cur.fetchone()
+            if row is None:
+                raise FileExistsError(f"transcript exists: {self.location(session_id)}")
+            return self._mark(len(content), size, row[0])
+
+        return await self._run(session_id, body, write=True)
+
+    async def read(self, session_id: str) -> tuple[list[bytes], StorageMark]:
+        """Every line and their mark (one statement, one snapshot). Raises ``TranscriptNotFoundError``."""
+        self._check_id(session_id)
+
+        async def body(conn: AsyncConnection[Any]) -> tuple[list[bytes], StorageMark]:
+            cur = await conn.execute(self._sql["read"], (0, self.store_id, session_id))
+            return self._lines_and_mark(session_id, await cur.fetchall())
+
+        return await self._run(session_id, body, write=False)
+
+    def _lines_and_mark(self, session_id: str, rows: list[Any]) -> tuple[list[bytes], StorageMark]:
+        if not rows:
+            raise TranscriptNotFoundError(f"transcript not found: {self.location(session_id)}")
+        generation, count, size = rows[0][:3]
+        lines = [bytes(row[3]) for row in rows if row[3] is not None]
+        return lines, self._mark(count, size, generation)
+
+    async def read_since(self, session_id: str, mark: StorageMark) -> tuple[list[bytes], StorageMark]:
+        """The lines appended after ``mark`` and the mark after them (reads only those rows)."""
+        self._check_id(session_id)
+        self._token(session_id, mark)
+
+        async def body(conn: AsyncConnection[Any]) -> tuple[list[bytes], StorageMark]:
+            cur = await conn.execute(self._sql["read"], (mark.lines, self.store_id, session_id))
+            lines, now = self._lines_and_mark(session_id, await cur.fetchall())
+            if now.token != mark.token or now.lines < mark.lines:
+                raise TranscriptChangedError(
+                    "the transcript was deleted or replaced since this mark; reopen it",
+                    path=self.location(session_id),
+                )
+            return lines, now
+
+        return await self._run(session_id, body, write=False)
+
+    async def append(
+        self,
+        session_id: str,
+        lines: Sequence[bytes],
+        *,
+        mark: StorageMark,
+        claim: WriterClaim | None = None,
+        idempotency_key: str | None = None,
+    ) -> StorageMark:
+        """
+        Append ``lines`` if nothing was appended since ``mark`` (``TranscriptStorage.append``): one
+        compare-and-swap statement on the head row, in the claim's connection or under the transcript's
+        advisory lock (module docstring).
+        """
+        self._check_id(session_id)
+        key = None if idempotency_key is None else idempotency_key.encode("utf-8", "surrogatepass")
+        if key is not None:
+            first = await self._used_key(session_id, key)
+            if first is not None:
+                return first
+        content = check_lines(lines, location=self.location(session_id))
+        if not content:
+            return mark
+        held: PostgresClaim | None = None
+        if claim is not None:
+            claim.ensure_held()
+            if not (
+                isinstance(claim, PostgresClaim) and claim.owner == (self.schema, self.store_id, session_id)
+            ):
+                raise LockNotHeldError(
+                    "the claim given is not this transcript's",
+                    path=self.location(session_id),
+                    reason="foreign",
+                )
+            held = claim
+        generation = self._token(session_id, mark)
+        columns = [line_columns(line) for line in content]
+        size = sum(len(line) + 1 for line in content)
+        params = {
+            "store": self.store_id,
+            "session": session_id,
+            "generation": generation,
+            "seen_lines": mark.lines,
+            "seen_size": mark.size,
+            "lines": len(content),
+            "size": size,
+            "ttl": self.ttl,
+            "first": mark.lines,
+            "data": content,
+            "types": [c[0] for c in columns],
+            "ids": [c[1] for c in columns],
+            "parents": [c[2] for c in columns],
+            "key": key,
+        }
+
+        phase = ["statements"]
+
+        async def body(conn: AsyncConnection[Any]) -> StorageMark:
+            async with conn.transaction():
+                if held is None:
+                    await conn.execute(self._sql["xact_lock"], (self.lock_name(session_id),))
+                found = None if key is None else await self._key_row(conn, session_id, key)
+                if found is None:
+                    cur = await conn.execute(self._sql["append"], params)
+                    row = await cur.fetchone()
+                    if row is None:
+                        cur = await conn.execute(self._sql["head"], (self.store_id, session_id))
+                        self._refuse(session_id, mark, generation, await cur.fetchone())
+                    found = self._mark(*row)
+                phase[0] = "commit"  # leaving the block commits: from here the outcome is unknown
+            return found
+
+        return await self._run(session_id, body, write=True, claim=held, phase=phase)
+
+    def _refuse(self, session_id: str, mark: StorageMark, generation: int, head: Any) -> NoReturn:
+        where = self.location(session_id)
+        if head is None:
+            raise TranscriptNotFoundError(f"transcript not found: {where}")
+        now_generation, now_lines, _size = head
+        if now_generation != generation or now_lines < mark.lines:
+            raise TranscriptChangedError(
+                "the transcript was deleted or replaced since this mark; reopen it", path=where
+            )
+        raise StaleTranscriptError(
+            f"{now_lines - mark.lines} line(s) were appended since the writer's mark; nothing was written"
+            " (read them and append again)",
+            path=where,
+        )
+
+    async def _key_row(self, conn: AsyncConnection[Any], session_id: str, key: bytes) -> StorageMark | None:
+        cur = await conn.execute(self._sql["key"], (self.store_id, session_id, key))
+        row = await cur.fetchone()
+        return None if row is None else self._mark(*row)
+
+    async def _used_key(self, session_id: str, key: bytes) -> StorageMark | None:
+        async def body(conn: AsyncConnection[Any]) -> StorageMark | None:
+            return await self._key_row(conn, session_id, key)
+
+        return await self._run(session_id, body, write=False)
+
+    async def read_backwards(self, session_id: str) -> AsyncIterator[bytes]:
+        """
+        The lines from the last to the first, in batches by ``seq`` descending (16 lines, doubling up to
+        1024; a pool connection only while a batch is read), so reading k lines costs O(k).
+
+        Raises:
+            TranscriptNotFoundError: No such transcript (on the first iteration).
+            TranscriptChangedError: It was deleted or replaced while being read.
+        """
+        self._check_id(session_id)
+        below: int | None = None
+        generation: int | None = None
+        batch = _FIRST_BATCH
+        while below is None or below > 0:
+            args: tuple[object, ...]
+            if generation is None:
+                query, args = self._sql["tail_first"], (batch, self.store_id, session_id)
+            else:
+                query, args = self._sql["tail_more"], (self.store_id, session_id, generation, below, batch)
+
+            async def body(conn: AsyncConnection[Any], q: Any = query, a: Any = args) -> list[Any]:
+                cur = await conn.execute(q, a)
+                return await cur.fetchall()
+
+            rows = await self._run(session_id, body, write=False)
+            if generation is None:
+                if not rows:
+                    raise TranscriptNotFoundError(f"transcript not found: {self.location(session_id)}")
+                generation, below = int(rows[0][0]), int(rows[0][1])
+                found = [(row[2], row[3]) for row in rows if row[3] is not None]
+            else:
+                found = [(row[0], row[1]) for row in rows]
+                if not found:
+                    raise TranscriptChangedError(
+                        "the transcript was deleted or replaced while it was read backwards",
+                        path=self.location(session_id),
+                    )
+            for seq, line in found:
+                below = int(seq)
+                yield bytes(line)
+            if not found:
+                break
+            batch = min(batch * 2, _MAX_BATCH)
+
+    async def claim(self, session_id: str, *, timeout_ms: float | None = None) -> WriterClaim:
+        """
+        Take the transcript's writer claim: its advisory lock, on a pool connection kept until
+        :meth:`~WriterClaim.release` (``timeout_ms`` ``None``: :attr:`claim_timeout_ms`).
+
+        Raises:
+            SessionBusyError: Not taken within ``timeout_ms``.
+            LockError: ``timeout_ms`` is not positive.
+        """
+        self._check_id(session_id)
+        check_claim_timeout(timeout_ms)
+        wait_ms = self.claim_timeout_ms if timeout_ms is None else timeout_ms
+        pool = await self._pool(write=True)
+        from psycopg import errors  # noqa: PLC0415 - the optional extra
+        from psycopg_pool import PoolTimeout  # noqa: PLC0415 - the optional extra
+
+        where = self.location(session_id)
+        try:
+            conn = await pool.getconn()
+        except PoolTimeout as err:
+            raise SessionBusyError(
+                f"no connection for {where}: {err}", path=where, waited_ms=wait_ms
+            ) from err
+        try:
+            async with conn.transaction():
+                await conn.execute(self._sql["set_lock_timeout"], (f"{max(1, round(wait_ms))}ms",))
+                await conn.execute(self._sql["lock"], (self.lock_name(session_id),))
+        except errors.LockNotAvailable as err:
+            await pool.putconn(conn)
+            raise SessionBusyError(
+                f"the writer claim of {where} is held by another writer", path=where, waited_ms=wait_ms
+            ) from err
+        except BaseException:
+            await conn.close()  # whatever it holds dies with it
+            await pool.putconn(conn)
+            raise
+        return PostgresClaim(
+            owner=(self.schema, self.store_id, session_id),
+            where=where,
+            unlock=(self._sql["unlock"], self.lock_name(session_id)),
+            pool=pool,
+            conn=conn,
+        )
+
+    async def list_sessions(self) -> list[str]:
+        """The session ids of this store's transcripts, sorted by code point (head rows only, no lines)."""
+
+        async def body(conn: AsyncConnection[Any]) -> list[str]:
+            cur = await conn.execute(self._sql["list"], (self.store_id,))
+            return [row[0] for row in await cur.fetchall()]
+
+        return await self._run("*", body, write=False)
+
+    async def sweep_expired(self, *, batch_size: int = 500, max_batches: int | None = None) -> list[str]:
+        """
+        Delete this store's transcripts whose ``expires_at`` has passed (``ttl_s``; the server's clock),
+        every row of each, in batches of ``batch_size`` transcripts, one short transaction per batch
+        (rows another worker holds are skipped: ``FOR UPDATE SKIP LOCKED``), until a batch comes back
+        short or ``max_batches`` batches ran (``None``: no limit).
+
+        Returns:
+            The session ids removed, sorted (their store entries are the caller's to remove).
+
+        Raises:
+            ValueError: ``batch_size`` or ``max_batches`` is not a positive integer.
+        """
+        if batch_size < 1 or (max_batches is not None and max_batches < 1):
+            raise ValueError(f"batch_size and max_batches must be positive, got {batch_size}, {max_batches}")
+
+        async def body(conn: AsyncConnection[Any]) -> list[str]:
+            cur = await conn.execute(self._sql["sweep"], (self.store_id, batch_size))
+            return [row[0] for row in await cur.fetchall()]
+
+        removed: list[str] = []
+        batches = 0
+        while max_batches is None or batches < max_batches:
+            batches += 1
+            batch = await self._run("*", body, write=True)
+            removed += batch
+            if len(batch) < batch_size:
+                break
+        return sorted(removed)
+
+    async def delete(self, session_id: str) -> bool:
+        """Remove the transcript: its head row, lines and idempotency keys (cascade); ``False`` if none."""
+        self._check_id(session_id)
+
+        async def body(conn: AsyncConnection[Any]) -> bool:
+            cur = await conn.execute(self._sql["delete"], (self.store_id, session_id))
+            return cur.rowcount > 0
+
+        return await self._run(session_id, body, write=True)
