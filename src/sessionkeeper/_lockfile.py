@@ -487,11 +487,7 @@ def remove_if_unchanged(lock_path: Path, observed: LockSnapshot) -> bool:
             return False
         if (now.st_dev, now.st_ino) != (observed.dev, observed.ino):
             return False
-        try:
-            lock_path.unlink()
-        except FileNotFoundError:
-            return False
-        return True
+        return _unlink_present(lock_path)
     finally:
         os.close(fd)
 
@@ -508,6 +504,11 @@ def _remove_unreadable(lock_path: Path, observed: LockSnapshot) -> bool:
         observed.mtime_ns,
     ) or observed.raw:
         return False
+    return _unlink_present(lock_path)
+
+
+def _unlink_present(lock_path: Path) -> bool:
+    """Remove ``lock_path``; ``False`` when it is already gone (another process removed it first)."""
     try:
         lock_path.unlink()
     except FileNotFoundError:

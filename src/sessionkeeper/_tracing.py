@@ -84,6 +84,16 @@ def _set(span: Any, values: Mapping[str, object]) -> None:
 # --------------------------------------------------------------------------------- what each span records
 
 
+def _read(result: Any, **attributes: str) -> dict[str, Any]:
+    """``{key: result.<attribute>}`` for each ``key=attribute`` (``None`` where the result lacks it)."""
+    return {key: getattr(result, attribute, None) for key, attribute in attributes.items()}
+
+
+def _sizes(result: Any, **attributes: str) -> dict[str, int]:
+    """``{key: len(result.<attribute>)}`` for each ``key=attribute`` (0 where the result lacks it)."""
+    return {key: len(getattr(result, attribute, ())) for key, attribute in attributes.items()}
+
+
 def _session_key(args: Mapping[str, Any]) -> object:
     key = args.get("session_key")
     if key is None:
@@ -103,10 +113,8 @@ def _compaction_args(args: Mapping[str, Any]) -> dict[str, Any]:
 
 def _compaction_result(result: Any) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "outcome": getattr(result, "status", None),
-        "tokens_before": getattr(result, "tokens_before", None),
-        "provider": getattr(result, "provider", None),
-        "fallbacks": len(getattr(result, "fallbacks", ())),
+        **_read(result, outcome="status", tokens_before="tokens_before", provider="provider"),
+        **_sizes(result, fallbacks="fallbacks"),
     }
     summary = getattr(result, "summary", None)
     kept = getattr(getattr(result, "preparation", None), "kept_tokens", None)
@@ -122,11 +130,14 @@ def _flush_args(args: Mapping[str, Any]) -> dict[str, Any]:
 def _flush_result(result: Any) -> dict[str, Any]:
     return {
         "outcome": "ok" if getattr(result, "ok", False) else "failed",
-        "reason": getattr(result, "reason", None),
-        "tokens_before": getattr(result, "context_tokens", None),
-        "threshold": getattr(result, "threshold", None),
-        "reply_silent": getattr(result, "reply_silent", None),
-        "exhausted": getattr(result, "exhausted", None),
+        **_read(
+            result,
+            reason="reason",
+            tokens_before="context_tokens",
+            threshold="threshold",
+            reply_silent="reply_silent",
+            exhausted="exhausted",
+        ),
     }
 
 
@@ -144,9 +155,7 @@ def _prune_result(result: Any) -> dict[str, Any]:
         "chars_after": chars_after,
         "tokens_before": math.ceil(chars_before / 4),  # OpenClaw's chars/4 of the weighted estimate
         "tokens_after": math.ceil(chars_after / 4),
-        "soft_trimmed": len(getattr(result, "soft_trimmed", ())),
-        "hard_cleared": len(getattr(result, "hard_cleared", ())),
-        "reapplied": len(getattr(result, "reapplied", ())),
+        **_sizes(result, soft_trimmed="soft_trimmed", hard_cleared="hard_cleared", reapplied="reapplied"),
     }
 
 
@@ -157,13 +166,9 @@ def _maintenance_args(args: Mapping[str, Any]) -> dict[str, Any]:
 def _maintenance_result(result: Any) -> dict[str, Any]:
     return {
         "outcome": "applied" if getattr(result, "applied", False) else "not_applied",
-        "mode": getattr(result, "mode", None),
-        "entries_before": getattr(result, "before_count", None),
-        "entries_after": getattr(result, "after_count", None),
-        "removed": len(getattr(result, "removals", ())),
-        "file_actions": len(getattr(result, "file_actions", ())),
-        "bytes_before": getattr(result, "bytes_before", None),
-        "bytes_after": getattr(result, "bytes_after", None),
+        **_read(result, mode="mode", entries_before="before_count", entries_after="after_count"),
+        **_sizes(result, removed="removals", file_actions="file_actions"),
+        **_read(result, bytes_before="bytes_before", bytes_after="bytes_after"),
     }
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.pruning._single_checks import dangling_calls_possible, role_runs
 
 from sessionkeeper.pruning import (
     ReplayPolicy,
@@ -25,14 +26,12 @@ from sessionkeeper.pruning import (
     sanitize_tool_call_ids,
 )
 from sessionkeeper.pruning._fused import (
-    dangling_calls_possible,
     has_item_ids,
     has_reasoning_items,
     normalize_responses_ids,
     pairing_intact,
     repair_call_inputs,
     rewrite_tool_call_ids,
-    role_runs,
     survey,
     tail_checks,
 )

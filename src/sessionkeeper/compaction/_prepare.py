@@ -35,10 +35,8 @@ from sessionkeeper.records import (
     AgentMessage,
     AssistantMessage,
     BranchSummaryEntry,
-    BranchSummaryMessage,
     CompactionEntry,
     CompactionSummaryMessage,
-    CustomMessage,
     CustomMessageEntry,
     MessageEntry,
     ToolCall,
@@ -54,6 +52,7 @@ from sessionkeeper.records import (
 from sessionkeeper.transcript import (
     estimate_context_tokens,
     message_from_json,
+    typed_entry_message,
 )
 
 
@@ -85,18 +84,8 @@ def entry_message(entry: TranscriptEntry, *, include_compaction: bool = False) -
         return entry.message
     if isinstance(entry, UnknownEntry):
         return _unknown_entry_message(entry, include_compaction=include_compaction)
-    if isinstance(entry, CustomMessageEntry):
-        return CustomMessage(
-            custom_type=entry.custom_type,
-            content=entry.content,
-            display=entry.display,
-            details=entry.details,
-            timestamp=parse_iso_ms(entry.timestamp),
-        )
-    if isinstance(entry, BranchSummaryEntry):
-        return BranchSummaryMessage(
-            summary=entry.summary, from_id=entry.from_id, timestamp=parse_iso_ms(entry.timestamp)
-        )
+    if isinstance(entry, CustomMessageEntry | BranchSummaryEntry):
+        return typed_entry_message(entry)
     if include_compaction and isinstance(entry, CompactionEntry):
         return CompactionSummaryMessage(
             summary=entry.summary, tokens_before=entry.tokens_before, timestamp=parse_iso_ms(entry.timestamp)

@@ -62,7 +62,6 @@ from sessionkeeper.records import (
 
 __all__ = (
     "Survey",
-    "dangling_calls_possible",
     "fill_usage_and_strip_details",
     "has_item_ids",
     "has_reasoning_items",
@@ -70,7 +69,6 @@ __all__ = (
     "pairing_intact",
     "repair_call_inputs",
     "rewrite_tool_call_ids",
-    "role_runs",
     "strip_thinking_signatures",
     "survey",
     "tail_checks",
@@ -232,55 +230,6 @@ def fill_usage_and_strip_details(messages: Sequence[AgentMessage]) -> Sequence[A
         if out is not None:
             out.append(new)
     return messages if out is None else out
-
-
-def role_runs(messages: Sequence[AgentMessage]) -> tuple[bool, bool]:
-    """
-    Whether two assistant turns, and whether two user turns, follow each other (plain contexts).
-
-    Every record has a role (its tag), so this is ``_has_consecutive`` for both roles in one walk.
-    """
-    assistants = users = False
-    last: type | None = None
-    for message in messages:
-        cls = type(message)
-        if cls is last:
-            if cls is AssistantMessage:
-                assistants = True
-            elif cls is UserMessage:
-                users = True
-        last = cls
-    return assistants, users
-
-
-def dangling_calls_possible(messages: Sequence[AgentMessage]) -> bool:
-    """
-    Whether ``_strip_dangling_tool_calls`` would change a turn (plain contexts, one walk).
-
-    A tool-calling turn stays as it is when every tool call is answered by a result (trimmed id)
-    before the next assistant turn; with thinking, each answered call also needs a non-blank name
-    matching one of its results' non-blank names, if any.
-    """
-    open_turn: AssistantMessage | None = None
-    answered: dict[str, set[str]] = {}
-    for message in messages:
-        if type(message) is AssistantMessage:
-            if open_turn is not None and _unanswered(open_turn, answered):
-                return True
-            open_turn = None
-            for block in message.content:
-                if type(block) is ToolCall and block.id:
-                    open_turn = message
-                    answered = {}
-                    break
-        elif type(message) is ToolResultMessage and open_turn is not None:
-            rid = message.tool_call_id.strip()
-            if rid:
-                names = answered.get(rid)
-                if names is None:
-                    names = answered[rid] = set()
-                names.add(message.tool_name.strip())
-    return open_turn is not None and _unanswered(open_turn, answered)
 
 
 def _unanswered(turn: AssistantMessage, answered: dict[str, set[str]]) -> bool:
@@ -495,9 +444,11 @@ class TailChecks:
 
     Attributes:
         pairing_intact: :func:`pairing_intact`.
-        assistant_runs: Two assistant turns follow each other (:func:`role_runs`).
-        user_runs: Two user turns follow each other (:func:`role_runs`).
-        dangling: :func:`dangling_calls_possible`.
+        assistant_runs: Two assistant turns follow each other.
+        user_runs: Two user turns follow each other.
+        dangling: ``_strip_dangling_tool_calls`` would change a turn: a tool-calling turn has a call
+            no result answers (trimmed id) before the next assistant turn; with thinking, an answered
+            call also needs a non-blank name matching one of its results' non-blank names, if any.
     """
 
     pairing_intact: bool
@@ -508,7 +459,8 @@ class TailChecks:
 
 def tail_checks(messages: Sequence[AgentMessage]) -> TailChecks:
     """
-    :func:`pairing_intact`, :func:`role_runs` and :func:`dangling_calls_possible` in one walk.
+    :func:`pairing_intact`, the role runs and the dangling-call check in one walk (their single-purpose
+    references live with the differential test, ``tests/pruning/_single_checks.py``).
 
     The steps between the pairing repair and turn validation (details and usage, the Google
     bootstrap turn) change none of the three answers, so one walk serves them all when the pairing

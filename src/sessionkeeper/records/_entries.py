@@ -17,7 +17,14 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from sessionkeeper.records._jscompat import js_json_stringify
-from sessionkeeper.records._messages import AgentMessage, ContentBlock, SystemMessage, Usage, UserContent
+from sessionkeeper.records._messages import (
+    AgentMessage,
+    ContentBlock,
+    SystemMessage,
+    Usage,
+    UserContent,
+    _RawJsonRecord,
+)
 
 
 __all__ = (
@@ -404,7 +411,7 @@ class ContextEditEntry(_Record, tag="context_edit", frozen=True, kw_only=True):
     replacement: ContextEditReplacement | None
 
 
-class UnknownEntry:
+class UnknownEntry(_RawJsonRecord):
     """
     An entry whose ``type`` is unknown, or whose fields do not fit its type's record (spec §5.10).
 
@@ -415,10 +422,7 @@ class UnknownEntry:
         raw: The JSON object as decoded.
     """
 
-    __slots__ = ("raw",)
-
-    def __init__(self, raw: dict[str, Any]) -> None:
-        self.raw: dict[str, Any] = raw
+    __slots__ = ()
 
     @property
     def type(self) -> str:
@@ -446,15 +450,6 @@ class UnknownEntry:
         """The ``timestamp`` value (``""`` when absent or not a string)."""
         value = self.raw.get("timestamp")
         return value if isinstance(value, str) else ""
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, UnknownEntry) and other.raw == self.raw
-
-    def __hash__(self) -> int:  # pragma: no cover - raw dicts are unhashable by design
-        raise TypeError("UnknownEntry is unhashable")
-
-    def __repr__(self) -> str:
-        return f"UnknownEntry({self.raw!r})"
 
 
 TranscriptEntry: TypeAlias = (

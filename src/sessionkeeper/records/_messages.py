@@ -390,7 +390,28 @@ class CompactionSummaryMessage(_Message, tag="compactionSummary", frozen=True, k
     timestamp: Number
 
 
-class UnknownMessage:
+class _RawJsonRecord:
+    """
+    A record kept as its decoded JSON object (:class:`UnknownMessage`, ``UnknownEntry``): equal to a record
+    of its class with an equal ``raw``, unhashable (``raw`` is a dict), shown as ``Class({...})``.
+    """
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self.raw: dict[str, Any] = raw
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _RawJsonRecord) and type(other) is type(self) and other.raw == self.raw
+
+    def __hash__(self) -> int:  # pragma: no cover - raw dicts are unhashable by design
+        raise TypeError(f"{type(self).__name__} is unhashable")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.raw!r})"
+
+
+class UnknownMessage(_RawJsonRecord):
     """
     A message with an unknown role, or whose fields do not fit its role's record.
 
@@ -401,25 +422,13 @@ class UnknownMessage:
         raw: The JSON object as decoded.
     """
 
-    __slots__ = ("raw",)
-
-    def __init__(self, raw: dict[str, Any]) -> None:
-        self.raw: dict[str, Any] = raw
+    __slots__ = ()
 
     @property
     def role(self) -> str | None:
         """The ``role`` value, if it is a string."""
         role = self.raw.get("role")
         return role if isinstance(role, str) else None
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, UnknownMessage) and other.raw == self.raw
-
-    def __hash__(self) -> int:  # pragma: no cover - raw dicts are unhashable by design
-        raise TypeError("UnknownMessage is unhashable")
-
-    def __repr__(self) -> str:
-        return f"UnknownMessage({self.raw!r})"
 
 
 KnownMessage: TypeAlias = (

@@ -31,6 +31,7 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar
 
@@ -165,7 +166,7 @@ class SqliteStoreBackend(RowsAlwaysLoad):
             )
         except sqlite3.Error as err:
             raise self._corrupt(f"cannot open the database ({err})", err) from err
-        try:
+        with self._opening(conn):
             if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
                 _check_no_tables(conn, self.path)  # a foreign database: refused before WAL touches it
             self._enable_wal(conn)
@@ -186,11 +187,6 @@ class SqliteStoreBackend(RowsAlwaysLoad):
                     conn.execute("ROLLBACK")
                     raise
             _check_version(conn, version, self.path)
-        except StoreCorruptError:
-            conn.close()
-            raise
-        except sqlite3.DatabaseError as err:
-            raise self._open_failed(conn, err) from err
         for suffix in ("-wal", "-shm"):
             side = self.path.with_name(self.path.name + suffix)
             if side.exists():
@@ -217,7 +213,7 @@ class SqliteStoreBackend(RowsAlwaysLoad):
             )
         except sqlite3.Error as err:
             raise self._corrupt(f"cannot open the database read-only ({err})", err) from err
-        try:
+        with self._opening(conn):
             conn.execute("PRAGMA query_only=1")
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version == 0:
@@ -225,12 +221,18 @@ class SqliteStoreBackend(RowsAlwaysLoad):
                 conn.close()
                 return _empty_database()
             _check_version(conn, version, self.path)
+        return conn
+
+    @contextlib.contextmanager
+    def _opening(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """Close ``conn`` when opening it fails: a refused store as is, a SQLite error as busy or corrupt."""
+        try:
+            yield
         except StoreCorruptError:
             conn.close()
             raise
         except sqlite3.DatabaseError as err:
             raise self._open_failed(conn, err) from err
-        return conn
 
     def _open_failed(
         self, conn: sqlite3.Connection, err: sqlite3.DatabaseError

@@ -64,6 +64,7 @@ from sessionkeeper.transcript._context import (
     project_path,
     walk_path,
 )
+from sessionkeeper.transcript._context import typed_entry_message as typed_entry_message  # compaction
 from sessionkeeper.transcript._convert import (
     BRANCH_SUMMARY_PREFIX,
     BRANCH_SUMMARY_SUFFIX,

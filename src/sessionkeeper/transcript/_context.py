@@ -61,6 +61,7 @@ __all__ = (
     "entry_model",
     "entry_thinking_level",
     "project_path",
+    "typed_entry_message",
     "walk_path",
 )
 
@@ -200,11 +201,15 @@ def _with_content(message: AgentMessage) -> AgentMessage:
     return message
 
 
-def _entry_message(entry: TranscriptEntry) -> AgentMessage | None:
-    """pi's ``sessionEntryToContextMessages`` for a non-compaction entry (spec §9 item 4); ``None`` = the
-    entry adds nothing."""
-    if isinstance(entry, MessageEntry):
-        return _with_content(entry.message)
+def typed_entry_message(
+    entry: CustomMessageEntry | BranchSummaryEntry,
+) -> CustomMessage | BranchSummaryMessage:
+    """
+    The message a typed ``custom_message`` or ``branch_summary`` entry stands for (pi's
+    ``createCustomMessage`` / ``createBranchSummaryMessage``): its fields, the ISO ``timestamp`` as ms since
+    the epoch. The context rebuild skips an empty branch summary; the summariser's input keeps it
+    (``compaction`` ``entry_message``), so the callers decide.
+    """
     if isinstance(entry, CustomMessageEntry):
         return CustomMessage(
             custom_type=entry.custom_type,
@@ -213,12 +218,20 @@ def _entry_message(entry: TranscriptEntry) -> AgentMessage | None:
             details=entry.details,
             timestamp=parse_iso_ms(entry.timestamp),
         )
+    return BranchSummaryMessage(
+        summary=entry.summary, from_id=entry.from_id, timestamp=parse_iso_ms(entry.timestamp)
+    )
+
+
+def _entry_message(entry: TranscriptEntry) -> AgentMessage | None:
+    """pi's ``sessionEntryToContextMessages`` for a non-compaction entry (spec §9 item 4); ``None`` = the
+    entry adds nothing."""
+    if isinstance(entry, MessageEntry):
+        return _with_content(entry.message)
+    if isinstance(entry, CustomMessageEntry):
+        return typed_entry_message(entry)
     if isinstance(entry, BranchSummaryEntry):
-        if not entry.summary:
-            return None
-        return BranchSummaryMessage(
-            summary=entry.summary, from_id=entry.from_id, timestamp=parse_iso_ms(entry.timestamp)
-        )
+        return typed_entry_message(entry) if entry.summary else None
     if not isinstance(entry, UnknownEntry):
         return None
     raw = entry.raw
