@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from importlib.metadata import version as _version
+from pathlib import Path
+
+from sphinx.application import Sphinx
+
+
+_DOCS = Path(__file__).resolve().parent
 
 
 project = "sessionkeeper"
@@ -24,5 +31,22 @@ autodoc_member_order = "bysource"
 autodoc_typehints = "description"
 napoleon_google_docstring = True
 napoleon_use_ivar = True
-exclude_patterns = ["_build"]
+exclude_patterns = ["_build", "_diagrams", "_generated"]
 nitpicky = False
+
+
+def _render_diagrams(app: Sphinx) -> None:
+    """Draw the concept diagrams (docs/concepts.md) from sessions built with the library, into _generated/."""
+    sys.path.insert(0, str(_DOCS / "_diagrams"))
+    try:
+        from render import render_all  # docs/_diagrams/render.py
+
+        render_all(_DOCS / "_generated")
+    finally:
+        sys.path.remove(str(_DOCS / "_diagrams"))
+
+
+def setup(app: Sphinx) -> dict[str, bool]:
+    """Sphinx extension hook: render the diagrams before any page is read."""
+    app.connect("builder-inited", _render_diagrams)
+    return {"parallel_read_safe": True}
