@@ -11,7 +11,8 @@ reader writes: it is written to ``PATH`` under the current directory, in page or
 after it run.
 
 A ``console`` block is a shell session: each line ``$ sessionkeeper ARGS`` runs the CLI in-process
-(``ARGS`` split as a POSIX shell does, ``*`` globbed in the current directory), and the lines after it, up to
+(``ARGS`` split as a POSIX shell does, ``$NAME`` replaced by the environment variable, ``*`` globbed in
+the current directory), and the lines after it, up to
 the next ``$``, are the output the reader is shown: each of them must appear in the real output (runs of
 spaces and tabs compare equal, so the plain-text tables may be aligned for reading; ``<id>`` stands for an
 entry id, 8 hex digits, and ``<...>`` for any text, such as a time stamp of the run), and a line ``...``
@@ -25,6 +26,7 @@ import ast
 import asyncio
 import glob
 import inspect
+import os
 import re
 import shlex
 from dataclasses import dataclass
@@ -118,7 +120,8 @@ def _pattern(shown: str) -> re.Pattern[str]:
 def run_command(command: Command) -> str:
     """Run one console command in the current directory; check its exit code and the shown output."""
     args: list[str] = []
-    for arg in command.argv[1:]:
+    for raw in command.argv[1:]:
+        arg = os.path.expandvars(raw)
         matches = sorted(glob.glob(arg)) if "*" in arg else []
         args += matches or [arg]
     result = CliRunner().invoke(cli, args, catch_exceptions=False)
