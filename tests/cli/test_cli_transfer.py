@@ -207,3 +207,18 @@ def test_help_shows_examples() -> None:
         assert result.exit_code == 0
         assert f"sessionkeeper {command} " in result.stdout
         assert "Examples:" in result.stdout
+
+
+def test_a_dry_run_writes_nothing_and_says_so(source: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = run_cli("export", "--store", str(source), "--out", str(out), "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("dry run, nothing written: would have exported 2 sessions")
+    assert "2 copied, 0 unchanged" in result.stdout
+    assert not out.exists()
+    result = run_cli("import", str(source), "--store", str(out), "--dry-run", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["dryRun"] is True
+    assert [s["lines"] for s in report["sessions"]] == [4, 2]
+    assert not out.exists()

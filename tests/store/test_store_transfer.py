@@ -487,3 +487,39 @@ async def test_an_entry_stored_meanwhile_refuses_the_session_and_removes_its_tra
     assert (await target.require("agent:main:main")).label == "raced"
     assert PLAIN not in await target.transcript_storage().list_sessions()
     assert len(await target.transcript_storage().list_sessions()) == 3  # the others are in place
+
+
+async def test_a_dry_run_reports_what_the_copy_does_and_writes_nothing(tmp_path: Path) -> None:
+    source = await _source(tmp_path / "a")
+    target_dir = tmp_path / "b"
+    target_dir.mkdir()
+    theirs = _transcript(FORK, b"theirs")
+    (target_dir / FORK_NAME).write_bytes(theirs)
+    (source / f"{TOPIC}-topic-42.jsonl").write_bytes(_transcript(TOPIC) + b'{"torn')
+    before = _snapshot(target_dir)
+    async with (
+        SessionStore.open(source, read_only=True) as src,
+        SessionStore.open(target_dir, read_only=True) as dst,
+    ):
+        preview = await copy_sessions(src, dst, dry_run=True)
+        forced = await copy_sessions(src, dst, dry_run=True, overwrite=True)
+    assert _snapshot(target_dir) == before
+    expected = {
+        "agent:main:main": "copied",
+        "agent:main:abs": "copied",
+        "agent:main:telegram:group:1:topic:42": "failed",
+        "agent:main:fork": "failed",
+        "agent:main:empty": "copied",
+    }
+    assert _outcomes(preview) == expected
+    assert _outcomes(forced) == {**expected, "agent:main:fork": "replaced"}
+    errors = {s.session_key: type(s.error) for s in preview.failed}
+    assert errors == {
+        "agent:main:telegram:group:1:topic:42": TranscriptFormatError,
+        "agent:main:fork": SessionExistsError,
+    }
+    async with SessionStore.open(source, read_only=True) as src, SessionStore.open(target_dir) as dst:
+        real = await copy_sessions(src, dst)
+    assert _outcomes(real) == expected
+    for dry, done in zip(preview.sessions, real.sessions, strict=True):
+        assert (dry.lines, dry.size, dry.transcript) == (done.lines, done.size, done.transcript)

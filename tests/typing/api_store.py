@@ -77,7 +77,7 @@ async def maintenance_members(backend: StoreBackend) -> None:
 
 async def copying(source: SessionStore, target: SessionStore, storage: TranscriptStorage) -> None:
     # issue 13: sessionkeeper export / import
-    report = await copy_sessions(source, target, keys=["agent:main:main"], overwrite=True)
+    report = await copy_sessions(source, target, keys=["agent:main:main"], overwrite=True, dry_run=True)
     assert_type(report, CopyReport)
     assert_type(report.failed, tuple[CopiedSession, ...])
     assert_type(report.ok, bool)

@@ -4,9 +4,10 @@
 database (or any two stores) by :func:`~sessionkeeper.store.copy_sessions`, byte for byte; the source is
 only read. docs/postgres.md "Moving a sessions directory into a database" has the rules.
 
-``--json`` prints ``{"source", "target", "copied", "unchanged", "replaced", "failed", "sessions":
-[{"sessionKey", "sessionId", "outcome", "transcript", "lines", "bytes", "error": null | {"type",
-"message"}}], "droppedKeys", "normalizedKeys", "unreferencedTranscripts"}``.
+``--dry-run`` reads both stores and writes nothing (the target is opened read-only), reporting what a copy
+would do now. ``--json`` prints ``{"source", "target", "dryRun", "copied", "unchanged", "replaced",
+"failed", "sessions": [{"sessionKey", "sessionId", "outcome", "transcript", "lines", "bytes", "error":
+null | {"type", "message"}}], "droppedKeys", "normalizedKeys", "unreferencedTranscripts"}``.
 
 Exit codes: 0 every session is in the target (copied, or there already); 1 a session failed (another
 session in the target's way without ``--overwrite``, an unterminated transcript line, a refused
@@ -81,13 +82,14 @@ def _run(
     target_transcripts: Path | None,
     keys: tuple[str, ...],
     overwrite: bool,
+    dry_run: bool,
 ) -> CopyReport:
     async def run() -> CopyReport:
         async with (
             _open(source, transcripts_dir=source_transcripts, read_only=True) as src,
-            _open(target, transcripts_dir=target_transcripts, read_only=False) as dst,
+            _open(target, transcripts_dir=target_transcripts, read_only=dry_run) as dst,
         ):
-            return await copy_sessions(src, dst, keys=keys or None, overwrite=overwrite)
+            return await copy_sessions(src, dst, keys=keys or None, overwrite=overwrite, dry_run=dry_run)
 
     try:
         return anyio.run(run)
@@ -97,10 +99,11 @@ def _run(
         fail(f"{err} in {_shown(source)}; nothing was copied", code=EXIT_BAD_INPUT)
 
 
-def _payload(report: CopyReport, source: str, target: str) -> dict[str, Any]:
+def _payload(report: CopyReport, source: str, target: str, dry_run: bool) -> dict[str, Any]:
     return {
         "source": source,
         "target": target,
+        "dryRun": dry_run,
         **{
             outcome: len(report.with_outcome(outcome))
             for outcome in ("copied", "unchanged", "replaced", "failed")
@@ -125,16 +128,17 @@ def _payload(report: CopyReport, source: str, target: str) -> dict[str, Any]:
     }
 
 
-def _finish(report: CopyReport, *, verb: str, source: str, target: str, as_json: bool) -> None:
+def _finish(report: CopyReport, *, verb: str, source: str, target: str, as_json: bool, dry_run: bool) -> None:
     """Print the report (one summary line, then what needs attention), and exit 1 when a session failed."""
     if as_json:
-        click.echo(json_text(_payload(report, source, target), indent=2))
+        click.echo(json_text(_payload(report, source, target, dry_run), indent=2))
     else:
         counts = ", ".join(
             f"{len(report.with_outcome(outcome))} {outcome}"
             for outcome in ("copied", "unchanged", "replaced", "failed")
         )
-        click.echo(f"{verb} {len(report.sessions)} sessions from {source} to {target}: {counts}")
+        prefix = f"dry run, nothing written: would have {verb}" if dry_run else verb
+        click.echo(f"{prefix} {len(report.sessions)} sessions from {source} to {target}: {counts}")
         for session in report.failed:
             click.echo(
                 f"  failed {escape_controls(session.session_key)}: "
@@ -153,8 +157,8 @@ def _finish(report: CopyReport, *, verb: str, source: str, target: str, as_json:
     if report.failed:
         if not as_json:
             click.echo(
-                f"sessionkeeper: error: {len(report.failed)} sessions were not copied (see above; nothing of"
-                " them was written)",
+                f"sessionkeeper: error: {len(report.failed)} sessions "
+                + ("would fail" if dry_run else "were not copied (see above; nothing of them was written)"),
                 err=True,
             )
         raise SystemExit(EXIT_ERROR)
@@ -194,6 +198,7 @@ _KEY_HELP = "Copy only this session key (repeatable; default: every session)."
 )
 @click.option("--key", "keys", multiple=True, help=_KEY_HELP)
 @click.option("--overwrite", is_flag=True, help="Replace a different entry or transcript in DIR.")
+@click.option("--dry-run", is_flag=True, help="Report what would be copied; write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
 def export_command(
     *,
@@ -202,6 +207,7 @@ def export_command(
     out_dir: Path,
     keys: tuple[str, ...],
     overwrite: bool,
+    dry_run: bool,
     as_json: bool,
 ) -> None:
     """Copy the sessions of a store (a database, or a sessions directory) into a sessions directory."""
@@ -215,8 +221,16 @@ def export_command(
         target_transcripts=None,
         keys=keys,
         overwrite=overwrite,
+        dry_run=dry_run,
     )
-    _finish(report, verb="exported", source=_shown(store_path), target=str(out_dir), as_json=as_json)
+    _finish(
+        report,
+        verb="exported",
+        source=_shown(store_path),
+        target=str(out_dir),
+        as_json=as_json,
+        dry_run=dry_run,
+    )
 
 
 @click.command("import", epilog=_IMPORT_EPILOG)
@@ -238,6 +252,7 @@ def export_command(
 )
 @click.option("--key", "keys", multiple=True, help=_KEY_HELP)
 @click.option("--overwrite", is_flag=True, help="Replace a different entry or transcript in the store.")
+@click.option("--dry-run", is_flag=True, help="Report what would be copied; write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
 def import_command(
     *,
@@ -246,6 +261,7 @@ def import_command(
     transcripts_dir: Path | None,
     keys: tuple[str, ...],
     overwrite: bool,
+    dry_run: bool,
     as_json: bool,
 ) -> None:
     """Copy the sessions of a sessions directory (DIR, only read) into a store (a database, a directory)."""
@@ -257,8 +273,16 @@ def import_command(
         target_transcripts=transcripts_dir,
         keys=keys,
         overwrite=overwrite,
+        dry_run=dry_run,
     )
-    _finish(report, verb="imported", source=str(source_dir), target=_shown(store_path), as_json=as_json)
+    _finish(
+        report,
+        verb="imported",
+        source=str(source_dir),
+        target=_shown(store_path),
+        as_json=as_json,
+        dry_run=dry_run,
+    )
 
 
 COMMANDS: tuple[click.Command, ...] = (export_command, import_command)

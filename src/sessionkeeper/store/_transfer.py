@@ -295,19 +295,27 @@ class _Pending:
     digest: _Digest | None
     transcript_outcome: CopyOutcome
     target: _Place | None
+    written: bool
 
     def created(self) -> _Place | None:
         """The target transcript this run created (to remove when the session fails)."""
-        return self.target if self.transcript_outcome == "copied" and self.digest is not None else None
+        return self.target if self.written and self.transcript_outcome == "copied" else None
 
 
 class _Copier:
     """One :func:`copy_sessions` run: the stores, its options and the transcripts it has placed."""
 
     def __init__(
-        self, source: SessionStore, target: SessionStore, *, overwrite: bool, batch_bytes: int
+        self,
+        source: SessionStore,
+        target: SessionStore,
+        *,
+        overwrite: bool,
+        batch_bytes: int,
+        dry_run: bool,
     ) -> None:
         self.source = source
+        self.dry_run = dry_run
         self.target = target
         self.overwrite = overwrite
         self.batch_bytes = batch_bytes
@@ -325,7 +333,7 @@ class _Copier:
             prepared = await self._prepare_group(items[start : start + _GROUP], existing)
             pending = [item for item in prepared if isinstance(item, _Pending)]
             try:
-                committed = await self._commit(pending)
+                committed = await self._commit(pending, existing)
             except BaseException:
                 for waiting in pending:
                     created = waiting.created()
@@ -392,16 +400,18 @@ class _Copier:
             location = target.location if target is not None else None
             if current is not None and encode_session_entry(current) != encoded and not self.overwrite:
                 raise SessionExistsError(key, location="entry")
-            digest, transcript_outcome = await self._transcript(key, source, target)
+            digest, transcript_outcome, written = await self._transcript(key, source, target)
         except (StoreCorruptError, StoreUnavailableError):
             raise  # the store itself: no use going on with the next session
         except SessionKeeperError as err:
             return CopiedSession(
                 session_key=key, session_id=session_id, outcome="failed", transcript=location, error=err
             )
-        return _Pending(key, session_id, new, encoded, digest, transcript_outcome, target)
+        return _Pending(key, session_id, new, encoded, digest, transcript_outcome, target, written)
 
-    async def _commit(self, pending: list[_Pending]) -> dict[str, CopyOutcome | SessionExistsError]:
+    async def _commit(
+        self, pending: list[_Pending], snapshot: dict[str, SessionEntry]
+    ) -> dict[str, CopyOutcome | SessionExistsError]:
         """
         Write the group's entries in one store transaction (one rewrite of a ``sessions.json``), each
         checked against the entry stored now: absent (written), identical (left), another (refused
@@ -428,6 +438,8 @@ class _Copier:
                 entries[item.key] = item.entry
             return outcomes
 
+        if self.dry_run:
+            return apply(snapshot)  # the target as read at the start, edited in memory only
         return await self.target.backend.transaction(apply)
 
     async def _result(
@@ -463,10 +475,13 @@ class _Copier:
 
     async def _transcript(
         self, key: str, source: _Place | None, target: _Place | None
-    ) -> tuple[_Digest | None, CopyOutcome]:
-        """Put the source transcript at the target's place: its digest (``None``: none) and the outcome."""
+    ) -> tuple[_Digest | None, CopyOutcome, bool]:
+        """
+        Put the source transcript at the target's place: its digest (``None``: none), the outcome, and
+        whether it was written (a dry run writes nothing and predicts the outcome).
+        """
         if source is None or target is None:
-            return None, "unchanged"
+            return None, "unchanged", False
         done = self.placed.get(target.location)
         if done is not None:
             if done[0] != source.location:
@@ -476,7 +491,7 @@ class _Copier:
                     message=f"{target.location} is the target of two transcripts of this copy "
                     f"({done[0]} and {source.location}); {key!r} was not copied",
                 )
-            return done[1], "unchanged"
+            return done[1], "unchanged", False
         try:
             existing: _Digest | None = await _digest(target, self.batch_bytes)
         except TranscriptNotFoundError:
@@ -489,14 +504,24 @@ class _Copier:
                 wanted = None
             if wanted == existing:
                 self.placed[target.location] = (source.location, wanted)
-                return wanted, "unchanged"
+                return wanted, "unchanged", False
             if not self.overwrite:
                 raise SessionExistsError(key, location=target.location)
-            await target.storage.delete(target.key)
             outcome = "replaced"
-        digest = await _write(source, target, self.batch_bytes, key)
+            if self.dry_run:
+                self.placed[target.location] = (source.location, wanted)
+                return wanted, outcome, False
+            await target.storage.delete(target.key)
+        if self.dry_run:
+            try:
+                digest: _Digest | None = await _digest(source, self.batch_bytes)  # lines, size, torn tail
+            except TranscriptNotFoundError:
+                digest = None
+        else:
+            digest = await _write(source, target, self.batch_bytes, key)
         self.placed[target.location] = (source.location, digest)
-        return digest, outcome if digest is not None or existing is not None else "unchanged"
+        written = digest is not None and not self.dry_run
+        return digest, outcome if digest is not None or existing is not None else "unchanged", written
 
 
 def _check_stores(source: SessionStore, target: SessionStore) -> None:
@@ -522,6 +547,7 @@ async def copy_sessions(
     keys: Iterable[str] | None = None,
     overwrite: bool = False,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
+    dry_run: bool = False,
 ) -> CopyReport:
     """
     Copy sessions (entries and their transcripts) from ``source`` to ``target``, without loss (issue 13;
@@ -538,6 +564,9 @@ async def copy_sessions(
         batch_bytes: About how many bytes of transcript lines are read and written at once (default
             4 MiB): memory stays bounded for transcripts of any size. A transcript up to this size is
             created in one write.
+        dry_run: Write nothing: read both stores and report what a copy would do now (each session's
+            outcome, its lines and bytes, the errors it would meet; a target opened ``read_only`` is
+            enough).
 
     Returns:
         A :class:`CopyReport`: each session's outcome, the errors of those that failed, and what the
@@ -564,7 +593,7 @@ async def copy_sessions(
             if key not in entries:
                 raise SessionNotFoundError(key)
     load = source.backend.last_load if isinstance(source.backend, JsonFileStoreBackend) else None
-    copier = _Copier(source, target, overwrite=overwrite, batch_bytes=batch_bytes)
+    copier = _Copier(source, target, overwrite=overwrite, batch_bytes=batch_bytes, dry_run=dry_run)
     results = await copier.copy_all([(key, entries[key]) for key in chosen])
     unreferenced: tuple[str, ...] = ()
     if keys is None:
