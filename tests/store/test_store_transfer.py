@@ -523,3 +523,15 @@ async def test_a_dry_run_reports_what_the_copy_does_and_writes_nothing(tmp_path:
     assert _outcomes(real) == expected
     for dry, done in zip(preview.sessions, real.sessions, strict=True):
         assert (dry.lines, dry.size, dry.transcript) == (done.lines, done.size, done.transcript)
+
+
+async def test_a_target_whose_next_write_would_erase_rows_is_refused(tmp_path: Path) -> None:
+    source = await _source(tmp_path / "a")
+    target_dir = tmp_path / "b"
+    target_dir.mkdir()
+    kept = b'{\n  "agent:main:theirs": {"sessionId": "../escape", "label": "keep me"}\n}'
+    (target_dir / "sessions.json").write_bytes(kept)
+    async with SessionStore.open(source, read_only=True) as src, SessionStore.open(target_dir) as dst:
+        with pytest.raises(StoreCorruptError, match="would erase them"):
+            await copy_sessions(src, dst)
+    assert _files(target_dir) == {"sessions.json": kept}

@@ -328,6 +328,15 @@ class _Copier:
         :data:`_PARALLEL` at once), then its entries in one transaction.
         """
         existing = await self.target.backend.load_all() if items else {}
+        dropped = self.target.backend.dropped_keys
+        if dropped:
+            # the target's next write would erase the rows its load drops (OpenClaw does the same)
+            raise StoreCorruptError(
+                f"{len(dropped)} rows fail the load-time shape check ({', '.join(map(repr, dropped[:3]))}"
+                f"{', ...' if len(dropped) > 3 else ''}) and the copy's first write would erase them; "
+                "nothing was written (fix or remove them first: sessions cleanup purges them as drop-unsafe)",
+                path=self.target.backend.store_file or repr(self.target.backend),
+            )
         results: list[CopiedSession] = []
         for start in range(0, len(items), _GROUP):
             prepared = await self._prepare_group(items[start : start + _GROUP], existing)
@@ -576,7 +585,8 @@ async def copy_sessions(
         ConfigError: ``source is target``; a ``target`` that would keep transcripts only in memory (a
             database store opened without transcripts); ``batch_bytes`` not positive.
         SessionNotFoundError: A key of ``keys`` is not in ``source``; nothing was written.
-        StoreCorruptError: The source store cannot be read; nothing was written.
+        StoreCorruptError: The source store cannot be read, or the target's ``sessions.json`` holds rows
+            its load drops (its first write would erase them); nothing was written.
         StoreUnavailableError: A database could not be reached (sessions before it are copied; run the
             copy again, it skips them).
         OSError: The file system failed.
