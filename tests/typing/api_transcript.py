@@ -8,6 +8,7 @@ from typing import assert_type
 import msgspec
 
 from sessionkeeper import SessionContext, TranscriptEntry, TranscriptManager, UserMessage
+from sessionkeeper.records import AssistantMessage, entry_from_line
 from sessionkeeper.transcript import AgentMessage, MessageEntry, create_transcript_lines
 
 
@@ -36,3 +37,8 @@ def context_fields(context: SessionContext) -> None:
 
 def user_message_fields(message: UserMessage) -> None:
     assert_type(message.timestamp, int | float)
+
+
+def decoded_records(line: bytes, reply: AssistantMessage) -> None:
+    assert_type(entry_from_line(line), TranscriptEntry)
+    assert_type(reply.timestamp, int | float)

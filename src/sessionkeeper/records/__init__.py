@@ -8,8 +8,8 @@ no other part of sessionkeeper. It holds
   :class:`ToolResultMessage`, ... pi-format spec §6),
 - the transcript entry records and the session header (:class:`MessageEntry`, :class:`CompactionEntry`,
   :class:`SessionHeader`, ... spec §3-5),
-- the codec between JSON lines and records (:func:`entry_from_json`, :func:`encode_entry`, ...), which
-  keeps unknown entry types, roles and fields byte for byte,
+- the codec between JSON lines and records (:func:`entry_from_line`, :func:`entry_from_json`,
+  :func:`encode_entry`, ...), which keeps unknown entry types, roles and fields byte for byte,
 - the JavaScript semantics the format is defined in (:func:`utf16_len`, :func:`js_json_stringify`,
   :func:`js_number_to_string`, :func:`iso_from_ms`, :func:`parse_iso_ms`, :func:`js_date_ms`).
 
@@ -24,6 +24,7 @@ from sessionkeeper.records._codec import (
     encode_header,
     encode_message,
     entry_from_json,
+    entry_from_line,
     entry_to_builtins,
     has_lone_surrogate,
     header_from_json,
@@ -143,6 +144,7 @@ __all__ = (
     "encode_header",
     "encode_message",
     "entry_from_json",
+    "entry_from_line",
     "entry_key",
     "entry_to_builtins",
     "has_lone_surrogate",

@@ -1,14 +1,20 @@
 """
 JSON <-> record conversion for transcript lines (pi-format spec §2-6), lossless by construction.
 
-Decoding goes through the decoded JSON object (``dict``): a line becomes a typed record only when the
-record can write back exactly what was read. Otherwise it is kept as :class:`UnknownEntry` /
-:class:`UnknownMessage` holding the object itself. "Exactly" means:
+A line becomes a typed record only when the record can write back exactly what was read. Otherwise it
+is kept as :class:`UnknownEntry` / :class:`UnknownMessage` holding the decoded JSON object itself.
+"Exactly" means:
 
 - no field the record does not know (the records refuse unknown fields);
 - every field the record would write with a default value is present in the JSON (an assistant message
   without ``usage`` would otherwise gain ``"usage": {...zeros}`` when written back or shown);
 - the values have the record's types (a known ``type`` with an unexpected shape is not an error).
+
+:func:`entry_from_line` decodes a line once, straight into the typed records (msgspec tagged unions on
+``type`` and ``role``): the records refuse unknown fields and wrong types, and the fields they always
+write default through counted factories (``_messages.defaults_used``), so a decode that filled none in
+proves the second point; any other line takes the path through the decoded object
+(:func:`entry_from_json`), so both give the same record for every line.
 
 Encoding writes pi's ``JSON.stringify`` form: compact, non-ASCII raw, optional fields absent. Lone UTF-16
 surrogates cannot be stored in UTF-8: they are replaced by U+FFFD before writing (field report B02), so
@@ -42,6 +48,7 @@ from sessionkeeper.records._entries import (
     UsageEntry,
 )
 from sessionkeeper.records._messages import (
+    _DEFAULTS_USED,
     AgentMessage,
     AssistantMessage,
     BashExecutionMessage,
@@ -62,6 +69,7 @@ __all__ = (
     "encode_header",
     "encode_message",
     "entry_from_json",
+    "entry_from_line",
     "entry_to_builtins",
     "has_lone_surrogate",
     "header_from_json",
@@ -383,3 +391,77 @@ def header_from_json(raw: dict[str, Any]) -> SessionHeader:
         if key in known and not isinstance(known[key], str):
             known.pop(key)
     return msgspec.convert(known, SessionHeader)
+
+
+class _WireMessageEntry(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    rename="camel",
+    tag_field="type",
+    tag="message",
+    forbid_unknown_fields=True,
+):
+    """A ``message`` entry as decoded by :func:`entry_from_line`: only known messages (the typed
+    decode cannot hold an :class:`UnknownMessage`); it becomes a :class:`MessageEntry`."""
+
+    id: str
+    parent_id: str | None
+    timestamp: str
+    message: KnownMessage
+
+
+_LINE_DECODER: Final = msgspec.json.Decoder(
+    _WireMessageEntry
+    | ThinkingLevelChangeEntry
+    | ModelChangeEntry
+    | CompactionEntry
+    | BranchSummaryEntry
+    | CustomEntry
+    | CustomMessageEntry
+    | LabelEntry
+    | SessionInfoEntry
+    | UsageEntry
+    | ContextEditEntry
+)
+_DEFAULTS: Final = _DEFAULTS_USED  # the per-thread count of defaulted written fields
+
+
+def _object_of_line(line: bytes) -> Any:
+    try:
+        return msgspec.json.decode(line)
+    except msgspec.DecodeError:
+        return decode_json_line(line)[0]
+
+
+def entry_from_line(line: bytes) -> TranscriptEntry:
+    """
+    Decode one entry line (not the header; no newline) into its typed record, decoding it once.
+
+    The same record as ``entry_from_json(json.loads(line))`` for every line (see the module docstring):
+    the line is decoded straight into the typed records, which proves the types and that no field is
+    unknown; the fields a record always writes default through counted factories
+    (``_messages.defaults_used``), so an unchanged count proves none was absent. Any
+    other line (an unknown type, role or field, such a field absent, invalid UTF-8, lone surrogates)
+    takes the path through the decoded object, so unknown entries and messages are kept exactly as read.
+
+    Args:
+        line: The line's bytes; must hold a JSON object (the loader indexes only objects).
+
+    Raises:
+        ValueError: The line is not valid JSON (as :func:`decode_json_line`).
+    """
+    counter = _DEFAULTS
+    before = counter.count
+    try:
+        value = _LINE_DECODER.decode(line)
+    except (msgspec.DecodeError, RecursionError):
+        pass
+    else:
+        if counter.count == before:
+            if type(value) is _WireMessageEntry:
+                return MessageEntry(
+                    id=value.id, parent_id=value.parent_id, timestamp=value.timestamp, message=value.message
+                )
+            return value  # type: ignore[no-any-return]
+    return entry_from_json(_object_of_line(line))

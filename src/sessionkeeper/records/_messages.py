@@ -9,11 +9,18 @@ an encoded record matches pi's bytes for the same values. Optional fields defaul
 A message whose role is unknown, or whose shape does not match its role, is kept as an
 :class:`UnknownMessage` holding the decoded JSON object, so nothing is lost and it still counts in
 the context like pi counts it.
+
+The fields pi always writes (``stopReason``, ``isError``, the usage counts...) default through
+:func:`msgspec.field` factories that count their calls (:func:`defaults_used`): a record decoded from
+a line where one was absent would gain it when written back, and the count is how the codec tells,
+without a second look at the line (see ``_codec.entry_from_line``).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypeAlias
+import threading
+from collections.abc import Callable
+from typing import Any, Literal, TypeAlias, TypeVar
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -46,6 +53,55 @@ __all__ = (
 )
 
 Number: TypeAlias = int | float
+_T = TypeVar("_T")
+
+
+class _DefaultsUsed(threading.local):
+    """Per thread: how many defaults of written fields were filled in (see :func:`defaults_used`)."""
+
+    count = 0
+
+
+_DEFAULTS_USED = _DefaultsUsed()
+
+
+def defaults_used() -> int:
+    """
+    How many times, in this thread, a record field that is always written got its default because
+    it was not given: not passed to a constructor, or absent from the JSON a record was decoded from.
+
+    The difference across a decode is ``0`` exactly when the JSON held every such field (used by the
+    codec to keep a decoded record only when it writes back what was read, pi-format spec §5.10).
+    """
+    return _DEFAULTS_USED.count
+
+
+def _written_default(value: _T) -> Callable[[], _T]:
+    """A default factory for a field that is always written: returns ``value`` (immutable), counted."""
+
+    def default() -> _T:
+        _DEFAULTS_USED.count += 1
+        return value
+
+    return default
+
+
+def _counted(factory: Callable[[], _T]) -> Callable[[], _T]:
+    """``factory`` (a record type built with its defaults), counted like :func:`_written_default`."""
+
+    def default() -> _T:
+        _DEFAULTS_USED.count += 1
+        return factory()
+
+    return default
+
+
+def _zero() -> int:
+    """The default of a count or cost that is always written (``0``), counted."""
+    _DEFAULTS_USED.count += 1
+    return 0
+
+
 StopReason: TypeAlias = Literal["stop", "length", "toolUse", "error", "aborted"]
 
 
@@ -125,23 +181,24 @@ ContentBlock: TypeAlias = TextContent | ThinkingContent | ImageContent | ToolCal
 
 class Cost(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=True):
     """
-    Cost of one reply in USD, split like :class:`Usage` (spec §6.3).
+    Cost of one reply in USD, split like :class:`Usage` (spec §6.3); every amount defaults to ``0``.
 
     ``total_from_provider`` (pi 1.6): ``True`` when ``total`` is the billed cost the provider reported;
     absent in older files (means ``False``).
     """
 
-    input: Number = 0
-    output: Number = 0
-    cache_read: Number = 0
-    cache_write: Number = 0
-    total: Number = 0
+    input: Number = msgspec.field(default_factory=_zero)
+    output: Number = msgspec.field(default_factory=_zero)
+    cache_read: Number = msgspec.field(default_factory=_zero)
+    cache_write: Number = msgspec.field(default_factory=_zero)
+    total: Number = msgspec.field(default_factory=_zero)
     total_from_provider: bool | UnsetType = UNSET
 
 
 class Usage(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_unknown_fields=True):
     """
-    Token usage reported by the provider for one reply (spec §6.3).
+    Token usage reported by the provider for one reply (spec §6.3); the counts default to ``0``, the
+    cost to ``Cost()`` (all zero).
 
     Attributes:
         input: Input tokens (provider semantics; Anthropic excludes cache reads/writes).
@@ -155,14 +212,14 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True, rename="camel", forbid_un
         cost: Cost in USD.
     """
 
-    input: int = 0
-    output: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
+    input: int = msgspec.field(default_factory=_zero)
+    output: int = msgspec.field(default_factory=_zero)
+    cache_read: int = msgspec.field(default_factory=_zero)
+    cache_write: int = msgspec.field(default_factory=_zero)
     cache_write_1h: int | UnsetType = msgspec.field(default=UNSET, name="cacheWrite1h")
     reasoning: int | UnsetType = UNSET
     total_tokens: int | UnsetType = UNSET
-    cost: Cost = msgspec.field(default_factory=Cost)
+    cost: Cost = msgspec.field(default_factory=_counted(Cost))
 
 
 class _Message(
@@ -203,9 +260,9 @@ class AssistantMessage(_Message, tag="assistant", frozen=True, kw_only=True):
         api: Wire API (``"anthropic-messages"``, ``"openai-responses"``, ...).
         provider: Provider id (``"anthropic"``, ``"openai"``, ...).
         model: Requested model id.
-        usage: Token usage and cost.
-        stop_reason: ``stop | length | toolUse | error | aborted``.
-        timestamp: Unix time in ms.
+        usage: Token usage and cost (default: all zero).
+        stop_reason: ``stop | length | toolUse | error | aborted`` (default ``"stop"``).
+        timestamp: Unix time in ms (default ``0``).
         error_message: Set for ``error`` and usually ``aborted``.
         response_id: Provider response id (pi 0.73.1).
         response_model: Concrete model when it differs from ``model`` (pi 0.73.1).
@@ -222,9 +279,9 @@ class AssistantMessage(_Message, tag="assistant", frozen=True, kw_only=True):
     api: str
     provider: str
     model: str
-    usage: Usage = msgspec.field(default_factory=Usage)
-    stop_reason: StopReason | str = "stop"
-    timestamp: Number = 0
+    usage: Usage = msgspec.field(default_factory=_counted(Usage))
+    stop_reason: StopReason | str = msgspec.field(default_factory=_written_default("stop"))
+    timestamp: Number = msgspec.field(default_factory=_zero)
     error_message: str | UnsetType = UNSET
     response_id: str | UnsetType = UNSET
     response_model: str | UnsetType = UNSET
@@ -245,8 +302,8 @@ class ToolResultMessage(_Message, tag="toolResult", frozen=True, kw_only=True):
         tool_name: Name of the tool.
         content: Text and image blocks.
         details: Tool-specific JSON (never sent to the model).
-        is_error: Whether the tool failed.
-        timestamp: Unix time in ms.
+        is_error: Whether the tool failed (default ``False``).
+        timestamp: Unix time in ms (default ``0``).
         usage: Usage of the tool execution itself (pi 1.6; not context accounting).
         nested_calls: Calls this tool made to other tools (pi 1.6), kept as JSON.
         duration_ms: Milliseconds the tool's execution took (pi 1.6).
@@ -255,8 +312,8 @@ class ToolResultMessage(_Message, tag="toolResult", frozen=True, kw_only=True):
     tool_call_id: str
     tool_name: str
     content: list[UserContent]
-    is_error: bool = False
-    timestamp: Number = 0
+    is_error: bool = msgspec.field(default_factory=_written_default(False))
+    timestamp: Number = msgspec.field(default_factory=_zero)
     details: Any | UnsetType = UNSET
     usage: Usage | UnsetType = UNSET
     nested_calls: Any | UnsetType = UNSET
@@ -324,9 +381,9 @@ class BashExecutionMessage(_Message, tag="bashExecution", frozen=True, kw_only=T
         command: The command line.
         output: Its output (possibly truncated).
         exit_code: Exit status, ``None``/absent when unknown.
-        cancelled: Whether it was cancelled.
-        truncated: Whether ``output`` was truncated.
-        timestamp: Unix time in ms.
+        cancelled: Whether it was cancelled (default ``False``).
+        truncated: Whether ``output`` was truncated (default ``False``).
+        timestamp: Unix time in ms (default ``0``).
         full_output_path: Where the full output was saved, when truncated.
         exclude_from_context: ``True`` for ``!!cmd``: not sent to the model.
     """
@@ -334,10 +391,10 @@ class BashExecutionMessage(_Message, tag="bashExecution", frozen=True, kw_only=T
     command: str
     output: str
     exit_code: int | UnsetType | None = UNSET
-    cancelled: bool = False
-    truncated: bool = False
+    cancelled: bool = msgspec.field(default_factory=_written_default(False))
+    truncated: bool = msgspec.field(default_factory=_written_default(False))
     full_output_path: str | UnsetType = UNSET
-    timestamp: Number = 0
+    timestamp: Number = msgspec.field(default_factory=_zero)
     exclude_from_context: bool | UnsetType = UNSET
 
 
@@ -350,14 +407,14 @@ class CustomMessage(_Message, tag="custom", frozen=True, kw_only=True):
         content: String or text/image blocks; sent to the model as a user message.
         display: UI hint only (hidden messages are still sent).
         details: Extension metadata, never sent.
-        timestamp: Unix time in ms.
+        timestamp: Unix time in ms (default ``0``).
     """
 
     custom_type: str
     content: str | list[UserContent]
     display: bool
     details: Any | UnsetType = UNSET
-    timestamp: Number = 0
+    timestamp: Number = msgspec.field(default_factory=_zero)
 
 
 class BranchSummaryMessage(_Message, tag="branchSummary", frozen=True, kw_only=True):

@@ -23,7 +23,7 @@ from sessionkeeper.records import (
     TranscriptEntry,
     UnknownEntry,
     decode_json_line,
-    entry_from_json,
+    entry_from_line,
     entry_key,
 )
 from sessionkeeper.transcript._context import (
@@ -166,11 +166,11 @@ class TranscriptIndex:
         return self.lines[pos]
 
     def entry_at(self, pos: int) -> TranscriptEntry:
-        """The decoded entry at ``pos`` (decoded once, then cached)."""
+        """The decoded entry at ``pos`` (decoded once, straight into its record, then cached)."""
         cached = self._cache.get(pos)
         if cached is not None:
             return cached
-        entry = entry_from_json(decode_line(self.line_bytes(pos)))
+        entry = entry_from_line(self.lines[pos])
         self._cache[pos] = entry
         return entry
 

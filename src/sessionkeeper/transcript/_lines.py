@@ -14,8 +14,7 @@ from typing import Any, Final
 
 import msgspec
 
-from sessionkeeper.records import TranscriptEntry, decode_json_line, entry_from_json, entry_key
-from sessionkeeper.transcript._index import decode_line
+from sessionkeeper.records import TranscriptEntry, decode_json_line, entry_from_line, entry_key
 
 
 __all__ = ("TailRecord", "chunk_heads", "decode_object", "entry_heads_at", "parse_entry_line")
@@ -47,9 +46,9 @@ class TailRecord:
 
     @property
     def entry(self) -> TranscriptEntry:
-        """The decoded entry (cached)."""
+        """The decoded entry (decoded once, straight into its record; cached)."""
         if self._entry is None:
-            self._entry = entry_from_json(decode_line(self.line))
+            self._entry = entry_from_line(self.line)
         return self._entry
 
 
