@@ -24,18 +24,27 @@ from sessionkeeper.exceptions import (
     StoreCorruptError,
     StoreUnavailableError,
     TranscriptFormatError,
+    TranscriptNotFoundError,
     UnsafePathError,
 )
 from sessionkeeper.store import (
     CopyReport,
     InMemoryStoreBackend,
+    PostgresStoreBackend,
+    PostgresTranscriptStorage,
     SessionEntry,
     SessionStore,
     copy_sessions,
     encode_session_entry,
     target_entry,
 )
-from sessionkeeper.transcript import MemoryTranscriptStorage, StorageMark, iter_file_line_batches
+from sessionkeeper.transcript import (
+    LineBatchReader,
+    MemoryTranscriptStorage,
+    StorageMark,
+    iter_file_line_batches,
+    iter_line_batches,
+)
 
 
 pytestmark = pytest.mark.anyio
@@ -535,3 +544,44 @@ async def test_a_target_whose_next_write_would_erase_rows_is_refused(tmp_path: P
         with pytest.raises(StoreCorruptError, match="would erase them"):
             await copy_sessions(src, dst)
     assert _files(target_dir) == {"sessions.json": kept}
+
+
+# -- transcripts in PostgreSQL ----------------------------------------------------------------------------
+
+
+def _pg_store(dsn: str, schema: str) -> SessionStore:
+    """Entries and transcripts in one PostgreSQL schema (a new store object each time: opened, closed)."""
+    backend = PostgresStoreBackend(dsn, schema=schema, store_id="moved")
+    return SessionStore(backend, transcripts=PostgresTranscriptStorage(backend=backend))
+
+
+async def test_directory_to_postgres_transcripts_and_back_is_byte_equal(
+    tmp_path: Path, pg_schema: tuple[str, str]
+) -> None:
+    dsn, schema = pg_schema
+    source, back = await _round_trip(tmp_path, lambda: _pg_store(dsn, schema))
+    _assert_byte_equal(source, back)
+    async with _pg_store(dsn, schema) as store:
+        storage = store.transcript_storage()
+        assert sorted(await storage.list_sessions()) == sorted([PLAIN, ABSOLUTE, TOPIC, FORK])
+        lines, _ = await storage.read(ABSOLUTE)
+        assert b"\xff\xfe raw bytes" in lines  # not UTF-8: kept as bytes
+        again = await copy_sessions(store, SessionStore.in_memory())
+    assert again.ok
+
+
+async def test_postgres_transcripts_are_read_in_pages(pg_schema: tuple[str, str]) -> None:
+    dsn, schema = pg_schema
+    async with _pg_store(dsn, schema) as store:
+        storage = store.transcript_storage()
+        assert isinstance(storage, LineBatchReader)
+        lines = [json_line(header_obj("big"))] + [b'{"n":%d}' % i for i in range(5000)] + [b"y" * 3000]
+        await storage.create("big", lines)
+        batches = [batch async for batch in iter_line_batches(storage, "big", batch_bytes=1000)]
+        assert [line for batch in batches for line in batch] == lines
+        assert all(sum(len(line) + 1 for line in batch) <= 1000 or len(batch) == 1 for batch in batches)
+        assert batches[-1] == [b"y" * 3000]  # a line over the batch size comes alone
+        whole = [batch async for batch in iter_line_batches(storage, "big", batch_bytes=1 << 30)]
+        assert [len(batch) for batch in whole] == [4096, len(lines) - 4096]  # at most 4096 lines a page
+        with pytest.raises(TranscriptNotFoundError):
+            await anext(iter_line_batches(storage, "absent", batch_bytes=1000))

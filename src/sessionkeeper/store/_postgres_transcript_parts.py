@@ -8,12 +8,13 @@ tables of migration 3 (``_postgres_schema``): ``{h}`` is ``sk_transcripts`` (hea
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import msgspec
 
-from sessionkeeper.exceptions import LockNotHeldError
+from sessionkeeper.exceptions import LockNotHeldError, TranscriptChangedError, TranscriptNotFoundError
 from sessionkeeper.store._remote import storable_key
 
 
@@ -22,7 +23,18 @@ if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
 
 
-__all__ = ("SQL", "MarkToken", "PostgresClaim", "build_transcript_sql", "line_columns")
+__all__ = (
+    "FORWARD_PAGE_LINES",
+    "SQL",
+    "MarkToken",
+    "PostgresClaim",
+    "build_transcript_sql",
+    "forward_batches",
+    "line_columns",
+)
+
+FORWARD_PAGE_LINES: Final = 4096
+"""The most lines one page of a forward read fetches."""
 
 _LINES_FROM_ARRAYS: Final = (
     "SELECT %(store)s, %(session)s, %(first)s + u.ord - 1, u.line, u.kind, u.entry, u.parent "
@@ -79,6 +91,16 @@ SQL: Final[dict[str, str]] = {
         " JOIN {l} l ON l.store_id = h.store_id AND l.session_id = h.session_id"
         " WHERE h.store_id = %s AND h.session_id = %s AND h.generation = %s AND l.seq < %s"
         " ORDER BY l.seq DESC LIMIT %s"
+    ),
+    # lines seq >= %s of the current generation, first first: at most %s of them, as many as fit in %s
+    # bytes with their newlines, the first one always (sizes from the values' headers), with the head
+    "forward": (
+        "SELECT h.generation, h.line_count, w.seq, w.line FROM {h} h LEFT JOIN LATERAL ("
+        " SELECT seq, line FROM (SELECT seq, line, sum(octet_length(line) + 1) OVER (ORDER BY seq) AS upto"
+        " FROM (SELECT seq, line FROM {l} l WHERE l.store_id = h.store_id AND l.session_id = h.session_id"
+        " AND l.seq >= %s AND l.seq < h.line_count ORDER BY l.seq LIMIT %s) p) q"
+        " WHERE q.upto <= %s OR q.upto = octet_length(q.line) + 1) w ON true"
+        " WHERE h.store_id = %s AND h.session_id = %s ORDER BY w.seq"
     ),
     "list": 'SELECT session_id FROM {h} WHERE store_id = %s ORDER BY session_id COLLATE "C"',
     "delete": "DELETE FROM {h} WHERE store_id = %s AND session_id = %s",
@@ -201,3 +223,35 @@ class PostgresClaim:
                 await conn.close()
             finally:
                 await self._pool.putconn(conn)
+
+
+async def forward_batches(
+    page: Callable[[int], Awaitable[list[Any]]], *, location: str
+) -> AsyncIterator[list[bytes]]:
+    """
+    A transcript's lines first to last, one page of the ``forward`` statement at a time (``page(start)``:
+    its rows for lines ``seq >= start``), up to the line count the first page saw (lines appended later
+    are not included, as a file read up to its size).
+
+    Raises:
+        TranscriptNotFoundError: No such transcript (on the first iteration).
+        TranscriptChangedError: It was deleted or re-created while it was read.
+    """
+    start = 0
+    generation: int | None = None
+    end = 0
+    while generation is None or start < end:
+        rows = await page(start)
+        if not rows:
+            if generation is None:
+                raise TranscriptNotFoundError(f"transcript not found: {location}")
+            raise TranscriptChangedError("the transcript was deleted while it was read", path=location)
+        if generation is None:
+            generation, end = int(rows[0][0]), int(rows[0][1])
+        elif int(rows[0][0]) != generation:
+            raise TranscriptChangedError("the transcript was replaced while it was read", path=location)
+        found = [(int(row[2]), bytes(row[3])) for row in rows if row[3] is not None and row[2] < end]
+        if not found:
+            break
+        start = found[-1][0] + 1
+        yield [line for _, line in found]
