@@ -118,6 +118,7 @@ if TYPE_CHECKING:
     from sessionkeeper.transcript import BashExecutionMessage as BashExecutionMessage
     from sessionkeeper.transcript import BranchSummaryEntry as BranchSummaryEntry
     from sessionkeeper.transcript import BranchSummaryMessage as BranchSummaryMessage
+    from sessionkeeper.transcript import CompactionClaimStorage as CompactionClaimStorage
     from sessionkeeper.transcript import CompactionEntry as CompactionEntry
     from sessionkeeper.transcript import CompactionSummaryMessage as CompactionSummaryMessage
     from sessionkeeper.transcript import Cost as Cost

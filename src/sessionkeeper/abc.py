@@ -12,7 +12,8 @@ checking agree with what the library accepts:
 - :class:`TokenCounter`: token counts of text and transcript messages (tiktoken and an estimator ship).
 - :class:`Clock`: wall-clock (ms since epoch) and monotonic time (seconds), and a way to sleep.
 - :class:`TranscriptStorage` and its :class:`WriterClaim`: where transcripts' lines live, by session id
-  (pi JSONL files and memory ship; the contract is checked by ``sessionkeeper.testing.conformance``).
+  (pi JSONL files and memory ship; the contract is checked by ``sessionkeeper.testing.conformance``);
+  :class:`CompactionClaimStorage`: a storage that also coordinates compactions across writers.
 Importing this module rewrites each protocol's ``__module__`` to ``"sessionkeeper.abc"`` so reprs, docs and
 error messages show the public path.
 
@@ -26,11 +27,12 @@ from sessionkeeper._model_client import ModelClient
 from sessionkeeper._tokens import TokenCounter
 from sessionkeeper.compaction._providers import CompactionProvider
 from sessionkeeper.store._backend import StoreBackend
-from sessionkeeper.transcript._storage import TranscriptStorage, WriterClaim
+from sessionkeeper.transcript._storage import CompactionClaimStorage, TranscriptStorage, WriterClaim
 
 
 __all__ = (
     "Clock",
+    "CompactionClaimStorage",
     "CompactionProvider",
     "ModelClient",
     "StoreBackend",

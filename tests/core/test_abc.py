@@ -14,6 +14,7 @@ import sessionkeeper.compaction
 # where the library itself uses each protocol (annotations and isinstance checks import from these)
 _INTERNAL = {
     "Clock": "sessionkeeper._clock",
+    "CompactionClaimStorage": "sessionkeeper.transcript._storage",
     "CompactionProvider": "sessionkeeper.compaction._providers",
     "ModelClient": "sessionkeeper._model_client",
     "StoreBackend": "sessionkeeper.store._backend",

@@ -8,8 +8,14 @@ from typing import assert_type
 import msgspec
 
 from sessionkeeper import SessionContext, TranscriptEntry, TranscriptManager, UserMessage
+from sessionkeeper.abc import TranscriptStorage, WriterClaim
 from sessionkeeper.records import AssistantMessage, entry_from_line
-from sessionkeeper.transcript import AgentMessage, MessageEntry, create_transcript_lines
+from sessionkeeper.transcript import (
+    AgentMessage,
+    MemoryTranscriptStorage,
+    MessageEntry,
+    create_transcript_lines,
+)
 
 
 async def transcript_calls(message: AgentMessage) -> None:
@@ -28,6 +34,8 @@ async def transcript_calls(message: AgentMessage) -> None:
     assert_type(transcript.entries(), list[TranscriptEntry])
     assert_type(transcript.leaf_id, str | None)
     assert_type(transcript.path, Path | None)
+    assert_type(transcript.storage, TranscriptStorage | None)
+    assert_type(await MemoryTranscriptStorage().claim_compaction("s"), WriterClaim | None)
 
 
 def context_fields(context: SessionContext) -> None:

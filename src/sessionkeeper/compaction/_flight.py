@@ -15,6 +15,15 @@ away. A compaction now first takes the transcript's *flight*:
   than the stale age is removed if unchanged and taken over: a claim only saves summariser calls, the
   landing check still guards the file, so taking over a slow owner's claim never loses data.
 
+- **across workers of a shared storage** (a transcript in a storage, ``TranscriptManager.storage``:
+  memory, a database): the storage's **compaction claim** when it offers one
+  (:class:`~sessionkeeper.abc.CompactionClaimStorage`: memory in its process, a database across
+  processes and machines). It blocks no append. Others poll it until it is free, then pick up the
+  transcript as above; a holder that dies loses it with its process or connection, and one that stays
+  past the stale age is no longer waited for (the waiter compacts without it). As for files, the claim
+  only saves summariser calls: the landing's exact conditional append (:mod:`._landing`) guards the
+  transcript whether or not a claim was held.
+
 A compaction nested in its own flight (a provider or hook that compacts the same transcript) runs
 without waiting for itself. A manager that holds the transcript's write lock takes a free claim but never
 waits for a taken one: the owner would need that lock to land.
@@ -47,7 +56,7 @@ from sessionkeeper._lockfile import (
     read_lock_snapshot,
     remove_if_unchanged,
 )
-from sessionkeeper.transcript import TranscriptManager
+from sessionkeeper.transcript import CompactionClaimStorage, TranscriptManager, WriterClaim
 
 
 __all__ = ("CLAIM_SUFFIX", "Flight", "claim_path_for", "flight")
@@ -111,7 +120,12 @@ class Entered:
 
 def _key(transcript: TranscriptManager) -> str:
     path = transcript.path
-    return os.path.realpath(path) if path is not None else f"memory:{id(transcript)}"
+    if path is not None:
+        return os.path.realpath(path)
+    storage = transcript.storage
+    if storage is not None:  # every manager of this storage object's transcript shares the flight
+        return f"storage:{id(storage)}:{transcript.session_id}"
+    return f"memory:{id(transcript)}"
 
 
 def _flights() -> dict[str, Flight]:
@@ -222,6 +236,49 @@ async def _wait(event: anyio.Event, abort: anyio.Event | None) -> None:
             await event.wait()
 
 
+def _claims_of(storage: object) -> CompactionClaimStorage | None:
+    """The storage when it offers compaction claims (``CompactionClaimStorage``), else ``None``."""
+    return storage if isinstance(storage, CompactionClaimStorage) else None
+
+
+async def _storage_claim(
+    storage: CompactionClaimStorage, session_id: str, *, stale_after_s: float, abort: anyio.Event | None
+) -> tuple[WriterClaim | None, bool]:
+    """
+    Take the storage's compaction claim, polling while another writer holds it.
+
+    Returns:
+        ``(claim, waited)``: the claim taken at once (``waited`` ``False``); or ``(None, True)`` once
+        another writer's claim was given up (its compaction ended: pick up the transcript), or the
+        wait was aborted; or ``(None, False)`` after waiting ``stale_after_s`` (compact without it).
+    """
+    claim = await storage.claim_compaction(session_id)
+    if claim is not None:
+        return claim, False
+    _log.debug(
+        "waiting for the compaction claim of %s held by another writer",
+        session_id,
+        extra={"session_id": session_id},
+    )
+    deadline = time.monotonic() + stale_after_s
+    while abort is None or not abort.is_set():
+        await anyio.sleep(_POLL_S)
+        polled = await storage.claim_compaction(session_id)
+        if polled is not None:
+            with anyio.CancelScope(shield=True):
+                await polled.release()  # free again: its owner's compaction ended
+            return None, True
+        if time.monotonic() > deadline:
+            _log.warning(
+                "the compaction claim of %s stayed held for %.0f s; compacting without it",
+                session_id,
+                stale_after_s,
+                extra={"session_id": session_id},
+            )
+            return None, False
+    return None, True
+
+
 @contextlib.asynccontextmanager
 async def flight(
     transcript: TranscriptManager, *, stale_after_s: float, abort: anyio.Event | None = None
@@ -260,11 +317,20 @@ async def flight(
     flights[key] = mine
     token = _OWNED.set(_OWNED.get() | {key})
     claim = claim_path_for(Path(key)) if transcript.path is not None else None
+    shared = _claims_of(transcript.storage)
+    storage_claim: WriterClaim | None = None
     held = False
     try:
         # an infinite or NaN timeoutSeconds still lets a hung owner's claim go after a day
         stale = _STALE_CEILING_S if math.isnan(stale_after_s) else stale_after_s
         stale = min(max(stale, _STALE_FLOOR_S), _STALE_CEILING_S)
+        if shared is not None:
+            storage_claim, waited = await _storage_claim(
+                shared, transcript.session_id, stale_after_s=stale, abort=abort
+            )
+            if waited:  # another worker's compaction ended (or the wait was aborted): as for a file
+                yield Entered(role="landed")
+                return
         if claim is not None:
             held = await anyio.to_thread.run_sync(functools.partial(_try_claim, claim, stale_after_s=stale))
             if not held:
@@ -296,3 +362,6 @@ async def flight(
         if held and claim is not None:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(_release_claim, claim)
+        if storage_claim is not None:
+            with anyio.CancelScope(shield=True):
+                await storage_claim.release()

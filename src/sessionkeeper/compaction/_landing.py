@@ -22,6 +22,14 @@ The entry itself is written by :func:`land_compaction`, which checks once more u
 own write lock, against the leaf the entry is written under: another task of the same manager may
 append (or navigate) between :func:`landing`'s check and the write, and a strict checkpoint must keep
 that entry too.
+
+A transcript in a storage shared without a write lock (memory, a database: ``TranscriptManager.storage``;
+issue 13) has no critical section across writers: another worker may append between the check and the
+write. There the entry is written with an *exact* conditional append (it lands only right after the
+lines the check saw, the storage's mark compare-and-swap); when another writer appended first the
+append raises ``StaleTranscriptError`` and writes nothing, and the landing picks their lines up and
+checks again (a compaction among them supersedes this one), so two compactions planned from one
+snapshot never both land, on any storage, with no lock held across workers.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ import attrs
 from msgspec import UNSET
 
 from sessionkeeper.compaction._cut import entry_kind
+from sessionkeeper.exceptions import StaleTranscriptError
 from sessionkeeper.transcript import CompactionEntry, TranscriptEntry, TranscriptManager
 
 
@@ -49,6 +58,9 @@ __all__ = (
 )
 
 LandingVerdict: TypeAlias = Literal["land", "superseded"]
+
+MAX_LANDING_TRIES = 100
+"""Exact appends a landing on a storage tries (each after picking up what other writers appended)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -190,9 +202,16 @@ async def land_compaction(
             then keeps the entries that arrived after the planned branch, see
             :meth:`LandingCheck.first_kept_entry_id`).
 
+    On a storage shared without a write lock the write is an exact conditional append, tried again
+    after picking up other writers' lines (module docstring).
+
     Returns:
         ``(the final check, the entry)``; the entry is ``None`` (nothing written) when the final check
         is ``superseded``.
+
+    Raises:
+        StaleTranscriptError: On a storage, other writers appended before each of
+            :data:`MAX_LANDING_TRIES` tries; nothing was written.
     """
     checks: list[LandingCheck] = []
 
@@ -215,5 +234,18 @@ async def land_compaction(
             system_message=transcript.compaction_system_message(parent_id, timestamp) or UNSET,
         )
 
-    entry: CompactionEntry | None = await transcript._append(build, follow=False)
-    return checks[-1], entry
+    if transcript.storage is None:  # a file (under its write lock) or a transcript only in memory
+        entry: CompactionEntry | None = await transcript._append(build, follow=False)
+        return checks[-1], entry
+    for _ in range(MAX_LANDING_TRIES):
+        try:
+            entry = await transcript._append_exact(build)
+        except StaleTranscriptError:
+            await transcript.refresh()  # their lines, then check again on the path they make
+            continue
+        return checks[-1], entry
+    raise StaleTranscriptError(
+        f"other writers appended before each of {MAX_LANDING_TRIES} tries to land the compaction;"
+        " nothing was written",
+        path=transcript.location,
+    )

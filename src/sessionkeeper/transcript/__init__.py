@@ -85,7 +85,12 @@ from sessionkeeper.transcript._load import (
 )
 from sessionkeeper.transcript._manager import Durability, TranscriptManager
 from sessionkeeper.transcript._memory_storage import MemoryTranscriptStorage
-from sessionkeeper.transcript._storage import StorageMark, TranscriptStorage, WriterClaim
+from sessionkeeper.transcript._storage import (
+    CompactionClaimStorage,
+    StorageMark,
+    TranscriptStorage,
+    WriterClaim,
+)
 from sessionkeeper.transcript._storage import check_claim_timeout as check_claim_timeout  # for storages
 from sessionkeeper.transcript._storage import check_lines as check_lines
 from sessionkeeper.transcript._storage import check_session_id as check_session_id
@@ -142,6 +147,7 @@ __all__ = (
     "BashExecutionMessage",
     "BranchSummaryEntry",
     "BranchSummaryMessage",
+    "CompactionClaimStorage",
     "CompactionEntry",
     "CompactionSummaryMessage",
     "ContentBlock",

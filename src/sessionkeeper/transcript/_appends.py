@@ -127,7 +127,9 @@ class TranscriptAppends(TranscriptView, Pi16Appends):
             entry = cast("E", entry_from_json(msgspec.json.decode(line)))  # same type, decoded back
         return entry, line
 
-    async def _append_chain(self, builds: Sequence[EntryBuilder[E]], *, follow: bool) -> list[E] | None:
+    async def _append_chain(
+        self, builds: Sequence[EntryBuilder[E]], *, follow: bool, exact: bool = False
+    ) -> list[E] | None:
         """
         Build, write (in one write) and index a chain of entries, each a child of the one before, the
         first a child of the leaf; ``follow``: move the chain under the new last entry when other
@@ -135,6 +137,7 @@ class TranscriptAppends(TranscriptView, Pi16Appends):
 
         The builders run under the manager's write lock, so they see the index and leaf the entries
         are written against; when one returns ``None`` nothing is written and ``None`` is returned.
+        ``exact``: other writers' lines refuse the write (``StaleTranscriptError``) instead of re-linking it.
         """
         async with self._write_lock:
             at_tip = follow and not self._navigated and self._leaf_id == self._index.leaf_id
@@ -155,7 +158,7 @@ class TranscriptAppends(TranscriptView, Pi16Appends):
                 entries.append(entry)
                 lines.append(line)
                 parent = entry.id
-            pending = PendingWrite(entries, lines, follow=at_tip, known=self._index.by_id)
+            pending = PendingWrite(entries, lines, follow=at_tip, known=self._index.by_id, exact=exact)
             await self._write_lines(pending)
             for written, line in zip(pending.entries, pending.lines, strict=True):
                 self._index.add(written, line)
@@ -186,6 +189,19 @@ class TranscriptAppends(TranscriptView, Pi16Appends):
         return None if written is None else written[0]
 
     _append = append_with  # the name compaction._landing calls
+
+    async def _append_exact(self, build: EntryBuilder[E]) -> E | None:
+        """
+        :meth:`append_with` (under the leaf, never following) that lands only if no other writer
+        appended since this manager last saw the transcript: a compaction landing on a storage shared
+        without a write lock (``compaction._landing``), whose ``build`` checked the path it saw.
+
+        Raises:
+            StaleTranscriptError: Other writers appended first; nothing was written or indexed
+                (:meth:`refresh`, then build again).
+        """
+        written = await self._append_chain([build], follow=False, exact=True)
+        return None if written is None else written[0]
 
     async def _append_one(self, build: Callable[[str, str | None, str], E], *, follow: bool = True) -> E:
         """:meth:`append_with` for a builder that always builds."""

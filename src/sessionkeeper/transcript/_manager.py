@@ -316,6 +316,15 @@ class TranscriptManager(TranscriptAppends):
         return self._path
 
     @property
+    def storage(self) -> TranscriptStorage | None:
+        """
+        The storage the lines live in, for a manager of :meth:`create_in` / :meth:`open_in` on a storage
+        other than a file one (memory, a database); ``None`` for a file (see :attr:`path`) or a
+        transcript only in memory (:meth:`in_memory`).
+        """
+        return self._store.storage if self._store is not None else None
+
+    @property
     def location(self) -> str:
         """Where the lines live: the file's path, the storage's location (:meth:`open_in`), or <memory>."""
         if self._path is not None:

@@ -81,9 +81,40 @@ class _MemoryClaim:
             self._lock.release()
 
 
+class _MemoryCompactionClaim:
+    """The compaction claim of one in-memory transcript (:meth:`MemoryTranscriptStorage.claim_compaction`)."""
+
+    def __init__(self, storage: MemoryTranscriptStorage, session_id: str) -> None:
+        self._storage = storage
+        self._session_id = session_id
+        self._held = True
+
+    @property
+    def held(self) -> bool:
+        """Whether the claim is still held."""
+        return self._held
+
+    def ensure_held(self) -> None:
+        """Raise :class:`~sessionkeeper.exceptions.LockNotHeldError` once released."""
+        if not self._held:
+            raise LockNotHeldError(
+                f"the compaction claim of {self._storage.location(self._session_id)} was released",
+                path=self._storage.location(self._session_id),
+                reason="released",
+            )
+
+    async def release(self) -> None:
+        """Give the claim up (a second call does nothing)."""
+        if self._held:
+            self._held = False
+            self._storage._end_compaction_claim(self._session_id)
+
+
 class MemoryTranscriptStorage:
     """
-    Transcripts held in memory, keyed by session id; a :class:`~sessionkeeper.abc.TranscriptStorage`.
+    Transcripts held in memory, keyed by session id; a :class:`~sessionkeeper.abc.TranscriptStorage`
+    and a :class:`~sessionkeeper.abc.CompactionClaimStorage` (compaction claims shared by every task,
+    event loop and thread of the process).
 
     Shared by every task, event loop and thread of the process that holds it; gone with it. Marks carry
     a generation, so a transcript deleted and created again is told apart from the one a mark saw.
@@ -95,6 +126,7 @@ class MemoryTranscriptStorage:
         self._logs: dict[str, _Log] = {}
         self._guard = threading.Lock()  # the dict and every log's lines
         self._claims: dict[str, ThreadSafeLock] = {}
+        self._compacting: set[str] = set()  # session ids whose compaction claim is held
 
     def __repr__(self) -> str:
         return f"MemoryTranscriptStorage({len(self._logs)} transcripts)"
@@ -236,6 +268,26 @@ class MemoryTranscriptStorage:
                 waited_ms=round((anyio.current_time() - start) * 1000, 3),
             ) from None
         return _MemoryClaim(self, session_id, lock)
+
+    async def claim_compaction(self, session_id: str) -> WriterClaim | None:
+        """
+        Take the transcript's compaction claim if no task, event loop or thread of this process holds it
+        (never waits; ``None`` when taken). It blocks no append (``CompactionClaimStorage``).
+
+        Raises:
+            UnsafePathError: ``session_id`` is not a safe name.
+        """
+        check_session_id(session_id)
+        await anyio.lowlevel.checkpoint()
+        with self._guard:
+            if session_id in self._compacting:
+                return None
+            self._compacting.add(session_id)
+        return _MemoryCompactionClaim(self, session_id)
+
+    def _end_compaction_claim(self, session_id: str) -> None:
+        with self._guard:
+            self._compacting.discard(session_id)
 
     async def list_sessions(self) -> list[str]:
         """The session ids, sorted."""

@@ -24,6 +24,12 @@ The contract, in the terms a database implements it with:
   was lost raises :class:`~sessionkeeper.exceptions.LockNotHeldError` and writes nothing.
 - **Idempotency.** An append with an ``idempotency_key`` already used on the transcript writes nothing
   again and returns the mark after the first one (a retry after a lost answer is safe).
+- **Compaction claims** (optional, :class:`CompactionClaimStorage`). A storage shared by several
+  processes may also offer a second, separate claim per transcript that never blocks appends: the
+  compactor holds it while it summarises, so workers that decide to compact one transcript at once call
+  the model once (DESIGN D10, ``compaction._flight``). It only saves model calls: a compaction lands
+  with the mark-conditional append like any write, so two are never both landed from one snapshot
+  whether or not a claim was held.
 
 Where callers could see two storages differ, the contract fixes one answer (each rule is a conformance
 check, named in brackets):
@@ -57,7 +63,7 @@ from sessionkeeper._fs import check_safe_name
 from sessionkeeper.exceptions import LockError, TranscriptFormatError, UnsafePathError
 
 
-__all__ = ("StorageMark", "TranscriptStorage", "WriterClaim")
+__all__ = ("CompactionClaimStorage", "StorageMark", "TranscriptStorage", "WriterClaim")
 
 MAX_SESSION_ID_BYTES: Final = 200
 """
@@ -256,4 +262,32 @@ class TranscriptStorage(Protocol):
 
     async def delete(self, session_id: str) -> bool:
         """Remove the transcript; ``False`` when there was none."""
+        ...
+
+
+@runtime_checkable
+class CompactionClaimStorage(Protocol):
+    """
+    A :class:`TranscriptStorage` that also coordinates compactions across writers (module docstring,
+    "Compaction claims"; :class:`~sessionkeeper.transcript.MemoryTranscriptStorage` in its process, a
+    database storage across processes and machines).
+
+    The claim is independent of the writer claim (:meth:`TranscriptStorage.claim`): holding it blocks
+    no append, only other compactions' summarising.
+    """
+
+    async def claim_compaction(self, session_id: str) -> WriterClaim | None:
+        """
+        Take the transcript's compaction claim if no one holds it, without waiting.
+
+        A holder that dies loses it (memory: with its process; a database: with its connection), so a
+        crashed worker never blocks the next compaction.
+
+        Returns:
+            The claim (give it back with :meth:`WriterClaim.release`), or ``None`` when another writer
+            holds it (poll again, or compact without it: the landing check still guards the transcript).
+
+        Raises:
+            UnsafePathError: ``session_id`` is not a safe name.
+        """
         ...

@@ -91,7 +91,8 @@ class StorageWriter:
 
         Raises:
             TranscriptFormatError: The transcript is a migrated v1/v2 one (rewrite it as a file first).
-            StaleTranscriptError: Other writers kept appending through :data:`MAX_RETRIES` tries.
+            StaleTranscriptError: Other writers kept appending through :data:`MAX_RETRIES` tries, or
+                appended once before an ``exact`` write (:attr:`PendingWrite.exact`).
             TranscriptChangedError, TranscriptNotFoundError: As the storage's ``append``.
         """
         if self.legacy:
@@ -106,6 +107,8 @@ class StorageWriter:
             try:
                 after = await self.storage.append(self.session_id, pending.lines, mark=mark)
             except StaleTranscriptError:
+                if pending.exact:
+                    raise  # nothing written; the caller picks the lines up and builds again
                 lines, newer = await self.storage.read_since(self.session_id, mark)
                 foreign = _joined(foreign, foreign_lines(lines, since=mark))
                 if foreign is not None:

@@ -33,7 +33,7 @@ import attrs
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from sessionkeeper.exceptions import TranscriptChangedError
+from sessionkeeper.exceptions import StaleTranscriptError, TranscriptChangedError
 from sessionkeeper.records import (
     CURRENT_SESSION_VERSION,
     CompactionEntry,
@@ -347,11 +347,14 @@ class PendingWrite:
         lines: Their lines (no newline).
         follow: The manager was at the tip: the first entry moves under the new last entry.
         known: Ids already indexed (fresh ids avoid them).
+        exact: Write only right after what the writer saw: other writers' lines refuse the write
+            (:class:`~sessionkeeper.exceptions.StaleTranscriptError`, nothing written) instead of
+            re-linking it (a compaction landing on a storage, ``compaction._landing``).
         foreign: The other writers' lines picked up before writing, or ``None``.
         mark: The mark after the write (``None`` until written).
     """
 
-    __slots__ = ("entries", "follow", "foreign", "known", "lines", "mark")
+    __slots__ = ("entries", "exact", "follow", "foreign", "known", "lines", "mark")
 
     def __init__(
         self,
@@ -360,11 +363,13 @@ class PendingWrite:
         *,
         follow: bool,
         known: Container[str] = (),
+        exact: bool = False,
     ) -> None:
         self.entries: list[TranscriptEntry] = list(entries)
         self.lines: list[bytes] = list(lines)
         self.follow: bool = follow
         self.known: Container[str] = known
+        self.exact: bool = exact
         self.foreign: ForeignLines | None = None
         self.mark: FileMark | None = None
 
@@ -423,6 +428,10 @@ def append_following(path: Path, pending: PendingWrite, *, mark: FileMark | None
         if size != mark.end:
             foreign, mark = _pick_up(fd, path, mark, size)
             if foreign is not None:
+                if pending.exact:
+                    raise StaleTranscriptError(
+                        "other writers appended since this write was built; nothing was written", path=path
+                    )
                 pending.rebase(foreign)
         payload = b"\n".join(pending.lines) + b"\n"
         written = os.write(fd, payload)
