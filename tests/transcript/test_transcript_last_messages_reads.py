@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from sessionkeeper.exceptions import TranscriptNotFoundError
 from sessionkeeper.transcript import (
     MessageEntry,
     TextContent,
@@ -24,6 +25,7 @@ from sessionkeeper.transcript import (
 from sessionkeeper.transcript.file._tail_messages import (
     DEFAULT_MAX_TAIL_BYTES,
     _last_messages_walk,
+    aread_last_messages,
     last_messages_of_index,
     read_last_messages,
 )
@@ -66,3 +68,27 @@ def test_the_samples_need_at_most_one_read_per_megabyte(tmp_path: Path, n: int, 
     for sample in (SAMPLES / "large-2000.jsonl", path):
         reads, _ = _walk(sample, n)
         assert reads <= most_reads, (sample.name, n, reads)
+
+
+@pytest.mark.parametrize("n", [1, 50, 120, 600])
+async def test_async_reads_agree_on_the_loop_and_in_a_thread(n: int) -> None:
+    """Walks within 256 KiB run on the event loop's thread, longer ones in a worker: same answer."""
+    for sample in (SAMPLES / "large-2000.jsonl", SAMPLES / "full.jsonl", SAMPLES / "branchy.jsonl"):
+        assert await aread_last_messages(sample, n) == read_last_messages(sample, n)
+        assert await aread_last_messages(sample, n, max_tail_bytes=1) == read_last_messages(sample, n)
+
+
+async def test_async_read_of_lines_longer_than_the_loop_budget(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    manager = await TranscriptManager.create(path, cwd="/w", durability="none")
+    for i in range(6):  # 100 KB per message: three messages pass the 256 KiB the loop thread reads
+        await manager.append_message(UserMessage(content=f"{i} " + "x" * 100_000, timestamp=i))
+    expected = tuple(e.message for e in manager.entries() if isinstance(e, MessageEntry))
+    assert await aread_last_messages(path, 5) == expected[-5:]
+    assert await aread_last_messages(path, 2) == expected[-2:]
+
+
+async def test_async_read_raises_the_loader_errors(tmp_path: Path) -> None:
+    with pytest.raises(TranscriptNotFoundError):
+        await aread_last_messages(tmp_path / "missing.jsonl", 5)
+    assert await aread_last_messages(tmp_path / "missing.jsonl", 0) == ()

@@ -30,6 +30,7 @@ from sessionkeeper.records import (
     decode_json_line,
     entry_from_json,
     entry_from_line,
+    typed_entry_from_line,
 )
 from sessionkeeper.records._messages import defaults_used
 from sessionkeeper.transcript import load_transcript_bytes
@@ -65,6 +66,9 @@ def _same(line: bytes) -> Any:
     once, via_object = entry_from_line(line), _by_object(line)
     assert type(once) is type(via_object)
     assert once == via_object
+    typed = typed_entry_from_line(line)  # None exactly when the record is not a fully typed one
+    unknown = isinstance(once, UnknownEntry) or isinstance(getattr(once, "message", None), UnknownMessage)
+    assert (typed is None) if unknown else (typed is None or typed == once)
     if isinstance(once, MessageEntry):
         assert isinstance(via_object, MessageEntry)
         assert type(once.message) is type(via_object.message)

@@ -31,6 +31,7 @@ from sessionkeeper.records._codec import (
     message_from_json,
     message_to_builtins,
     scrub_surrogates,
+    typed_entry_from_line,
 )
 from sessionkeeper.records._entries import (
     CURRENT_SESSION_VERSION,
@@ -159,6 +160,7 @@ __all__ = (
     "parse_iso_ms",
     "scrub_surrogates",
     "slice_utf16_safe",
+    "typed_entry_from_line",
     "utf16_len",
     "uuid7",
 )

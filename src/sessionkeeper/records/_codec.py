@@ -76,6 +76,7 @@ __all__ = (
     "message_from_json",
     "message_to_builtins",
     "scrub_surrogates",
+    "typed_entry_from_line",
 )
 
 _ENTRY_TYPES: Final[dict[str, type[Any]]] = {
@@ -434,6 +435,28 @@ def _object_of_line(line: bytes) -> Any:
         return decode_json_line(line)[0]
 
 
+def typed_entry_from_line(line: bytes) -> TranscriptEntry | None:
+    """
+    The typed record of an entry line when one decode proves it (see :func:`entry_from_line`), else
+    ``None``: a line that is not JSON, not an object, of an unknown type, role or shape, or that lacks a
+    field its record always writes (the caller reads such a line the careful way). Never an
+    :class:`UnknownEntry`, nor a :class:`MessageEntry` holding an :class:`UnknownMessage`.
+    """
+    counter = _DEFAULTS
+    before = counter.count
+    try:
+        value = _LINE_DECODER.decode(line)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    if counter.count != before:
+        return None
+    if type(value) is _WireMessageEntry:
+        return MessageEntry(
+            id=value.id, parent_id=value.parent_id, timestamp=value.timestamp, message=value.message
+        )
+    return value  # type: ignore[no-any-return]
+
+
 def entry_from_line(line: bytes) -> TranscriptEntry:
     """
     Decode one entry line (not the header; no newline) into its typed record, decoding it once.
@@ -441,9 +464,9 @@ def entry_from_line(line: bytes) -> TranscriptEntry:
     The same record as ``entry_from_json(json.loads(line))`` for every line (see the module docstring):
     the line is decoded straight into the typed records, which proves the types and that no field is
     unknown; the fields a record always writes default through counted factories
-    (``_messages.defaults_used``), so an unchanged count proves none was absent. Any
-    other line (an unknown type, role or field, such a field absent, invalid UTF-8, lone surrogates)
-    takes the path through the decoded object, so unknown entries and messages are kept exactly as read.
+    (``_messages.defaults_used``), so an unchanged count proves none was absent. Any other line (an
+    unknown type, role or field, such a field absent, invalid UTF-8, lone surrogates) takes the path
+    through the decoded object, so unknown entries and messages are kept exactly as read.
 
     Args:
         line: The line's bytes; must hold a JSON object (the loader indexes only objects).
@@ -451,17 +474,5 @@ def entry_from_line(line: bytes) -> TranscriptEntry:
     Raises:
         ValueError: The line is not valid JSON (as :func:`decode_json_line`).
     """
-    counter = _DEFAULTS
-    before = counter.count
-    try:
-        value = _LINE_DECODER.decode(line)
-    except (msgspec.DecodeError, RecursionError):
-        pass
-    else:
-        if counter.count == before:
-            if type(value) is _WireMessageEntry:
-                return MessageEntry(
-                    id=value.id, parent_id=value.parent_id, timestamp=value.timestamp, message=value.message
-                )
-            return value  # type: ignore[no-any-return]
-    return entry_from_json(_object_of_line(line))
+    entry = typed_entry_from_line(line)
+    return entry if entry is not None else entry_from_json(_object_of_line(line))

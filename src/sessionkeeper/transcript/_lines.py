@@ -14,10 +14,23 @@ from typing import Any, Final
 
 import msgspec
 
-from sessionkeeper.records import TranscriptEntry, decode_json_line, entry_from_line, entry_key
+from sessionkeeper.records import (
+    TranscriptEntry,
+    decode_json_line,
+    entry_from_line,
+    entry_key,
+    typed_entry_from_line,
+)
 
 
-__all__ = ("TailRecord", "chunk_heads", "decode_object", "entry_heads_at", "parse_entry_line")
+__all__ = (
+    "TailRecord",
+    "chunk_heads",
+    "decode_object",
+    "entry_heads_at",
+    "parse_entry_line",
+    "parse_entry_line_typed",
+)
 
 
 class _Head(msgspec.Struct, gc=False):
@@ -32,17 +45,25 @@ _HEAD_DECODER: Final = msgspec.json.Decoder(_Head)
 class TailRecord:
     """
     One entry line met by a reader: its ``type``, id, parent id and JSON bytes (repaired bytes for a
-    line with invalid UTF-8 or lone surrogates). The full entry is decoded on first use.
+    line with invalid UTF-8 or lone surrogates). The full entry is decoded on first use (or given when
+    the reader decoded it already).
     """
 
     __slots__ = ("_entry", "entry_id", "kind", "line", "parent_id")
 
-    def __init__(self, kind: str, entry_id: str | None, parent_id: str | None, line: bytes) -> None:
+    def __init__(
+        self,
+        kind: str,
+        entry_id: str | None,
+        parent_id: str | None,
+        line: bytes,
+        entry: TranscriptEntry | None = None,
+    ) -> None:
         self.kind = kind
         self.entry_id = entry_id
         self.parent_id = parent_id
         self.line = line
-        self._entry: TranscriptEntry | None = None
+        self._entry = entry
 
     @property
     def entry(self) -> TranscriptEntry:
@@ -90,6 +111,18 @@ def parse_entry_line(line: bytes) -> TailRecord | None:
     if kind == "session":
         return None
     return TailRecord(kind if isinstance(kind, str) else "", entry_key(entry_id), entry_key(parent), data)
+
+
+def parse_entry_line_typed(line: bytes) -> TailRecord | None:
+    """
+    :func:`parse_entry_line` for a reader that needs the entry of (nearly) every line it meets: a line
+    whose typed record one decode proves (:func:`typed_entry_from_line`) gives its record with the entry
+    already decoded; any other line is read by :func:`parse_entry_line` (the same result, two decodes).
+    """
+    entry = typed_entry_from_line(line) if line else None
+    if entry is None:
+        return parse_entry_line(line)
+    return TailRecord(entry.type, entry.id, entry.parent_id, line, entry)
 
 
 class _StrictHead(msgspec.Struct, gc=False):

@@ -41,7 +41,7 @@ from sessionkeeper.transcript._context import (
     entry_model,
     entry_thinking_level,
 )
-from sessionkeeper.transcript._lines import TailRecord, chunk_heads, parse_entry_line
+from sessionkeeper.transcript._lines import TailRecord, chunk_heads, parse_entry_line, parse_entry_line_typed
 from sessionkeeper.transcript._load import _header_version, load_transcript
 from sessionkeeper.transcript.file._sidecar import (
     AncestryIndex,
@@ -83,6 +83,7 @@ def _walk_tail(
     index_at: tuple[Path, str] | None = None,
     header_out: list[TailHeader] | None = None,
     reader_out: list[TailReader] | None = None,
+    typed: bool = False,
 ) -> str:
     """
     Follow the leaf's ``parentId`` chain backwards, calling ``visit`` on each path entry from the
@@ -97,6 +98,8 @@ def _walk_tail(
     cycle), ``"empty"`` (no entries), or ``"full"`` (the full loader must decide). The header found
     is appended to ``header_out`` (when given and the walk gets that far), the reader to ``reader_out``.
     A visitor with a ``next_chunk(bytes_read)`` method sizes each further read (``None``: doubling).
+    ``typed``: the visitor needs the entry of nearly every line met, so each line is decoded once into
+    its record (:func:`parse_entry_line_typed`) instead of its head first.
     """
     st = os.fstat(handle.fileno())
     size = st.st_size
@@ -109,6 +112,7 @@ def _walk_tail(
     if reader_out is not None:
         reader_out.append(reader)
     next_chunk = getattr(visit, "next_chunk", None)
+    parse = parse_entry_line_typed if typed else parse_entry_line
     latest: dict[str, TailRecord] = {}  # id -> its last occurrence in file order
     starts: dict[str, int] = {}  # id -> offset of that line
     on_path: set[int] = set()
@@ -124,7 +128,7 @@ def _walk_tail(
             for line in reversed(lines):
                 start = end - len(line)
                 end = start - 1
-                record = parse_entry_line(line)
+                record = parse(line)
                 if record is None:
                     continue
                 any_entry = True

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import IO, Final
 
 import anyio
+import anyio.lowlevel
 
 from sessionkeeper.records import (
     AgentMessage,
@@ -137,14 +138,37 @@ def _last_messages_walk(
     walk = _MessageWalk(n)
     readers: list[TailReader] = []
     first = first_read_for(n) if chunk_bytes is None else chunk_bytes
-    outcome = _walk_tail(handle, max_bytes=max_tail_bytes, first_chunk=first, visit=walk, reader_out=readers)
+    outcome = _walk_tail(
+        handle, max_bytes=max_tail_bytes, first_chunk=first, visit=walk, reader_out=readers, typed=True
+    )
     if outcome == "full":
         return None
     return tuple(reversed(walk.messages)), readers[0] if readers else None
 
 
+_INLINE_TAIL_BYTES: Final = 256 << 10
+"""Bytes a tail walk of :func:`aread_last_messages` may read on the event loop's thread (256 KiB: the
+last 50 messages of the pi samples are 40-110 KB; a walk this size costs about what the trip to a
+worker thread costs, and blocks the loop about as long as one durable append)."""
+
+
 async def aread_last_messages(
     path: Path | str, n: int = 50, *, max_tail_bytes: int = DEFAULT_MAX_TAIL_BYTES
 ) -> tuple[AgentMessage, ...]:
-    """:func:`read_last_messages` in a worker thread (asyncio and trio); same result and errors."""
-    return await anyio.to_thread.run_sync(lambda: read_last_messages(path, n, max_tail_bytes=max_tail_bytes))
+    """
+    :func:`read_last_messages` for asyncio and trio; same result and errors.
+
+    A tail walk that finds the messages within 256 KiB runs on the event loop's thread (a trip to a
+    worker thread costs more than the walk); a longer walk, and the full loader, run in a worker thread.
+    """
+    await anyio.lowlevel.checkpoint_if_cancelled()
+    if n <= 0:
+        return ()
+    file = Path(path)
+    budget = min(max_tail_bytes, _INLINE_TAIL_BYTES)
+    if first_read_for(n) <= budget:
+        with open_transcript_file(file) as handle:
+            found = _last_messages_walk(handle, n, max_tail_bytes=budget, chunk_bytes=None)
+        if found is not None:
+            return found[0]
+    return await anyio.to_thread.run_sync(lambda: read_last_messages(file, n, max_tail_bytes=max_tail_bytes))
