@@ -10,7 +10,9 @@ type for a random field of a random line. Each mutated file goes through everyth
 - transcripts: ``load_transcript`` + context rebuild + diagnostics, ``scan_transcript``,
   ``read_tail_context``, ``list_transcripts``, ``TranscriptManager.open`` + context, and the CLI's
   ``context``, ``context --json``, ``tree`` and ``doctor`` (without ``--fix``);
-- stores: ``SessionStore.open(read_only=True)`` + ``list``, and the CLI's ``sessions list`` and ``status``.
+- stores: ``SessionStore.open(read_only=True)`` + ``list``, and the CLI's ``sessions list`` and ``status``;
+  ``export`` (``copy_sessions``) into a directory outside the mutated one, with one of the store's
+  transcripts mutated as well half of the time (its own generator, so the seeds above mean what they did).
 
 Asserted per mutation: no exception outside ``sessionkeeper.exceptions`` (the CLI: none but its own
 exit), no hang (an alarm after ``HANG_S`` seconds), and the directory tree (names, sizes, mtimes and
@@ -362,6 +364,9 @@ def _read_store(folder: Path, failures: list[str], label: str) -> None:
     _cli(failures, label, ["sessions", "list", "--store", str(folder), "--json"])
     _cli(failures, label, ["status", "--store", str(folder), STORE_KEY, "--json"])
     _cli(failures, label, ["doctor", str(folder)])
+    out = folder.with_name(f"{folder.name}-export")
+    _cli(failures, label, ["export", "--store", str(folder), "--out", str(out), "--json"])
+    shutil.rmtree(out, ignore_errors=True)
 
 
 def _fuzz(tmp_path: Path, count: int, first_seed: int) -> tuple[int, list[str]]:
@@ -379,6 +384,12 @@ def _fuzz(tmp_path: Path, count: int, first_seed: int) -> tuple[int, list[str]]:
             for name, content in store_transcripts.items():
                 (folder / name).write_bytes(content)
             label = f"seed {seed} sessions.json {kind}"
+            extra = random.Random(f"transcript {seed}")
+            if store_transcripts and extra.random() < 0.5:
+                name = extra.choice(sorted(store_transcripts))
+                kind, data = _mutate(extra, store_transcripts[name], extra.choice(transcripts)[1])
+                (folder / name).write_bytes(data)
+                label += f" + {name} {kind}"
             before = _snapshot(folder)
             with _deadline():
                 _read_store(folder, failures, label)

@@ -585,3 +585,16 @@ async def test_postgres_transcripts_are_read_in_pages(pg_schema: tuple[str, str]
         assert [len(batch) for batch in whole] == [4096, len(lines) - 4096]  # at most 4096 lines a page
         with pytest.raises(TranscriptNotFoundError):
             await anext(iter_line_batches(storage, "absent", batch_bytes=1000))
+
+
+async def test_entries_holding_lone_surrogates_are_copied_and_compared(tmp_path: Path) -> None:
+    source = await _source(tmp_path / "a")
+    async with SessionStore.open(source) as store:
+        await store.patch("agent:main:main", {"label": "half \ud83d", "note\udfff": ["\udc00"]})
+    target_dir = tmp_path / "b"
+    async with SessionStore.open(source, read_only=True) as src, SessionStore.open(target_dir) as dst:
+        first = await copy_sessions(src, dst)
+        again = await copy_sessions(src, dst)
+    assert first.ok, first.failed
+    assert set(_outcomes(again).values()) == {"unchanged"}
+    assert (target_dir / "sessions.json").read_bytes() == (source / "sessions.json").read_bytes()

@@ -48,9 +48,10 @@ from sessionkeeper.exceptions import (
     TranscriptNotFoundError,
     UnsafePathError,
 )
-from sessionkeeper.store._entry import SessionEntry, encode_session_entry
+from sessionkeeper.store._entry import SessionEntry
 from sessionkeeper.store._json import JsonFileStoreBackend
 from sessionkeeper.store._memory import InMemoryStoreBackend
+from sessionkeeper.store._remote import encode_entry_text
 from sessionkeeper.store._store import SessionStore
 from sessionkeeper.transcript import (
     FileTranscriptStorage,
@@ -159,6 +160,11 @@ class _Digest:
     lines: int
     size: int
     sha256: bytes
+
+
+def _entry_text(entry: SessionEntry) -> str:
+    """An entry's JSON text, what two stores compare (lone surrogates escaped, raw values verbatim)."""
+    return encode_entry_text(entry)[0]
 
 
 def _inside(directory: Path, candidate: Path) -> bool:
@@ -291,7 +297,7 @@ class _Pending:
     key: str
     session_id: str | None
     entry: SessionEntry
-    encoded: bytes
+    encoded: str
     digest: _Digest | None
     transcript_outcome: CopyOutcome
     target: _Place | None
@@ -401,13 +407,13 @@ class _Copier:
         """Check the target, put the transcript in place: the pending entry, or the failed session."""
         session_id = entry.session_id if isinstance(entry.session_id, str) else None
         new = target_entry(self.target, entry)
-        encoded = encode_session_entry(new)
+        encoded = _entry_text(new)
         location: str | None = None
         try:
             source = _place(self.source, entry)
             target = _place(self.target, new)
             location = target.location if target is not None else None
-            if current is not None and encode_session_entry(current) != encoded and not self.overwrite:
+            if current is not None and _entry_text(current) != encoded and not self.overwrite:
                 raise SessionExistsError(key, location="entry")
             digest, transcript_outcome, written = await self._transcript(key, source, target)
         except (StoreCorruptError, StoreUnavailableError):
@@ -436,7 +442,7 @@ class _Copier:
                 current = entries.get(item.key)
                 if current is None:
                     outcomes[item.key] = "copied"
-                elif encode_session_entry(current) == item.encoded:
+                elif _entry_text(current) == item.encoded:
                     outcomes[item.key] = "unchanged"
                     continue
                 elif overwrite:
