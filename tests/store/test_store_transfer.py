@@ -19,6 +19,7 @@ from tests._servers import pg_schema, redis_prefix
 
 from sessionkeeper.exceptions import (
     ConfigError,
+    InvalidSessionEntryError,
     SessionExistsError,
     SessionNotFoundError,
     StoreCorruptError,
@@ -598,3 +599,23 @@ async def test_entries_holding_lone_surrogates_are_copied_and_compared(tmp_path:
     assert first.ok, first.failed
     assert set(_outcomes(again).values()) == {"unchanged"}
     assert (target_dir / "sessions.json").read_bytes() == (source / "sessions.json").read_bytes()
+
+
+async def test_a_key_the_target_cannot_hold_fails_that_session_only(
+    tmp_path: Path, pg_schema: tuple[str, str]
+) -> None:
+    dsn, schema = pg_schema
+    source = await _source(tmp_path / "a")
+    async with SessionStore.open(source) as store:
+        await store.patch("agent:main:nul\x00key", session_id=PLAIN)
+        await store.patch("agent:main:half\ud83d", label="x")
+    async with SessionStore.open(source, read_only=True) as src, _pg_store(dsn, schema) as db:
+        report = await copy_sessions(src, db)
+        stored = await db.backend.keys()
+    failed = {s.session_key: type(s.error) for s in report.failed}
+    assert failed == {
+        "agent:main:nul\x00key": InvalidSessionEntryError,
+        "agent:main:half\ud83d": InvalidSessionEntryError,
+    }
+    assert len(stored) == 5
+    assert _outcomes(report)["agent:main:main"] == "copied"

@@ -40,6 +40,7 @@ import msgspec
 
 from sessionkeeper.exceptions import (
     ConfigError,
+    InvalidSessionEntryError,
     SessionExistsError,
     SessionKeeperError,
     SessionNotFoundError,
@@ -65,6 +66,7 @@ from sessionkeeper.transcript import (
 __all__ = ("CopiedSession", "CopyOutcome", "CopyReport", "copy_sessions", "target_entry")
 
 CopyOutcome = Literal["copied", "unchanged", "replaced", "failed"]
+_Committed = CopyOutcome | SessionExistsError | InvalidSessionEntryError
 
 DEFAULT_BATCH_BYTES: Final = 4 << 20
 _SUFFIX: Final = ".jsonl"
@@ -348,7 +350,7 @@ class _Copier:
             prepared = await self._prepare_group(items[start : start + _GROUP], existing)
             pending = [item for item in prepared if isinstance(item, _Pending)]
             try:
-                committed = await self._commit(pending, existing)
+                committed = await self._commit_isolating(pending, existing)
             except BaseException:
                 for waiting in pending:
                     created = waiting.created()
@@ -424,9 +426,29 @@ class _Copier:
             )
         return _Pending(key, session_id, new, encoded, digest, transcript_outcome, target, written)
 
+    async def _commit_isolating(
+        self, pending: list[_Pending], snapshot: dict[str, SessionEntry]
+    ) -> dict[str, _Committed]:
+        """
+        :meth:`_commit`; when the target refuses an entry of the group (a key it cannot hold: a NUL or a
+        lone surrogate in PostgreSQL), each entry again in a transaction of its own, so only that one fails.
+        """
+        try:
+            return await self._commit(pending, snapshot)
+        except InvalidSessionEntryError as err:
+            if len(pending) == 1:
+                return {pending[0].key: err}
+        committed: dict[str, _Committed] = {}
+        for item in pending:
+            try:
+                committed.update(await self._commit([item], snapshot))
+            except InvalidSessionEntryError as err:
+                committed[item.key] = err
+        return committed
+
     async def _commit(
         self, pending: list[_Pending], snapshot: dict[str, SessionEntry]
-    ) -> dict[str, CopyOutcome | SessionExistsError]:
+    ) -> dict[str, _Committed]:
         """
         Write the group's entries in one store transaction (one rewrite of a ``sessions.json``), each
         checked against the entry stored now: absent (written), identical (left), another (refused
@@ -436,8 +458,8 @@ class _Copier:
             return {}
         overwrite = self.overwrite
 
-        def apply(entries: dict[str, SessionEntry]) -> dict[str, CopyOutcome | SessionExistsError]:
-            outcomes: dict[str, CopyOutcome | SessionExistsError] = {}  # anew on a retried transaction
+        def apply(entries: dict[str, SessionEntry]) -> dict[str, _Committed]:
+            outcomes: dict[str, _Committed] = {}  # anew on a retried transaction
             for item in pending:
                 current = entries.get(item.key)
                 if current is None:
@@ -457,12 +479,10 @@ class _Copier:
             return apply(snapshot)  # the target as read at the start, edited in memory only
         return await self.target.backend.transaction(apply)
 
-    async def _result(
-        self, item: _Pending, committed: dict[str, CopyOutcome | SessionExistsError]
-    ) -> CopiedSession:
+    async def _result(self, item: _Pending, committed: dict[str, _Committed]) -> CopiedSession:
         location = item.target.location if item.target is not None else None
         entry_outcome = committed[item.key]
-        if isinstance(entry_outcome, SessionExistsError):  # another writer stored an entry meanwhile
+        if isinstance(entry_outcome, SessionKeeperError):  # another writer's entry, or one not storable
             created = item.created()
             if created is not None:
                 await _remove_quietly(created)
