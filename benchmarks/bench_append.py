@@ -46,7 +46,8 @@ import anyio
 import anyio.to_thread
 import msgspec
 
-from sessionkeeper.transcript import TranscriptManager, UserMessage
+from sessionkeeper.records import UserMessage
+from sessionkeeper.transcript import TranscriptManager
 
 
 TURN_TEXT = "Please refactor the session loader so that it streams lines. " * 48  # ~3 KB

@@ -27,10 +27,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from sessionkeeper import estimate_tokens
 from sessionkeeper.compaction import prepare_compaction, split_messages_by_token_share
 from sessionkeeper.compaction._chunking import chunk_messages_by_max_tokens, max_chunk_tokens
 from sessionkeeper.compaction._memo import clear_token_memo
-from sessionkeeper.transcript import (
+from sessionkeeper.records import (
     AssistantMessage,
     MessageEntry,
     TextContent,
@@ -38,9 +39,8 @@ from sessionkeeper.transcript import (
     ToolResultMessage,
     TranscriptEntry,
     UserMessage,
-    build_context_from_path,
-    estimate_tokens,
 )
+from sessionkeeper.transcript import build_context_from_path
 from sessionkeeper.transcript._load import load_transcript
 
 

@@ -63,14 +63,11 @@ from typing import Any
 
 import msgspec
 
+from sessionkeeper.records import AssistantMessage, TextContent, ToolResultMessage, Usage
 from sessionkeeper.runtime import ModelInfo, SessionRuntime
 from sessionkeeper.store import SessionStore
 from sessionkeeper.transcript import (
-    AssistantMessage,
-    TextContent,
-    ToolResultMessage,
     TranscriptManager,
-    Usage,
     aread_last_messages,
     load_transcript,
     read_last_messages,

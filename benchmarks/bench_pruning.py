@@ -42,7 +42,7 @@ from sessionkeeper.pruning import (
     resolve_replay_policy,
     sanitize_replay_history,
 )
-from sessionkeeper.transcript import (
+from sessionkeeper.records import (
     AgentMessage,
     AssistantMessage,
     ToolCall,

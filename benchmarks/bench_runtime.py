@@ -19,17 +19,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sessionkeeper import is_context_overflow
 from sessionkeeper.compaction import CompactionSettings
+from sessionkeeper.records import AgentMessage, AssistantMessage, message_from_json
 from sessionkeeper.runtime import (
     MemoryFlushPolicy,
     decide_preflight_compaction,
     estimate_context_usage,
     estimate_prompt_pressure,
-    is_context_overflow,
     parse_observed_token_count,
     plan_prompt_budget,
 )
-from sessionkeeper.transcript import AgentMessage, AssistantMessage, message_from_json
 
 
 REPO = Path(__file__).resolve().parent.parent

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import anyio
 
+from sessionkeeper.records import AssistantMessage, TextContent, ToolCall, ToolResultMessage, Usage
 from sessionkeeper.runtime import ModelInfo, SessionRuntime
 from sessionkeeper.store import SessionStore
 from sessionkeeper.testing import FakeClock
-from sessionkeeper.transcript import AssistantMessage, TextContent, ToolCall, ToolResultMessage, Usage
 
 
 MODEL = ModelInfo(

@@ -48,7 +48,8 @@ from typing import Any
 import anyio
 import msgspec
 
-from sessionkeeper.transcript import TranscriptManager, UserMessage, load_transcript
+from sessionkeeper.records import UserMessage
+from sessionkeeper.transcript import TranscriptManager, load_transcript
 
 
 REPO = Path(__file__).resolve().parent.parent

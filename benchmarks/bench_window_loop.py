@@ -41,21 +41,20 @@ from typing import Any
 import anyio
 import attrs
 
-from sessionkeeper import ModelRequest, ModelResponse
+from sessionkeeper import ModelRequest, ModelResponse, estimate_tokens
 from sessionkeeper.compaction import CompactionSettings
 from sessionkeeper.exceptions import ContextOverflowError
-from sessionkeeper.runtime import ModelInfo, RuntimeSettings, SessionRuntime
-from sessionkeeper.store import SessionStore
-from sessionkeeper.testing import FakeClock
-from sessionkeeper.transcript import (
+from sessionkeeper.records import (
     AgentMessage,
     AssistantMessage,
     TextContent,
     ToolCall,
     ToolResultMessage,
     Usage,
-    estimate_tokens,
 )
+from sessionkeeper.runtime import ModelInfo, RuntimeSettings, SessionRuntime
+from sessionkeeper.store import SessionStore
+from sessionkeeper.testing import FakeClock
 
 
 _SECTIONS = (  # safeguard's required headings (OpenClaw §5.6), as a model that follows the prompt writes

@@ -161,3 +161,29 @@ def test_modules_are_classified_into_layers(module: str, layer: str) -> None:
 def test_every_package_is_a_layer() -> None:
     packages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert packages <= set(LAYERS), f"packages with no layer: {sorted(packages - set(LAYERS))}"
+
+
+def test_adapters_import_only_names_in_all() -> None:
+    """
+    The optional adapters use public names only, as a third-party package would: every name they import
+    from another sessionkeeper module is in that module's ``__all__`` (not one of the names a package
+    ``__init__`` re-exports for the other layers, ``from m import X as X``, outside ``__all__``).
+    """
+    import importlib
+
+    problems: list[str] = []
+    for path in sorted((PACKAGE / "adapters").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or not node.module:
+                continue
+            if not node.module.startswith("sessionkeeper") or node.module.startswith(
+                "sessionkeeper.adapters"
+            ):
+                continue
+            public = set(getattr(importlib.import_module(node.module), "__all__", ()))
+            problems.extend(
+                f"{path.relative_to(SRC)}:{node.lineno}: {node.module}.{alias.name}"
+                for alias in node.names
+                if alias.name not in public
+            )
+    assert not problems, "adapters import names outside __all__:\n" + "\n".join(problems)

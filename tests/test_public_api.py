@@ -110,7 +110,6 @@ _KNOWN_UNEXPORTED = {
     "sessionkeeper.adapters._client.SdkModelClient": "base class of the public adapter clients (adapters)",
     "sessionkeeper.store._backend.RowsAlwaysLoad": "base class of the public store backends (store)",
     "sessionkeeper.transcript.lock._registry.Held": "SessionWriteLock's constructor (transcript)",
-    "sessionkeeper.transcript.file._tail_reader.TailHeader": "return type of read_header (transcript)",
     "sessionkeeper.transcript._appends.TranscriptAppends": "base class of TranscriptManager (transcript)",
     "sessionkeeper.transcript._storage_writer.StorageWriter": "TranscriptManager's constructor (transcript)",
     "sessionkeeper.transcript.file._follow.FileMark": "TranscriptManager's constructor (transcript)",

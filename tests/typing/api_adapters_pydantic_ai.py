@@ -16,8 +16,8 @@ from sessionkeeper.adapters.pydantic_ai import (
     model_info_for,
     to_pydantic_ai_messages,
 )
+from sessionkeeper.records import AgentMessage
 from sessionkeeper.runtime import TurnOutcome
-from sessionkeeper.transcript import AgentMessage
 
 
 async def pydantic_ai_calls(runtime: SessionRuntime, ctx: RunContext[Any]) -> None:

@@ -8,8 +8,8 @@ from typing import Literal, assert_type
 from sessionkeeper import CompactionResult, Compactor, Pruner, TranscriptEntry, TranscriptManager
 from sessionkeeper.compaction import CompactionSettings, CutPoint, find_cut_point
 from sessionkeeper.pruning import PruneResult
+from sessionkeeper.records import AgentMessage, CompactionEntry
 from sessionkeeper.testing import ScriptedModelClient
-from sessionkeeper.transcript import AgentMessage, CompactionEntry
 
 
 async def compact(transcript: TranscriptManager) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Literal, assert_type
 
 from sessionkeeper import ModelInfo, SessionEntry, SessionRuntime, SessionStore, TokenCounter, TranscriptEntry
+from sessionkeeper.records import AgentMessage, AssistantMessage
 from sessionkeeper.runtime import ModelCallPlan, RecoveryOutcome, RuntimeSession, TurnOutcome
 from sessionkeeper.testing import FakeClock, FakeTokenCounter, ScriptedModelClient
-from sessionkeeper.transcript import AgentMessage, AssistantMessage
 
 
 async def runtime_calls(store: SessionStore, reply: AssistantMessage) -> None:

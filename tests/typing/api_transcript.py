@@ -9,13 +9,8 @@ import msgspec
 
 from sessionkeeper import SessionContext, TranscriptEntry, TranscriptManager, UserMessage
 from sessionkeeper.abc import TranscriptStorage, WriterClaim
-from sessionkeeper.records import AssistantMessage, entry_from_line
-from sessionkeeper.transcript import (
-    AgentMessage,
-    MemoryTranscriptStorage,
-    MessageEntry,
-    create_transcript_lines,
-)
+from sessionkeeper.records import AgentMessage, AssistantMessage, MessageEntry, entry_from_line
+from sessionkeeper.transcript import MemoryTranscriptStorage, create_transcript_lines
 
 
 async def transcript_calls(message: AgentMessage) -> None:

@@ -22,7 +22,7 @@ from sessionkeeper.adapters._common import (
     parse_arguments,
     prepare_messages,
 )
-from sessionkeeper.transcript import (
+from sessionkeeper.records import (
     AssistantContent,
     AssistantMessage,
     ImageContent,

@@ -29,7 +29,7 @@ from sessionkeeper.adapters._common import (
     prepare_messages,
     stop_reason_for,
 )
-from sessionkeeper.transcript import (
+from sessionkeeper.records import (
     AssistantContent,
     AssistantMessage,
     ImageContent,

@@ -20,7 +20,9 @@ import anyio
 from sessionkeeper import ModelRequest, ModelResponse, SilentReplyStreamFilter
 from sessionkeeper.adapters._common import JsonDict, text_of
 from sessionkeeper.exceptions import ModelProviderError
-from sessionkeeper.transcript import AssistantMessage
+from sessionkeeper.records import (
+    AssistantMessage,
+)
 
 
 __all__ = ("SdkModelClient", "SdkWire", "SseDecoder", "TextCallback", "run_abortable")

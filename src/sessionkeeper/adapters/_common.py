@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeAlias
 
-from sessionkeeper.transcript import (
+from sessionkeeper.records import (
     AgentMessage,
     AssistantContent,
     AssistantMessage,
@@ -22,6 +22,8 @@ from sessionkeeper.transcript import (
     ToolResultMessage,
     Usage,
     UserMessage,
+)
+from sessionkeeper.transcript import (
     convert_to_llm,
 )
 

@@ -22,11 +22,7 @@ from pydantic_ai import messages as pai
 from pydantic_ai.usage import RequestUsage
 
 from sessionkeeper.adapters._common import MessageSource, parse_arguments, source_messages, stop_reason_for
-from sessionkeeper.transcript import (
-    BRANCH_SUMMARY_PREFIX,
-    BRANCH_SUMMARY_SUFFIX,
-    COMPACTION_SUMMARY_PREFIX,
-    COMPACTION_SUMMARY_SUFFIX,
+from sessionkeeper.records import (
     AgentMessage,
     AssistantContent,
     AssistantMessage,
@@ -41,6 +37,12 @@ from sessionkeeper.transcript import (
     Usage,
     UserContent,
     UserMessage,
+)
+from sessionkeeper.transcript import (
+    BRANCH_SUMMARY_PREFIX,
+    BRANCH_SUMMARY_SUFFIX,
+    COMPACTION_SUMMARY_PREFIX,
+    COMPACTION_SUMMARY_SUFFIX,
     convert_to_llm,
 )
 

@@ -28,7 +28,7 @@ from sessionkeeper.adapters._common import (
     prepare_messages,
     stop_reason_for,
 )
-from sessionkeeper.transcript import (
+from sessionkeeper.records import (
     AgentMessage,
     AssistantContent,
     AssistantMessage,

@@ -22,12 +22,14 @@ from sessionkeeper.adapters._responses import (
     messages_from_responses_items,
     to_responses_request,
 )
-from sessionkeeper.transcript import (
+from sessionkeeper.records import (
     AssistantMessage,
     MessageEntry,
     ToolResultMessage,
-    TranscriptManager,
     UserMessage,
+)
+from sessionkeeper.transcript import (
+    TranscriptManager,
 )
 
 

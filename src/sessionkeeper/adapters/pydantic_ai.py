@@ -48,6 +48,10 @@ from sessionkeeper.pruning import (
     resolve_replay_policy,
     sanitize_replay_history,
 )
+from sessionkeeper.records import (
+    AgentMessage,
+    CustomMessage,
+)
 from sessionkeeper.runtime import (
     CompactionOutcome,
     ModelInfo,
@@ -56,7 +60,9 @@ from sessionkeeper.runtime import (
     TurnOutcome,
     resolve_context_window,
 )
-from sessionkeeper.transcript import AgentMessage, CustomMessage, estimate_context_usage
+from sessionkeeper.transcript import (
+    estimate_context_usage,
+)
 
 
 __all__ = (

@@ -16,8 +16,8 @@ from sessionkeeper.compaction._branch_summary import (
     generate_branch_summary,
     prepare_branch_entries,
 )
+from sessionkeeper.compaction._budget import DEFAULT_CONTEXT_WINDOW as DEFAULT_CONTEXT_WINDOW
 from sessionkeeper.compaction._budget import (
-    DEFAULT_CONTEXT_WINDOW,
     CompactionBudget,
     compaction_budget,
     compaction_threshold,
@@ -33,11 +33,11 @@ from sessionkeeper.compaction._compactor import (
     CompactionResult,
     CompactionStatus,
     Compactor,
-    check_provider_configured,
 )
+from sessionkeeper.compaction._compactor import check_provider_configured as check_provider_configured
 from sessionkeeper.compaction._cut import CutPoint, find_cut_point, find_turn_start_index, is_cut_point
 from sessionkeeper.compaction._extractive import extract_identifiers, extractive_summary
-from sessionkeeper.compaction._memo import clear_token_memo
+from sessionkeeper.compaction._memo import clear_token_memo as clear_token_memo
 from sessionkeeper.compaction._prepare import CompactionPreparation, FileOperations, prepare_compaction
 from sessionkeeper.compaction._providers import (
     ENTRY_POINT_GROUP,
@@ -57,7 +57,6 @@ from sessionkeeper.compaction._successor import (
 
 
 __all__ = (
-    "DEFAULT_CONTEXT_WINDOW",
     "ENTRY_POINT_GROUP",
     "BranchEntries",
     "BranchSummary",
@@ -78,9 +77,7 @@ __all__ = (
     "SummaryRequest",
     "adaptive_chunk_ratio",
     "build_successor_entries",
-    "check_provider_configured",
     "chunk_messages_by_max_tokens",
-    "clear_token_memo",
     "collect_entries_for_branch_summary",
     "compaction_budget",
     "compaction_threshold",

@@ -18,21 +18,21 @@ On-disk keys are pi's camelCase; record fields are their snake_case form.
 
 from __future__ import annotations
 
+from sessionkeeper.records._codec import decode_json_line as decode_json_line
 from sessionkeeper.records._codec import (
-    decode_json_line,
     encode_entry,
-    encode_header,
     encode_message,
     entry_from_json,
     entry_from_line,
     entry_to_builtins,
-    has_lone_surrogate,
-    header_from_json,
     message_from_json,
     message_to_builtins,
-    scrub_surrogates,
-    typed_entry_from_line,
 )
+from sessionkeeper.records._codec import encode_header as encode_header
+from sessionkeeper.records._codec import has_lone_surrogate as has_lone_surrogate
+from sessionkeeper.records._codec import header_from_json as header_from_json
+from sessionkeeper.records._codec import scrub_surrogates as scrub_surrogates
+from sessionkeeper.records._codec import typed_entry_from_line as typed_entry_from_line
 from sessionkeeper.records._entries import (
     CURRENT_SESSION_VERSION,
     BooleanId,
@@ -54,17 +54,17 @@ from sessionkeeper.records._entries import (
     TranscriptEntry,
     UnknownEntry,
     UsageEntry,
-    entry_key,
     key_to_json,
 )
-from sessionkeeper.records._ids import uuid7
+from sessionkeeper.records._entries import entry_key as entry_key
+from sessionkeeper.records._ids import uuid7 as uuid7
+from sessionkeeper.records._jscompat import iso_from_ms as iso_from_ms
+from sessionkeeper.records._jscompat import js_date_ms as js_date_ms
+from sessionkeeper.records._jscompat import js_json_stringify as js_json_stringify
+from sessionkeeper.records._jscompat import js_number_to_string as js_number_to_string
+from sessionkeeper.records._jscompat import parse_iso_ms as parse_iso_ms
+from sessionkeeper.records._jscompat import slice_utf16_safe as slice_utf16_safe
 from sessionkeeper.records._jscompat import (
-    iso_from_ms,
-    js_date_ms,
-    js_json_stringify,
-    js_number_to_string,
-    parse_iso_ms,
-    slice_utf16_safe,
     utf16_len,
 )
 from sessionkeeper.records._messages import (
@@ -78,7 +78,6 @@ from sessionkeeper.records._messages import (
     Cost,
     CustomMessage,
     ImageContent,
-    KnownMessage,
     StopReason,
     SystemMessage,
     SystemSections,
@@ -93,6 +92,7 @@ from sessionkeeper.records._messages import (
     UserContent,
     UserMessage,
 )
+from sessionkeeper.records._messages import KnownMessage as KnownMessage
 
 
 __all__ = (
@@ -114,7 +114,6 @@ __all__ = (
     "CustomMessage",
     "CustomMessageEntry",
     "ImageContent",
-    "KnownMessage",
     "LabelEntry",
     "MessageEntry",
     "ModelChangeEntry",
@@ -140,27 +139,13 @@ __all__ = (
     "UsageEntry",
     "UserContent",
     "UserMessage",
-    "decode_json_line",
     "encode_entry",
-    "encode_header",
     "encode_message",
     "entry_from_json",
     "entry_from_line",
-    "entry_key",
     "entry_to_builtins",
-    "has_lone_surrogate",
-    "header_from_json",
-    "iso_from_ms",
-    "js_date_ms",
-    "js_json_stringify",
-    "js_number_to_string",
     "key_to_json",
     "message_from_json",
     "message_to_builtins",
-    "parse_iso_ms",
-    "scrub_surrogates",
-    "slice_utf16_safe",
-    "typed_entry_from_line",
     "utf16_len",
-    "uuid7",
 )

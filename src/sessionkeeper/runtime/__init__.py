@@ -8,8 +8,8 @@ Rules: OpenClaw spec §5.2-5.3, §5.7 and §6; pi-format spec §15; DESIGN decis
 
 from __future__ import annotations
 
+from sessionkeeper.runtime._budget import DEFAULT_CONTEXT_WINDOW_TOKENS as DEFAULT_CONTEXT_WINDOW_TOKENS
 from sessionkeeper.runtime._budget import (
-    DEFAULT_CONTEXT_WINDOW_TOKENS,
     ContextWindowInfo,
     ContextWindowSettings,
     resolve_context_window,
@@ -17,7 +17,6 @@ from sessionkeeper.runtime._budget import (
 from sessionkeeper.runtime._memory_flush import (
     DEFAULT_MEMORY_FLUSH_PROMPT,
     DEFAULT_MEMORY_FLUSH_SYSTEM_PROMPT,
-    MEMORY_FLUSH_MAX_FAILURES,
     MemoryFlushDecision,
     MemoryFlushModel,
     MemoryFlushPlan,
@@ -25,18 +24,19 @@ from sessionkeeper.runtime._memory_flush import (
     MemoryFlushRecord,
     MemoryFlushSettings,
 )
+from sessionkeeper.runtime._memory_flush import MEMORY_FLUSH_MAX_FAILURES as MEMORY_FLUSH_MAX_FAILURES
+from sessionkeeper.runtime._overflow import OVERFLOW_GIVE_UP_MESSAGE as OVERFLOW_GIVE_UP_MESSAGE
 from sessionkeeper.runtime._overflow import (
-    OVERFLOW_GIVE_UP_MESSAGE,
     OverflowRecoveryDecision,
     OverflowRecoverySettings,
     OverflowRecoveryState,
     SyntheticTokenCount,
-    is_context_overflow,
-    is_context_overflow_text,
     parse_observed_token_count,
     plan_overflow_recovery,
-    synthetic_token_count,
 )
+from sessionkeeper.runtime._overflow import is_context_overflow as is_context_overflow
+from sessionkeeper.runtime._overflow import is_context_overflow_text as is_context_overflow_text
+from sessionkeeper.runtime._overflow import synthetic_token_count as synthetic_token_count
 from sessionkeeper.runtime._pressure import estimate_prompt_pressure
 from sessionkeeper.runtime._runtime_types import (
     CompactionOutcome,
@@ -52,8 +52,10 @@ from sessionkeeper.runtime._runtime_types import (
 from sessionkeeper.runtime._session_runtime import RuntimeSession, SessionRuntime
 from sessionkeeper.runtime._tool_truncation import (
     ToolResultTruncation,
-    max_tool_result_chars,
-    truncate_oversized_tool_results,
+)
+from sessionkeeper.runtime._tool_truncation import max_tool_result_chars as max_tool_result_chars
+from sessionkeeper.runtime._tool_truncation import (
+    truncate_oversized_tool_results as truncate_oversized_tool_results,
 )
 from sessionkeeper.runtime._triggers import (
     CompactionDecision,
@@ -70,11 +72,8 @@ from sessionkeeper.runtime._triggers import (
 
 
 __all__ = (
-    "DEFAULT_CONTEXT_WINDOW_TOKENS",
     "DEFAULT_MEMORY_FLUSH_PROMPT",
     "DEFAULT_MEMORY_FLUSH_SYSTEM_PROMPT",
-    "MEMORY_FLUSH_MAX_FAILURES",
-    "OVERFLOW_GIVE_UP_MESSAGE",
     "CompactionDecision",
     "CompactionOutcome",
     "CompactionProgress",
@@ -108,16 +107,11 @@ __all__ = (
     "decide_threshold_compaction",
     "decide_timeout_compaction",
     "estimate_prompt_pressure",
-    "is_context_overflow",
-    "is_context_overflow_text",
-    "max_tool_result_chars",
     "mid_turn_precheck",
     "parse_observed_token_count",
     "plan_overflow_recovery",
     "plan_prompt_budget",
     "resolve_context_window",
-    "synthetic_token_count",
-    "truncate_oversized_tool_results",
 )
 
 
