@@ -3,7 +3,8 @@ Open + context rebuild of large transcripts, side by side with pi 0.73.1 (DESIGN
 5x faster than pi's ``SessionManager.open`` + ``buildSessionContext`` and at most 1/4 of its peak
 memory), plus the cost of one append (with and without fsync) on each file.
 
-Run: ``python -m benchmarks transcript [--repeat N] [--no-pi] [--sizes 2000,20k,100k,256mb,1gib] [--json]``
+Run: ``python -m benchmarks transcript [--repeat N] [--rounds R] [--no-pi] [--sizes 2000,20k,100k,256mb,1gib]
+[--json]``
 (default sizes: ``2000,20k,100k``; ``256mb`` needs a few GB of RAM on pi's side).
 
 Files: ``tests/data/pi/large-2000.jsonl``; ``large-20k.jsonl.gz`` decompressed to a temp file; and
@@ -13,7 +14,9 @@ copies (about 92 MB), ``256mb`` = 14 copies (about 258 MB, 280k entries), ``1gib
 1.03 GB, 1.1M entries; ours alone: pi is not run beyond 256 MB, and the append columns are skipped).
 At the two largest sizes at most 3 rounds are timed. pi is timed in-process by pi-oracle's
 ``bench.mjs`` (median of N rounds after a warm-up, peak RSS of the Node process). Our side: median of
-N rounds of ``load_transcript`` + ``build_context`` in this process; memory as the peak RSS growth
+N rounds of ``load_transcript`` + ``build_context`` in this process. The two sides alternate in
+``--rounds`` blocks per file (one at the two largest sizes); each time is the median of the blocks'
+medians, so the machine's load falls on both; memory as the peak RSS growth
 (VmHWM) of a fresh process doing one open + rebuild, and the tracemalloc peak.
 
 A run on the 2-core, 24 GiB box (``--repeat 3``, default sizes, 2026-12-02) while up to 9 other jobs
@@ -132,8 +135,9 @@ def prepare(tmp: Path, sizes: list[str]) -> list[tuple[str, Path]]:
     return files
 
 
-def ours(path: Path, repeat: int) -> dict[str, Any]:
-    """Median open and context times (ms), message count, and peak memory of one open + rebuild."""
+def ours(path: Path, repeat: int, *, memory: bool = True) -> dict[str, Any]:
+    """Median open and context times (ms), message count, and (``memory``) peak memory of one open +
+    rebuild."""
     open_ms: list[float] = []
     ctx_ms: list[float] = []
     entries = messages = 0
@@ -148,6 +152,14 @@ def ours(path: Path, repeat: int) -> dict[str, Any]:
         if round_:
             open_ms.append((t1 - t0) * 1000)
             ctx_ms.append((t2 - t1) * 1000)
+    times = {
+        "entries": entries,
+        "messages": messages,
+        "open_ms": statistics.median(open_ms),
+        "context_ms": statistics.median(ctx_ms),
+    }
+    if not memory:
+        return times
     tracemalloc.start()
     index = load_transcript(path)
     index.build_context()
@@ -159,10 +171,7 @@ def ours(path: Path, repeat: int) -> dict[str, Any]:
     )
     before_kb, after_kb, _ = (int(x) for x in probe.stdout.split())
     return {
-        "entries": entries,
-        "messages": messages,
-        "open_ms": statistics.median(open_ms),
-        "context_ms": statistics.median(ctx_ms),
+        **times,
         "heap_peak_mb": heap_peak / 1048576,
         "rss_total_mb": after_kb / 1024,
         "rss_growth_mb": (after_kb - before_kb) / 1024,
@@ -181,6 +190,30 @@ def pi(path: Path, repeat: int) -> dict[str, Any] | None:
         print(f"(pi column skipped: {found})")
         return None
     return found.bench(path, repeat=repeat)
+
+
+def _interleaved(
+    path: Path, repeat: int, *, rounds: int, with_pi: bool
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Ours and pi's figures over ``rounds`` alternating blocks of ``repeat`` rounds each (the machine's
+    load falls on both sides): times are the medians of the blocks' medians."""
+    mine_blocks: list[dict[str, Any]] = []
+    pi_blocks: list[dict[str, Any]] = []
+    for block in range(max(rounds, 1)):
+        mine_blocks.append(ours(path, repeat, memory=block == 0))
+        theirs = pi(path, repeat) if with_pi else None
+        if theirs is not None:
+            pi_blocks.append(theirs)
+    mine = dict(mine_blocks[0])
+    for key in ("open_ms", "context_ms"):
+        mine[key] = statistics.median(b[key] for b in mine_blocks)
+    if not pi_blocks:
+        return mine, None
+    merged = dict(pi_blocks[0])
+    for key in ("open_ms_median", "context_ms_median"):
+        merged[key] = statistics.median(b[key] for b in pi_blocks)
+    merged["rss_peak_mb"] = max(b["rss_peak_mb"] for b in pi_blocks)
+    return mine, merged
 
 
 def _copy(source: Path, target: Path) -> None:
@@ -212,6 +245,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--no-pi", action="store_true", help="skip pi's column")
     parser.add_argument("--sizes", default="2000,20k,100k")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating blocks of each side per file")
     parser.add_argument("--json", action="store_true", help="also print the raw numbers as JSON")
     args = parser.parse_args()
     rows = []
@@ -219,8 +253,8 @@ def main() -> int:
         for name, path in prepare(Path(tmp), args.sizes.split(",")):
             large = os.path.getsize(path) > 200 << 20
             repeat = min(args.repeat, 3) if large else args.repeat
-            mine = ours(path, repeat)
-            theirs = None if args.no_pi or name in _OURS_ALONE else pi(path, repeat)
+            with_pi = not args.no_pi and name not in _OURS_ALONE
+            mine, theirs = _interleaved(path, repeat, rounds=1 if large else args.rounds, with_pi=with_pi)
             alone = name in _OURS_ALONE
             durable = float("nan") if alone else append_cost(path, durability="fsync")
             plain = float("nan") if alone else append_cost(path, durability="none")

@@ -253,7 +253,10 @@ def _read_lines(file: Path) -> tuple[list[bytes], bool, tuple[int, int, int, int
     with file.open("rb") as handle:
         st = os.fstat(handle.fileno())
         signature = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-        while chunk := handle.read(_READ_CHUNK):
+        # read what the file holds (+1 byte to see its end), not a whole chunk: a read allocates its size
+        size = min(_READ_CHUNK, st.st_size + 1)
+        while chunk := handle.read(size):
+            size = _READ_CHUNK
             parts = (carry + chunk if carry else chunk).split(b"\n")
             carry = parts.pop()
             lines.extend(parts)
@@ -275,16 +278,15 @@ def _scan_fast(lines: list[bytes], missing_newline: bool, path: Path | None) -> 
     """
     if not lines or lines[0].startswith(_BOM):
         return None
-    decode = _FAST_DECODER.decode
     try:
-        heads = [decode(line) for line in lines]
+        heads = list(map(_FAST_DECODER.decode, lines))
     except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
         return None
     first = heads[0]
     if first.type != "session" or first.id is None:
         return None
     kinds = list(map(_TYPE_OF, heads))
-    if "session" in kinds[1:]:
+    if kinds.count("session") != 1:  # the header is the first; a later one needs the careful scan
         return None
     scan = _Scan()
     scan.fast = True
