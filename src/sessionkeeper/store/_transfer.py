@@ -27,16 +27,11 @@ directory into a database"):
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import os
 from collections.abc import Iterable
-from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 import anyio
 import attrs
-import msgspec
 
 from sessionkeeper.exceptions import (
     ConfigError,
@@ -52,15 +47,18 @@ from sessionkeeper.exceptions import (
 from sessionkeeper.store._entry import SessionEntry
 from sessionkeeper.store._json import JsonFileStoreBackend
 from sessionkeeper.store._memory import InMemoryStoreBackend
-from sessionkeeper.store._remote import encode_entry_text
 from sessionkeeper.store._store import SessionStore
-from sessionkeeper.transcript import (
-    FileTranscriptStorage,
-    MemoryTranscriptStorage,
-    TranscriptStorage,
-    WriterClaim,
-    iter_line_batches,
+from sessionkeeper.store._transfer_parts import (
+    Digest,
+    Place,
+    digest_of,
+    entry_text,
+    place_of,
+    remove_quietly,
+    target_entry,
+    write_transcript,
 )
+from sessionkeeper.transcript import MemoryTranscriptStorage
 
 
 __all__ = ("CopiedSession", "CopyOutcome", "CopyReport", "copy_sessions", "target_entry")
@@ -69,11 +67,10 @@ CopyOutcome = Literal["copied", "unchanged", "replaced", "failed"]
 _Committed = CopyOutcome | SessionExistsError | InvalidSessionEntryError
 
 DEFAULT_BATCH_BYTES: Final = 4 << 20
-_SUFFIX: Final = ".jsonl"
 _GROUP: Final = 256
+"""Sessions whose entries are committed in one store transaction (one rewrite of a ``sessions.json``)."""
 _PARALLEL: Final = 8
 """Transcripts copied at once (their writes and fsyncs overlap)."""
-"""Sessions whose entries are committed in one store transaction (one rewrite of a ``sessions.json``)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -144,155 +141,6 @@ class CopyReport:
 
 
 @attrs.frozen
-class _Place:
-    """One transcript: its storage and its id there."""
-
-    storage: TranscriptStorage
-    key: str
-
-    @property
-    def location(self) -> str:
-        return self.storage.location(self.key)
-
-
-@attrs.frozen
-class _Digest:
-    """A transcript's line count, size in bytes and SHA-256 (``b""`` when only written, not compared)."""
-
-    lines: int
-    size: int
-    sha256: bytes
-
-
-def _entry_text(entry: SessionEntry) -> str:
-    """An entry's JSON text, what two stores compare (lone surrogates escaped, raw values verbatim)."""
-    return encode_entry_text(entry)[0]
-
-
-def _inside(directory: Path, candidate: Path) -> bool:
-    base = os.path.realpath(directory)
-    resolved = os.path.realpath(candidate)
-    return os.path.commonpath([base, resolved]) == base and resolved != base
-
-
-def target_entry(target: SessionStore, entry: SessionEntry) -> SessionEntry:
-    """
-    The entry :func:`copy_sessions` writes to ``target`` for ``entry``: ``entry`` itself, except that in
-    a target with a sessions directory a ``sessionFile`` that would not lie inside it (an absolute path
-    into the source's directory, a sibling agent's file) is moved there: its file name in the target
-    directory (an absolute path for an absolute value, the bare name for a relative one). A copy
-    into the same directory, or into a database (no sessions directory: ``sessionFile`` is then only
-    kept, as the runtime names database transcripts by ``sessionId``), keeps it byte for byte.
-    """
-    directory = target.sessions_dir
-    value = entry.session_file
-    if directory is None or not isinstance(value, str) or not value.strip():
-        return entry
-    stripped = value.strip()
-    if "\0" in stripped:
-        return entry  # refused by transcript_file: reported, never rewritten
-    path = Path(stripped)
-    if _inside(directory, path if path.is_absolute() else directory / path):
-        return entry
-    moved = str(directory.absolute() / path.name) if path.is_absolute() else path.name
-    return msgspec.structs.replace(entry, session_file=moved)
-
-
-def _place(store: SessionStore, entry: SessionEntry) -> _Place | None:
-    """
-    Where ``entry``'s transcript is in ``store`` (module docstring), ``None`` without a ``sessionId``.
-
-    Raises:
-        UnsafePathError: A refused ``sessionFile``, or an id that cannot name a transcript.
-    """
-    if store.sessions_dir is None:
-        session_id = entry.session_id
-        if not isinstance(session_id, str):
-            return None
-        return _Place(store.transcript_storage(), session_id)
-    path = store.transcript_file(entry)
-    if path is None:
-        return None
-    if not path.name.endswith(_SUFFIX) or path.name == _SUFFIX:
-        raise UnsafePathError(f"{path.name!r} is not a transcript file name (*.jsonl)", value=str(path))
-    key = path.name[: -len(_SUFFIX)]
-    storage = store.transcript_storage()
-    same_dir = os.path.realpath(path.parent) == os.path.realpath(store.sessions_dir)
-    if not (same_dir and isinstance(storage, FileTranscriptStorage)):
-        storage = FileTranscriptStorage(path.parent, clock=store.clock)
-    return _Place(storage, key)
-
-
-def _hash_batch(digest: Any, batch: list[bytes]) -> int:
-    """Feed ``batch`` (each line with its ``\\n``) to ``digest``; its size in bytes."""
-    if not batch:
-        return 0
-    data = b"\n".join(batch) + b"\n"
-    digest.update(data)
-    return len(data)
-
-
-async def _digest(place: _Place, batch_bytes: int) -> _Digest:
-    """Line count, size and SHA-256 of the transcript's bytes, read in batches."""
-    lines = size = 0
-    digest = hashlib.sha256()
-    async for batch in iter_line_batches(place.storage, place.key, batch_bytes=batch_bytes):
-        size += _hash_batch(digest, batch)
-        lines += len(batch)
-    return _Digest(lines, size, digest.digest())
-
-
-async def _remove_quietly(place: _Place) -> None:
-    with anyio.CancelScope(shield=True):
-        # the error that made us clean up is the one to report
-        with contextlib.suppress(SessionKeeperError, OSError):
-            await place.storage.delete(place.key)
-
-
-async def _write(source: _Place, target: _Place, batch_bytes: int, session_key: str) -> _Digest | None:
-    """
-    Create ``target`` with every line of ``source``: the first batch with ``create``, the others appended
-    under the target's writer claim. ``None`` when the source has no transcript. On any failure the
-    target transcript is removed again.
-    """
-    batches = iter_line_batches(source.storage, source.key, batch_bytes=batch_bytes)
-    lines = size = 0
-
-    def count(batch: list[bytes]) -> None:
-        nonlocal lines, size
-        size += sum(map(len, batch)) + len(batch)
-        lines += len(batch)
-
-    try:
-        try:
-            first: list[bytes] = await anext(batches, [])
-        except TranscriptNotFoundError:
-            return None
-        try:
-            mark = await target.storage.create(target.key, first)
-        except FileExistsError as err:  # created by someone else since it was checked
-            raise SessionExistsError(session_key, location=target.location) from err
-        count(first)
-        claim: WriterClaim | None = None
-        try:
-            async for batch in batches:
-                if claim is None:
-                    claim = await target.storage.claim(target.key)
-                mark = await target.storage.append(target.key, batch, mark=mark, claim=claim)
-                count(batch)
-        except BaseException:
-            await _remove_quietly(target)
-            raise
-        finally:
-            if claim is not None:
-                with anyio.CancelScope(shield=True):
-                    await claim.release()
-    finally:
-        await batches.aclose()
-    return _Digest(lines, size, b"")  # written, not compared: no hash needed
-
-
-@attrs.frozen
 class _Pending:
     """A session whose transcript is in place, waiting for its entry to be committed with its group."""
 
@@ -300,12 +148,12 @@ class _Pending:
     session_id: str | None
     entry: SessionEntry
     encoded: str
-    digest: _Digest | None
+    digest: Digest | None
     transcript_outcome: CopyOutcome
-    target: _Place | None
+    target: Place | None
     written: bool
 
-    def created(self) -> _Place | None:
+    def created(self) -> Place | None:
         """The target transcript this run created (to remove when the session fails)."""
         return self.target if self.written and self.transcript_outcome == "copied" else None
 
@@ -328,7 +176,7 @@ class _Copier:
         self.overwrite = overwrite
         self.batch_bytes = batch_bytes
         # target location -> (source location, digest): two entries sharing one transcript copy it once
-        self.placed: dict[str, tuple[str, _Digest | None]] = {}
+        self.placed: dict[str, tuple[str, Digest | None]] = {}
 
     async def copy_all(self, items: list[tuple[str, SessionEntry]]) -> list[CopiedSession]:
         """
@@ -355,7 +203,7 @@ class _Copier:
                 for waiting in pending:
                     created = waiting.created()
                     if created is not None:
-                        await _remove_quietly(created)
+                        await remove_quietly(created)
                 raise
             results.extend(
                 [
@@ -368,7 +216,7 @@ class _Copier:
     def _bucket(self, index: int, entry: SessionEntry) -> str:
         """Sessions whose transcripts go to one place share a bucket, worked through in order."""
         try:
-            place = _place(self.target, target_entry(self.target, entry))
+            place = place_of(self.target, target_entry(self.target, entry))
         except SessionKeeperError:
             place = None
         return place.location if place is not None else f"\0{index}"
@@ -397,7 +245,7 @@ class _Copier:
             for slot in slots:
                 created = slot.created() if isinstance(slot, _Pending) else None
                 if created is not None:
-                    await _remove_quietly(created)
+                    await remove_quietly(created)
             while isinstance(err, BaseExceptionGroup):  # a task's error, as the caller would see it
                 err = err.exceptions[0]
             raise err from None if err.__cause__ is None else err.__cause__
@@ -409,13 +257,13 @@ class _Copier:
         """Check the target, put the transcript in place: the pending entry, or the failed session."""
         session_id = entry.session_id if isinstance(entry.session_id, str) else None
         new = target_entry(self.target, entry)
-        encoded = _entry_text(new)
+        encoded = entry_text(new)
         location: str | None = None
         try:
-            source = _place(self.source, entry)
-            target = _place(self.target, new)
+            source = place_of(self.source, entry)
+            target = place_of(self.target, new)
             location = target.location if target is not None else None
-            if current is not None and _entry_text(current) != encoded and not self.overwrite:
+            if current is not None and entry_text(current) != encoded and not self.overwrite:
                 raise SessionExistsError(key, location="entry")
             digest, transcript_outcome, written = await self._transcript(key, source, target)
         except (StoreCorruptError, StoreUnavailableError):
@@ -464,7 +312,7 @@ class _Copier:
                 current = entries.get(item.key)
                 if current is None:
                     outcomes[item.key] = "copied"
-                elif _entry_text(current) == item.encoded:
+                elif entry_text(current) == item.encoded:
                     outcomes[item.key] = "unchanged"
                     continue
                 elif overwrite:
@@ -485,7 +333,7 @@ class _Copier:
         if isinstance(entry_outcome, SessionKeeperError):  # another writer's entry, or one not storable
             created = item.created()
             if created is not None:
-                await _remove_quietly(created)
+                await remove_quietly(created)
                 self.placed.pop(created.location, None)
             return CopiedSession(
                 session_key=item.key,
@@ -509,8 +357,8 @@ class _Copier:
         )
 
     async def _transcript(
-        self, key: str, source: _Place | None, target: _Place | None
-    ) -> tuple[_Digest | None, CopyOutcome, bool]:
+        self, key: str, source: Place | None, target: Place | None
+    ) -> tuple[Digest | None, CopyOutcome, bool]:
         """
         Put the source transcript at the target's place: its digest (``None``: none), the outcome, and
         whether it was written (a dry run writes nothing and predicts the outcome).
@@ -528,13 +376,13 @@ class _Copier:
                 )
             return done[1], "unchanged", False
         try:
-            existing: _Digest | None = await _digest(target, self.batch_bytes)
+            existing: Digest | None = await digest_of(target, self.batch_bytes)
         except TranscriptNotFoundError:
             existing = None
         outcome: CopyOutcome = "copied"
         if existing is not None:
             try:
-                wanted: _Digest | None = await _digest(source, self.batch_bytes)
+                wanted: Digest | None = await digest_of(source, self.batch_bytes)
             except TranscriptNotFoundError:
                 wanted = None
             if wanted == existing:
@@ -549,11 +397,11 @@ class _Copier:
             await target.storage.delete(target.key)
         if self.dry_run:
             try:
-                digest: _Digest | None = await _digest(source, self.batch_bytes)  # lines, size, torn tail
+                digest: Digest | None = await digest_of(source, self.batch_bytes)  # lines, size, torn tail
             except TranscriptNotFoundError:
                 digest = None
         else:
-            digest = await _write(source, target, self.batch_bytes, key)
+            digest = await write_transcript(source, target, self.batch_bytes, key)
         self.placed[target.location] = (source.location, digest)
         written = digest is not None and not self.dry_run
         return digest, outcome if digest is not None or existing is not None else "unchanged", written
@@ -648,7 +496,7 @@ async def _unreferenced(source: SessionStore, entries: Iterable[SessionEntry]) -
     named: set[str] = set()
     for entry in entries:
         try:
-            place = _place(source, entry)
+            place = place_of(source, entry)
         except UnsafePathError:
             continue
         if place is not None and place.storage.location(place.key) == storage.location(place.key):
