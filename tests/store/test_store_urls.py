@@ -1,5 +1,5 @@
 """``SessionStore.open`` on a ``postgresql://`` or ``redis://`` URL (issue 13): the store in the database,
-transcripts as files in ``transcripts_dir``."""
+transcripts as files in ``transcripts_dir``, or, on PostgreSQL without one, in the same database."""
 
 from __future__ import annotations
 
@@ -12,8 +12,14 @@ from tests._helpers import cli_output
 from tests._servers import pg_schema, redis_prefix
 
 from sessionkeeper.exceptions import ConfigError
-from sessionkeeper.store import PostgresStoreBackend, RedisStoreBackend, SessionStore
+from sessionkeeper.store import (
+    PostgresStoreBackend,
+    PostgresTranscriptStorage,
+    RedisStoreBackend,
+    SessionStore,
+)
 from sessionkeeper.store._urls import is_store_url, open_store_url
+from sessionkeeper.transcript import FileTranscriptStorage, MemoryTranscriptStorage, TranscriptManager
 
 
 pytestmark = pytest.mark.anyio
@@ -41,6 +47,35 @@ async def test_postgres_url_opens_the_store_in_the_database(
         assert again.sessions_dir is None
     async with SessionStore.open(f"{dsn}?schema={schema}&store=other") as other:
         assert await other.list() == []  # one store per store id
+
+
+async def test_one_postgres_url_opens_the_store_and_its_transcripts(
+    pg_schema: tuple[str, str], tmp_path: Path
+) -> None:
+    dsn, schema = pg_schema
+    url = f"{dsn}?schema={schema}&store=agent-main"
+    async with SessionStore.open(url) as store:
+        storage = store.transcript_storage()
+        assert isinstance(storage, PostgresTranscriptStorage)
+        assert storage.backend is store.backend and store.transcript_storage() is storage  # one pool
+        entry = await store.patch("agent:main:main", {"label": "Main"})
+        assert store.transcript_file(entry) is None
+        manager = await TranscriptManager.create_in(storage, cwd="/w", session_id=str(entry.session_id))
+        await manager.append_custom("note", data={"n": 1})
+    async with SessionStore.open(url) as again:  # another worker: the same transcripts
+        assert await again.transcript_storage().list_sessions() == [entry.session_id]
+    async with SessionStore.open(url, transcripts_dir=tmp_path) as files:
+        assert isinstance(files.transcript_storage(), FileTranscriptStorage)
+    async with SessionStore.open(f"{dsn}?schema={schema}", read_only=True) as ro:
+        assert isinstance(ro.transcript_storage(), PostgresTranscriptStorage)
+
+
+async def test_a_redis_url_without_transcripts_dir_keeps_them_in_memory(
+    redis_prefix: tuple[str, str],
+) -> None:
+    url, prefix = redis_prefix
+    async with SessionStore.open(f"{url}?prefix={prefix}") as store:
+        assert isinstance(store.transcript_storage(), MemoryTranscriptStorage)
 
 
 async def test_redis_url_opens_the_store_in_redis(redis_prefix: tuple[str, str], tmp_path: Path) -> None:

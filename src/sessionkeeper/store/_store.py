@@ -27,6 +27,8 @@ from sessionkeeper.store._entry_merge import merge_session_entry
 from sessionkeeper.store._json import JsonFileStoreBackend
 from sessionkeeper.store._location import BackendName, resolve_store_location
 from sessionkeeper.store._memory import InMemoryStoreBackend
+from sessionkeeper.store._postgres import PostgresStoreBackend
+from sessionkeeper.store._postgres_transcripts import PostgresTranscriptStorage
 from sessionkeeper.store._reset import SessionResolution
 from sessionkeeper.store._rollover import RESET_CLEARED_FIELDS, ReplayedIds, rollover_patch
 from sessionkeeper.store._sqlite import SqliteStoreBackend
@@ -86,13 +88,16 @@ class SessionStore:
         Where this store's transcripts live, by session id (issue 12: the store decides, so a runtime
         never builds paths): the ``transcripts`` given, else a
         :class:`~sessionkeeper.transcript.FileTranscriptStorage` on the sessions directory
-        (``<sessions dir>/<sessionId>.jsonl``, next to ``sessions.json``), else one
+        (``<sessions dir>/<sessionId>.jsonl``, next to ``sessions.json``), else on a PostgreSQL backend a
+        :class:`PostgresTranscriptStorage` in its database (its pool, schema and store id), else one
         :class:`~sessionkeeper.transcript.MemoryTranscriptStorage` for the life of this store
-        (:meth:`in_memory`). The same object on every call.
+        (:meth:`in_memory`, Redis). The same object on every call.
         """
         if self._transcripts is None:
             if self.sessions_dir is not None:
                 self._transcripts = FileTranscriptStorage(self.sessions_dir, clock=self.clock)
+            elif isinstance(self.backend, PostgresStoreBackend):
+                self._transcripts = PostgresTranscriptStorage(backend=self.backend)
             else:
                 self._transcripts = MemoryTranscriptStorage()
         return self._transcripts
@@ -121,10 +126,9 @@ class SessionStore:
                 or ``sessions.sqlite``; or a ``postgresql://`` / ``redis://`` URL
                 (:class:`~sessionkeeper.store.PostgresStoreBackend`,
                 :class:`~sessionkeeper.store.RedisStoreBackend`; query parameters ``schema``, ``prefix``,
-                ``store``, ``ttl``: see docs/postgres.md). Only the store is in the database: transcripts
-                stay JSONL files in ``transcripts_dir``.
-            transcripts_dir: With a URL only: the directory of the transcripts (``None``: a store without
-                files, as :meth:`in_memory`).
+                ``store``, ``ttl``: see docs/postgres.md).
+            transcripts_dir: With a URL only: the directory of the transcripts' JSONL files; ``None``: on
+                PostgreSQL they are in the same database (:meth:`transcript_storage`), on Redis in memory.
             backend: ``"json"`` or ``"sqlite"``; default: the one whose file exists, else ``"json"``.
             clock: See :class:`SessionStore`.
             durable: fsync every write (JSON: file + directory; SQLite: ``synchronous=FULL``, else
