@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import pkgutil
 import re
@@ -11,6 +12,7 @@ import sys
 import tomllib
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -112,7 +114,7 @@ def _third_party_imports_of_the_package() -> set[str]:
     import sys
 
     names: set[str] = set()
-    for path in (REPO / "src" / "sessionkeeper").rglob("*.py"):
+    for path in Path(sessionkeeper.__file__).parent.rglob("*.py"):  # as installed (a wheel: no src/)
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 names.update(alias.name.split(".")[0] for alias in node.names)
@@ -229,3 +231,110 @@ def test_version_is_pep440_and_the_installed_distributions() -> None:
 
     assert sessionkeeper.__version__ == version("sessionkeeper")
     assert str(Version(sessionkeeper.__version__)) == sessionkeeper.__version__
+
+
+# --- tests/check_dist.py, the release artifacts' checks .ci/run applies ----------------------------------
+
+
+def _check_dist_module() -> Any:
+    spec = importlib.util.spec_from_file_location("check_dist", REPO / "tests" / "check_dist.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _wheel(folder: Path, version: str, files: dict[str, str]) -> Path:
+    path = folder / f"sessionkeeper-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return path
+
+
+def _sdist(folder: Path, version: str, files: dict[str, str]) -> Path:
+    import io
+    import tarfile
+
+    path = folder / f"sessionkeeper-{version}.tar.gz"
+    with tarfile.open(path, "w:gz") as archive:
+        for name, text in files.items():
+            data = text.encode()
+            member = tarfile.TarInfo(f"sessionkeeper-{version}/{name}")
+            member.size = len(data)
+            archive.addfile(member, io.BytesIO(data))
+    return path
+
+
+def _good_wheel_files(version: str) -> dict[str, str]:
+    info = f"sessionkeeper-{version}.dist-info"
+    return {
+        "sessionkeeper/__init__.py": "",
+        "sessionkeeper/py.typed": "",
+        "sessionkeeper/_build_version.py": f'"""x"""\n\nversion = "{version}"\n',
+        "sessionkeeper/_samples/basic.jsonl": "{}\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.4\nName: sessionkeeper\nVersion: {version}\n",
+        f"{info}/entry_points.txt": "[console_scripts]\nsessionkeeper = sessionkeeper.cli:main\n",
+    }
+
+
+def _good_sdist_files(version: str) -> dict[str, str]:
+    files = dict.fromkeys(_check_dist_module()._SDIST_NEEDS, "")
+    files["PKG-INFO"] = f"Metadata-Version: 2.4\nName: sessionkeeper\nVersion: {version}\n"
+    files["src/sessionkeeper/_build_version.py"] = f'version = "{version}"\n'
+    return files
+
+
+def test_check_dist_accepts_a_complete_wheel_and_sdist(tmp_path: Path) -> None:
+    check = _check_dist_module()
+    _wheel(tmp_path, "1.2.3", _good_wheel_files("1.2.3"))
+    _sdist(tmp_path, "1.2.3", _good_sdist_files("1.2.3"))
+    assert check.check_dist(tmp_path) == []
+    assert check.main([str(tmp_path)]) == 0
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"tests/test_x.py": ""}, "wheel: holds tests/test_x.py"),
+        ({"sessionkeeper/benchmarks/b.py": ""}, "wheel: holds sessionkeeper/benchmarks/b.py"),
+        ({"sessionkeeper/__pycache__/x.cpython-311.pyc": ""}, "wheel: holds sessionkeeper/__pycache__/"),
+        ({"sessionkeeper/py.typed": None}, "wheel: no sessionkeeper/py.typed"),
+        ({"sessionkeeper/_samples/basic.jsonl": None}, "wheel: no sessionkeeper/_samples/*.jsonl"),
+        ({"sessionkeeper/_build_version.py": 'version = "9"\n'}, "_build_version.py says '9'"),
+        ({"sessionkeeper-1.2.3.dist-info/entry_points.txt": None}, "no console script"),
+    ],
+)
+def test_check_dist_names_what_is_wrong_with_a_wheel(
+    tmp_path: Path, change: dict[str, str | None], problem: str
+) -> None:
+    files = _good_wheel_files("1.2.3")
+    for name, text in change.items():
+        if text is None:
+            del files[name]
+        else:
+            files[name] = text
+    problems = _check_dist_module().check_wheel(_wheel(tmp_path, "1.2.3", files))
+    assert any(problem in found for found in problems), problems
+
+
+def test_check_dist_names_what_is_wrong_with_an_sdist(tmp_path: Path) -> None:
+    files = _good_sdist_files("1.2.3")
+    del files["tests/conftest.py"]
+    files[".venv/bin/python"] = ""
+    files["PKG-INFO"] = "Metadata-Version: 2.4\nName: sessionkeeper\nVersion: 1.2.4\n"
+    problems = _check_dist_module().check_sdist(_sdist(tmp_path, "1.2.3", files))
+    assert problems == [
+        "sdist: holds .venv/bin/python",
+        "sdist: no tests/conftest.py",
+        "sdist: PKG-INFO is not version 1.2.3",
+    ]
+
+
+def test_check_dist_wants_one_wheel_and_one_sdist_of_one_version(tmp_path: Path) -> None:
+    check = _check_dist_module()
+    _wheel(tmp_path, "1.2.3", _good_wheel_files("1.2.3"))
+    assert "expected one wheel and one sdist" in check.check_dist(tmp_path)[0]
+    _sdist(tmp_path, "1.2.4", _good_sdist_files("1.2.4"))
+    assert check.check_dist(tmp_path) == ["the wheel is 1.2.3, the sdist 1.2.4"]
+    assert check.main([str(tmp_path)]) == 1

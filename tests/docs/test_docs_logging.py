@@ -5,13 +5,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import sessionkeeper
+
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def test_every_library_logger_is_documented() -> None:
     names = set()
-    for path in (REPO / "src" / "sessionkeeper").rglob("*.py"):
+    for path in Path(sessionkeeper.__file__).parent.rglob("*.py"):  # as installed (a wheel: no src/)
         names |= set(re.findall(r'getLogger\("(sessionkeeper[.\w]*)"\)', path.read_text(encoding="utf-8")))
     assert "sessionkeeper.compaction" in names and "sessionkeeper.maintenance" in names
     page = (REPO / "docs" / "logging.md").read_text(encoding="utf-8")

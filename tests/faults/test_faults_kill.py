@@ -29,13 +29,14 @@ import anyio
 import pytest
 from tests._helpers import user
 
+import sessionkeeper
 from sessionkeeper._fs import atomic_write_bytes
 from sessionkeeper.compaction import Compactor
 from sessionkeeper.transcript import CompactionSummaryMessage, TranscriptManager, load_transcript
 from sessionkeeper.transcript.lock._settings import WriteLockSettings
 
 
-SAMPLES = Path(__file__).resolve().parents[2] / "src" / "sessionkeeper" / "_samples"
+SAMPLES = Path(sessionkeeper.__file__).parent / "_samples"  # as installed (the wheel run has no src/)
 LOCK_SETTINGS = WriteLockSettings(acquire_timeout_ms=10_000, watchdog_interval_ms=0)
 
 

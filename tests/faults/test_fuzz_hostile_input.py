@@ -1,7 +1,7 @@
 """
 Hostile input never crashes a reader, never hangs, and never makes a read-only command write (issue 15).
 
-Seeded mutations of the bundled samples (the pi transcripts in ``src/sessionkeeper/_samples`` and
+Seeded mutations of the bundled samples (the pi transcripts in ``sessionkeeper/_samples`` and
 ``tests/data/pi``, OpenClaw transcripts and the ``sessions.json`` store of ``tests/data/openclaw/small``):
 byte flips, truncations, line splices (drop, duplicate, swap, join, foreign line), huge numbers (an
 integer over 4,300 digits, ``1e400``), deep nesting, lone surrogates, control characters and a wrong
@@ -41,6 +41,7 @@ import anyio
 import pytest
 from tests._helpers import run_cli
 
+import sessionkeeper
 from sessionkeeper.exceptions import SessionKeeperError
 from sessionkeeper.store import SessionStore
 from sessionkeeper.transcript import (
@@ -62,7 +63,7 @@ STORE_KEY = "agent:main:main"
 
 
 def _transcript_samples() -> list[tuple[str, bytes]]:
-    files = sorted((ROOT / "src" / "sessionkeeper" / "_samples").glob("*.jsonl"))
+    files = sorted((Path(sessionkeeper.__file__).parent / "_samples").glob("*.jsonl"))  # as installed
     files += sorted((ROOT / "tests" / "data" / "pi").glob("*.jsonl"))
     files += sorted(STORE_DIR.glob("*.jsonl"))[:6]
     return [(f.name, f.read_bytes()) for f in files if f.stat().st_size <= MAX_SAMPLE_BYTES]

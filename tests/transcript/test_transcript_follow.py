@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from tests._helpers import user
 
+import sessionkeeper
 from sessionkeeper.exceptions import TranscriptChangedError
 from sessionkeeper.records._entries import MessageEntry
 from sessionkeeper.transcript import TranscriptManager, encode_entry, load_transcript
@@ -21,7 +22,8 @@ from sessionkeeper.transcript.file import _follow as follow_module
 
 
 pytestmark = pytest.mark.anyio
-SAMPLES = Path(__file__).resolve().parents[2] / "src" / "sessionkeeper" / "_samples"
+# the samples the installed package ships (the wheel run of .ci/run has no src/)
+SAMPLES = Path(sessionkeeper.__file__).parent / "_samples"
 
 
 def _records(path: Path) -> list[dict]:
