@@ -93,11 +93,11 @@ from sessionkeeper.transcript._storage import (
 from sessionkeeper.transcript._storage import check_claim_timeout as check_claim_timeout  # for storages
 from sessionkeeper.transcript._storage import check_lines as check_lines
 from sessionkeeper.transcript._storage import check_session_id as check_session_id
-from sessionkeeper.transcript._stream import LineBatchReader as LineBatchReader
-from sessionkeeper.transcript._stream import iter_file_line_batches as iter_file_line_batches
 from sessionkeeper.transcript._stream import (
+    LineBatchReader,
     iter_line_batches,
 )
+from sessionkeeper.transcript._stream import iter_file_line_batches as iter_file_line_batches
 from sessionkeeper.transcript._system import (
     PiGeneration,
     current_system_message,
@@ -149,6 +149,7 @@ __all__ = (
     "Durability",
     "FileTranscriptStorage",
     "IndexCacheStats",
+    "LineBatchReader",
     "LockAcquisition",
     "LockInspection",
     "LockOwner",
