@@ -222,3 +222,20 @@ def test_a_dry_run_writes_nothing_and_says_so(source: Path, tmp_path: Path) -> N
     assert report["dryRun"] is True
     assert [s["lines"] for s in report["sessions"]] == [4, 2]
     assert not out.exists()
+
+
+def test_one_postgres_url_holds_entries_and_transcripts(source: Path, pg_url: str, tmp_path: Path) -> None:
+    before = _files(source)
+    result = run_cli("import", str(source), "--store", pg_url, "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["copied"] == 2
+    assert report["sessions"][0]["transcript"].startswith("postgresql:")  # a row set, not a file
+    out = tmp_path / "back"
+    result = run_cli("export", "--store", pg_url, "--out", str(out))
+    assert result.exit_code == 0, result.output
+    back = _files(out)
+    assert back[f"{SID_A}.jsonl"] == before[f"{SID_A}.jsonl"]
+    assert back[f"{SID_B}-topic-7.jsonl"] == before[f"{SID_B}-topic-7.jsonl"]
+    assert _entries(out) == _entries(source)
+    assert _files(source) == before

@@ -90,6 +90,11 @@ def outcomes(report: CopyReport) -> dict[str, str]:
 
 
 def pg_store(dsn: str, schema: str) -> SessionStore:
-    """Entries and transcripts in one PostgreSQL schema (a new store object each time: opened, closed)."""
-    backend = PostgresStoreBackend(dsn, schema=schema, store_id="moved")
-    return SessionStore(backend, transcripts=PostgresTranscriptStorage(backend=backend))
+    """
+    Entries and transcripts in one PostgreSQL schema, from one URL (a new store object each time: opened,
+    closed).
+    """
+    store = SessionStore.open(f"{dsn}?schema={schema}&store=moved")
+    assert isinstance(store.backend, PostgresStoreBackend)
+    assert isinstance(store.transcript_storage(), PostgresTranscriptStorage)
+    return store
