@@ -9,7 +9,8 @@ runs ``python tests/check_dist.py DIST`` after ``twine check``. What a user inst
   benchmarks or byte code;
 - sdist: one top folder ``sessionkeeper-VERSION/`` with ``PKG-INFO`` of that version, the package (its
   ``_build_version.py`` too: a wheel built from the sdist has no git to ask), the tests and the docs; no
-  virtualenv, git or cache folders.
+  virtualenv, git or cache folders; for a release version (no ``.dev``, no ``+local``), its section
+  ``## VERSION - YYYY-MM-DD`` in ``CHANGELOG.md``.
 
 Prints each problem on a line and exits 1 when there is any; ``tests/test_project.py`` tests the checks.
 """
@@ -48,6 +49,11 @@ _SDIST_NEEDS = (
     "tests/conftest.py",
     "docs/index.md",
 )
+
+
+def is_release(version: str) -> bool:
+    """Whether ``version`` is one a tag gives (``1.2.3``, ``1.2.3rc1``, ``1.2.3.post1``), not a dev build."""
+    return re.fullmatch(r"\d+(\.\d+)*((a|b|rc)\d+)?(\.post\d+)?", version) is not None
 
 
 def _built_version(text: str) -> str | None:
@@ -122,6 +128,11 @@ def check_sdist(path: Path) -> list[str]:
         built_file = f"src/{PACKAGE}/_build_version.py"
         if built_file in inside and _built_version(text(built_file)) != version:
             problems.append(f"sdist: {built_file} does not say {version}")
+        section = re.compile(rf"^## {re.escape(version)} - \d{{4}}-\d{{2}}-\d{{2}}$", flags=re.MULTILINE)
+        if is_release(version) and "CHANGELOG.md" in inside and not section.search(text("CHANGELOG.md")):
+            problems.append(
+                f"sdist: CHANGELOG.md has no section '## {version} - YYYY-MM-DD' (docs/release.md)"
+            )
     return problems
 
 

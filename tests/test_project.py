@@ -282,6 +282,7 @@ def _good_sdist_files(version: str) -> dict[str, str]:
     files = dict.fromkeys(_check_dist_module()._SDIST_NEEDS, "")
     files["PKG-INFO"] = f"Metadata-Version: 2.4\nName: sessionkeeper\nVersion: {version}\n"
     files["src/sessionkeeper/_build_version.py"] = f'version = "{version}"\n'
+    files["CHANGELOG.md"] = f"# Changelog\n\n## Unreleased\n\n## {version} - 2026-12-01\n\n### Added\n- x\n"
     return files
 
 
@@ -338,3 +339,71 @@ def test_check_dist_wants_one_wheel_and_one_sdist_of_one_version(tmp_path: Path)
     _sdist(tmp_path, "1.2.4", _good_sdist_files("1.2.4"))
     assert check.check_dist(tmp_path) == ["the wheel is 1.2.3, the sdist 1.2.4"]
     assert check.main([str(tmp_path)]) == 1
+
+
+def test_check_dist_wants_the_changelog_section_of_a_release_only(tmp_path: Path) -> None:
+    check = _check_dist_module()
+    files = _good_sdist_files("1.2.3")
+    files["CHANGELOG.md"] = "# Changelog\n\n## Unreleased\n\n### Added\n- x\n"
+    problems = check.check_sdist(_sdist(tmp_path, "1.2.3", files))
+    assert problems == ["sdist: CHANGELOG.md has no section '## 1.2.3 - YYYY-MM-DD' (docs/release.md)"]
+    dev = "0.1.dev5+g1a2b3c4"
+    files = _good_sdist_files(dev)
+    files["CHANGELOG.md"] = "# Changelog\n\n## Unreleased\n"
+    assert check.check_sdist(_sdist(tmp_path, dev, files)) == []  # a dev build needs no section
+    assert [check.is_release(v) for v in ("1.2.3", "0.2.0rc1", "1.0.post1", "1.2.4.dev1", "0.1.dev5+g1")] == [
+        True,
+        True,
+        True,
+        False,
+        False,
+    ]
+
+
+# --- CHANGELOG.md: Keep a Changelog, one section per release (docs/release.md) ---------------------------
+
+_KINDS = ("Added", "Changed", "Deprecated", "Removed", "Fixed", "Security")
+
+
+def _changelog_sections() -> list[tuple[str, list[str]]]:
+    """``(## heading, [### headings under it])`` in file order."""
+    sections: list[tuple[str, list[str]]] = []
+    for line in (REPO / "CHANGELOG.md").read_text(encoding="utf-8").splitlines():
+        if line.startswith("## "):
+            sections.append((line[3:], []))
+        elif line.startswith("### "):
+            assert sections, f"CHANGELOG.md: {line!r} before any ## section"
+            sections[-1][1].append(line[4:])
+    return sections
+
+
+def test_changelog_opens_with_unreleased_then_releases_newest_first() -> None:
+    from packaging.version import Version
+
+    sections = _changelog_sections()
+    assert sections and sections[0][0] == "Unreleased"
+    released = []
+    for heading, _ in sections[1:]:
+        found = re.fullmatch(r"(\S+) - (\d{4}-\d{2}-\d{2})", heading)
+        assert found, f"CHANGELOG.md: release heading {heading!r} is not '## X.Y.Z - YYYY-MM-DD'"
+        released.append((Version(found.group(1)), found.group(2)))
+    assert released == sorted(released, reverse=True), "releases must be newest first"
+    assert len({version for version, _ in released}) == len(released), "a version listed twice"
+
+
+def test_changelog_sections_use_the_keep_a_changelog_kinds_once_each() -> None:
+    for heading, kinds in _changelog_sections():
+        unknown = [kind for kind in kinds if kind not in _KINDS]
+        assert unknown == [], f"CHANGELOG.md ## {heading}: unknown kinds {unknown} (use {_KINDS})"
+        assert len(set(kinds)) == len(kinds), f"CHANGELOG.md ## {heading}: a kind appears twice: {kinds}"
+
+
+def test_release_doc_is_in_the_docs_toctree_and_names_the_steps() -> None:
+    index = (REPO / "docs" / "index.md").read_text(encoding="utf-8")
+    assert re.search(r"^release$", index, flags=re.MULTILINE)
+    page = (REPO / "docs" / "release.md").read_text(encoding="utf-8")
+    for step in ("git tag -a vX.Y.Z", "python -m build", "twine check --strict", "tests/check_dist.py"):
+        assert step in page, step
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    for step in ("python -m build", "twine check --strict", "tests/check_dist.py"):
+        assert step in ci, step
