@@ -19,17 +19,18 @@ N rounds of ``load_transcript`` + ``build_context`` in this process. The two sid
 medians, so the machine's load falls on both; memory as the peak RSS growth
 (VmHWM) of a fresh process doing one open + rebuild, and the tracemalloc peak.
 
-A run on the 2-core, 24 GiB box (``--repeat 3``, default sizes, 2026-12-02) while up to 9 other jobs
-shared it, so absolute times are inflated and only the ratios within the run compare. ``ours`` and
-``pi`` are open + context rebuild (ms, medians), ``RSS+`` our peak RSS growth, ``append`` / ``+fsync``
-one append without / with fsync (ms). The 12.8x at 2k entries of earlier versions of this table came
-from a run where pi was 2-3x slower than it measures now (issue 16)::
+A run on the 2-core, 24 GiB box shared with ~6 other engineers' jobs (2026-12-02, load average
+6.5-9; ``--repeat 3 --rounds 3`` for 2k and 20k, ``--rounds 1`` for 100k), so absolute times are
+inflated (our open of the 2k file takes about 4 ms of CPU) and only the ratios within the run compare.
+``ours`` and ``pi`` are open + context rebuild (ms, medians), ``RSS+`` our peak RSS growth,
+``append`` / ``+fsync`` one append without / with fsync (ms). Earlier tables (2.1x and 12.8x at 2k)
+came from runs that did not alternate the two sides, so the load fell on one of them (issue 16)::
 
     file            entries    MB |    ours       pi | speedup |  RSS+ pi RSS | append  +fsync
     --------------------------------------------------------------------------------------
-    large-2000         2001   1.8 |    43.5     89.5 |    2.1x |    2M   148M |  4.371  10.692
-    large-20k         20001  18.5 |   310.9   1692.4 |    5.4x |   33M   319M |  0.379   7.838
-    generated-100k   100005  92.7 |   875.9  12949.2 |   14.8x |  133M  1088M |  0.294   3.233
+    large-2000         2001   1.8 |    15.1     79.2 |    5.3x |    3M   154M |  0.217   8.068
+    large-20k         20001  18.5 |   147.8   1297.6 |    8.8x |   34M   342M |  0.251   7.988
+    generated-100k   100005  92.7 |   636.4   7965.3 |   12.5x |  134M  1092M |  0.328   8.103
 """
 
 from __future__ import annotations
