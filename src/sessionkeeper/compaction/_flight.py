@@ -56,6 +56,7 @@ from sessionkeeper._lockfile import (
     read_lock_snapshot,
     remove_if_unchanged,
 )
+from sessionkeeper.exceptions import SessionBusyError
 from sessionkeeper.transcript import CompactionClaimStorage, TranscriptManager, WriterClaim
 
 
@@ -252,7 +253,11 @@ async def _storage_claim(
         another writer's claim was given up (its compaction ended: pick up the transcript), or the
         wait was aborted; or ``(None, False)`` after waiting ``stale_after_s`` (compact without it).
     """
-    claim = await storage.claim_compaction(session_id)
+    try:
+        claim = await storage.claim_compaction(session_id)
+    except SessionBusyError as err:  # e.g. no database connection in time: the landing still guards
+        _log.warning("no compaction claim for %s (%s); compacting without it", session_id, err)
+        return None, False
     if claim is not None:
         return claim, False
     _log.debug(
@@ -263,7 +268,10 @@ async def _storage_claim(
     deadline = time.monotonic() + stale_after_s
     while abort is None or not abort.is_set():
         await anyio.sleep(_POLL_S)
-        polled = await storage.claim_compaction(session_id)
+        try:
+            polled = await storage.claim_compaction(session_id)
+        except SessionBusyError:
+            polled = None  # no connection for the poll: still held, as far as this worker knows
         if polled is not None:
             with anyio.CancelScope(shield=True):
                 await polled.release()  # free again: its owner's compaction ended

@@ -42,6 +42,7 @@ from sessionkeeper.exceptions import (
     UnsafePathError,
 )
 from sessionkeeper.store._postgres import CONFLICT_ATTEMPTS, PostgresStoreBackend
+from sessionkeeper.store._postgres_compaction_claims import claim_compaction
 from sessionkeeper.store._postgres_transcript_parts import (
     FORWARD_PAGE_LINES,
     MarkToken,
@@ -76,7 +77,8 @@ _MAX_BATCH: Final = 1024
 class PostgresTranscriptStorage:
     """
     Transcripts in PostgreSQL; a :class:`~sessionkeeper.abc.TranscriptStorage` (module docstring: the
-    tables and how marks, claims and idempotency keys are kept).
+    tables and how marks, claims and idempotency keys are kept) and a
+    :class:`~sessionkeeper.abc.CompactionClaimStorage` (``_postgres_compaction_claims``).
 
     Every instance on the same database, schema and store id (threads, processes, machines) shares the
     transcripts, their marks, claims and idempotency keys. Lines are stored as their exact bytes (``bytea``:
@@ -544,6 +546,8 @@ class PostgresTranscriptStorage:
             pool=pool,
             conn=conn,
         )
+
+    claim_compaction = claim_compaction  # CompactionClaimStorage: _postgres_compaction_claims
 
     async def list_sessions(self) -> list[str]:
         """The session ids of this store's transcripts, sorted by code point (head rows only, no lines)."""
