@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
+import psycopg
 import pytest
 from tests._helpers import header_obj, json_line, run_cli, user_entry
 from tests._servers import pg_schema, redis_prefix
@@ -239,3 +240,15 @@ def test_one_postgres_url_holds_entries_and_transcripts(source: Path, pg_url: st
     assert back[f"{SID_B}-topic-7.jsonl"] == before[f"{SID_B}-topic-7.jsonl"]
     assert _entries(out) == _entries(source)
     assert _files(source) == before
+
+
+def test_a_dry_run_into_a_new_database_creates_nothing(source: Path, pg_schema: tuple[str, str]) -> None:
+    dsn, schema = pg_schema
+    url = f"{dsn}?schema={schema}"
+    result = run_cli("import", str(source), "--store", url, "--dry-run", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert [s["outcome"] for s in report["sessions"]] == ["copied", "copied"]
+    with psycopg.connect(dsn) as conn:  # the schema was not even created
+        found = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchall()
+    assert found == []

@@ -21,6 +21,7 @@ from sessionkeeper.exceptions import (
     StaleTranscriptError,
     StoreError,
     TranscriptChangedError,
+    TranscriptNotFoundError,
     UnsafePathError,
 )
 from sessionkeeper.store import PostgresStoreBackend, PostgresTranscriptStorage, SessionEntry
@@ -45,6 +46,14 @@ def _rows(dsn: str, query: sql.Composable, *params: object) -> list[tuple[object
 
 def _count(dsn: str, schema: str, table: str) -> int:
     [(n,)] = _rows(dsn, sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(schema, table)))
+    assert isinstance(n, int)
+    return n
+
+
+def _count_schemas(dsn: str, schema: str) -> int:
+    [(n,)] = _rows(
+        dsn, sql.SQL("SELECT count(*) FROM pg_namespace WHERE nspname = {}").format(sql.Literal(schema))
+    )
     assert isinstance(n, int)
     return n
 
@@ -289,11 +298,17 @@ async def test_expired_transcripts_are_swept_in_batches(pg_schema: tuple[str, st
             await short.sweep_expired(batch_size=0)
 
 
-async def test_a_read_only_backend_without_the_tables_says_so(pg_schema: tuple[str, str]) -> None:
+async def test_a_read_only_backend_without_the_tables_reads_as_empty(pg_schema: tuple[str, str]) -> None:
+    # as the store backend does (docs/postgres.md "Setup"): a dry run or an export of a new database
+    # finds no transcripts instead of failing, and nothing is created
     dsn, schema = pg_schema
     async with PostgresStoreBackend(dsn, schema=schema, read_only=True) as ro:
         storage = PostgresTranscriptStorage(backend=ro)
-        with pytest.raises(StoreError, match="do not exist"):
-            await storage.list_sessions()
+        assert await storage.list_sessions() == []
+        with pytest.raises(TranscriptNotFoundError, match="no tables yet"):
+            await storage.read("s-1")
+        with pytest.raises(TranscriptNotFoundError):
+            await anext(aiter(storage.read_backwards("s-1")))
         with pytest.raises(StoreError, match="read-only"):
             await storage.create("s-1", [HEADER])
+    assert _count_schemas(dsn, schema) == 0

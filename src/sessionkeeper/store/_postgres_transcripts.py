@@ -256,11 +256,10 @@ class PostgresTranscriptStorage:
                     path=where,
                     waited_ms=self.backend.lock_timeout_s * 1000,
                 ) from err
-            except errors.UndefinedTable as err:  # a read-only backend on a schema without our tables
-                raise StoreError(
-                    f"{where}: the transcript tables do not exist (schema {self.schema!r}); open it once"
-                    " without read_only to create them"
-                ) from err
+            except errors.UndefinedTable as err:  # read-only, before the tables exist: reads as empty
+                if not write:
+                    raise TranscriptNotFoundError(f"transcript not found: {where} (no tables yet)") from err
+                raise StoreError(f"{where}: the transcript tables do not exist ({self.schema!r})") from err
             except psycopg.OperationalError as err:
                 if claim is not None and not claim.held and (phase is None or phase[0] != "commit"):
                     raise LockNotHeldError(
@@ -556,7 +555,10 @@ class PostgresTranscriptStorage:
             cur = await conn.execute(self._sql["list"], (self.store_id,))
             return [row[0] for row in await cur.fetchall()]
 
-        return await self._run("*", body, write=False)
+        try:
+            return await self._run("*", body, write=False)
+        except TranscriptNotFoundError:  # a read-only open before the tables exist: none
+            return []
 
     async def sweep_expired(self, *, batch_size: int = 500, max_batches: int | None = None) -> list[str]:
         """
