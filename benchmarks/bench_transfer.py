@@ -2,7 +2,7 @@
 ``copy_sessions`` (``sessionkeeper export`` / ``import``, issue 13): a sessions directory copied into a new
 one, against a plain durable file copy of the same bytes measured in the same run.
 
-Run: ``python -m benchmarks transfer [--sessions 800] [--big-mb 200]``.
+Run: ``python -m benchmarks transfer [--sessions 800] [--big-mb 200] [--postgres URL]``.
 
 - ``sessions``: N sessions (six ~100-byte lines each) copied by :func:`copy_sessions` (read, write with
   fsync, entries committed 256 at a time) against the anchor: the same transcripts copied by hand, one
@@ -10,6 +10,9 @@ Run: ``python -m benchmarks transfer [--sessions 800] [--big-mb 200]``.
 - ``big transcript``: one transcript of ``--big-mb`` MB copied into memory-free targets (a directory):
   the ratio to the anchor's copy of the same file, and the growth of the process's peak resident memory
   (``ru_maxrss``) during the copy, which stays near the 4 MiB batch whatever the size.
+- with ``--postgres URL``: the N sessions imported into a new schema of that server (entries and
+  transcripts in the database) and exported back into a new directory, each as a ratio to the
+  directory-to-directory ``copy_sessions`` above; the schema is dropped afterwards.
 """
 
 from __future__ import annotations
@@ -67,7 +70,7 @@ def _anchor_copy(source: Path, target: Path) -> None:
     shutil.copy2(source / "sessions.json", target / "sessions.json")
 
 
-async def _copy(source: Path, target: Path) -> None:
+async def _copy(source: Path | str, target: Path | str) -> None:
     async with SessionStore.open(source, read_only=True) as src, SessionStore.open(target) as dst:
         report = await copy_sessions(src, dst)
     if not report.ok:
@@ -86,6 +89,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sessions", type=int, default=800)
     parser.add_argument("--big-mb", type=int, default=200)
+    parser.add_argument("--postgres", default=None, help="a PostgreSQL URL to import into and export from")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as tmp:
         root = Path(tmp)
@@ -96,6 +100,8 @@ def main() -> None:
             f"{args.sessions} sessions: copy_sessions {ours:.2f} s, anchor {anchor:.2f} s, "
             f"ratio {ours / anchor:.2f}x"
         )
+        if args.postgres:
+            _postgres(args.postgres, root, ours)
         big_lines = args.big_mb * (1 << 20) // (len(LINE) + 1)
         anyio.run(_source, root / "big", 1, big_lines)
         rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -106,6 +112,24 @@ def main() -> None:
             f"one {args.big_mb} MB transcript: copy_sessions {ours:.2f} s, anchor {anchor:.2f} s, "
             f"ratio {ours / anchor:.2f}x; peak memory grew {grown_mb:.0f} MB"
         )
+
+
+def _postgres(dsn: str, root: Path, dir_copy_s: float) -> None:
+    """Import the sessions into a new schema and export them back, as ratios to the directory copy."""
+    import psycopg  # the postgres extra, only for this part
+
+    schema = f"sk_bench_transfer_{os.getpid()}"
+    url = f"{dsn}{'&' if '?' in dsn else '?'}schema={schema}"
+    try:
+        imported = _timed(lambda: anyio.run(_copy, root / "src", url))
+        exported = _timed(lambda: anyio.run(_copy, url, root / "from-pg"))
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    print(
+        f"PostgreSQL: import {imported:.2f} s ({imported / dir_copy_s:.2f}x the directory copy), "
+        f"export {exported:.2f} s ({exported / dir_copy_s:.2f}x)"
+    )
 
 
 if __name__ == "__main__":
