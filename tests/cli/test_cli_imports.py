@@ -112,5 +112,6 @@ def test_every_lazy_command_loads_and_is_listed(name: str) -> None:
 def test_help_lists_every_command() -> None:
     result = run_cli("--help")
     assert result.exit_code == 0
-    listed = {line.split()[0] for line in result.stdout.split("Commands:")[1].splitlines() if line.strip()}
+    commands = result.stdout.split("Commands:")[1].split("\n\n")[0]  # the epilog's examples follow
+    listed = {line.split()[0] for line in commands.splitlines() if line.strip()}
     assert listed == set(_LAZY_COMMANDS)

@@ -202,7 +202,18 @@ def _with_symlink_warnings(report: MaintenanceReport, files_dir: Path) -> Mainte
     return attrs.evolve(report, warnings=(*report.warnings, *added)) if added else report
 
 
-@sessions_group.command("cleanup")
+_EPILOG = """\b
+Examples:
+  sessionkeeper sessions cleanup --store ~/.openclaw/agents/main/sessions --dry-run
+  sessionkeeper sessions cleanup --store ./sessions --enforce --active-key agent:main:main
+  sessionkeeper sessions cleanup --store 'postgresql://db/agents' --transcripts-dir ./transcripts --json
+
+\b
+--dry-run changes nothing and reports what the enforce run would remove.
+"""
+
+
+@sessions_group.command("cleanup", epilog=_EPILOG)
 @functools.partial(store_options, urls=True)
 @click.option(
     "--transcripts-dir",

@@ -215,7 +215,18 @@ async def record_compaction_in_store(file: Path, outcome: CompactionResult) -> d
         return recorded
 
 
-@click.command("compact")
+_EPILOG = """\b
+Examples:
+  sessionkeeper compact sessions/2f1c7b9e.jsonl --dry-run
+  sessionkeeper compact sessions/2f1c7b9e.jsonl --context-window 200000 --keep-recent-tokens 20000
+  sessionkeeper compact sessions/2f1c7b9e.jsonl --provider my-summariser --instructions 'open TODOs' --json
+
+\b
+Exit codes: 0 compacted, joined or nothing to do, 1 superseded or failed, 2 bad input.
+"""
+
+
+@click.command("compact", epilog=_EPILOG)
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
 @click.option("--keep-recent-tokens", type=click.IntRange(min=0), help="Keep about N recent tokens verbatim.")
 @click.option("--reserve-tokens", type=click.IntRange(min=0), help="Reserve tokens (default 16384).")

@@ -127,7 +127,16 @@ def _resolve_leaf(index: TranscriptIndex, leaf: str | None) -> str | None:
     return key
 
 
-@click.command("context")
+_EPILOG = """\b
+Examples:
+  sessionkeeper context sessions/2f1c7b9e.jsonl
+  sessionkeeper context sessions/2f1c7b9e.jsonl --json --llm
+  sessionkeeper context sessions/2f1c7b9e.jsonl --last 5
+  sessionkeeper context sessions/2f1c7b9e.jsonl --leaf a1b2c3d4
+"""
+
+
+@click.command("context", epilog=_EPILOG)
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
 @click.option(
     "--leaf", metavar="ID|null", help="Rebuild for this entry instead of the last one; null = empty."

@@ -111,7 +111,15 @@ def _print_step(console: Console, index: int, record: dict[str, Any]) -> None:
     console.print(escape(record["summary"]))
 
 
-@click.command("demo")
+_EPILOG = """\b
+Examples:
+  sessionkeeper demo
+  sessionkeeper demo --workdir ./demo-run
+  sessionkeeper demo --json
+"""
+
+
+@click.command("demo", epilog=_EPILOG)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of the report.")
 @click.option(
     "--workdir",

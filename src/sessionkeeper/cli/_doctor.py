@@ -348,7 +348,16 @@ def _render(run: DoctorRun, console: Console) -> None:
     )
 
 
-@click.command("doctor")
+_EPILOG = """\b
+Examples:
+  sessionkeeper doctor ~/.openclaw/agents/main/sessions
+  sessionkeeper doctor sessions/2f1c7b9e.jsonl --json
+  sessionkeeper doctor ~/.openclaw/agents/main/sessions --fix
+  sessionkeeper doctor ~/.openclaw/openclaw.json
+"""
+
+
+@click.command("doctor", epilog=_EPILOG)
 @click.argument("path", type=click.Path(path_type=Path))
 @click.option("--fix", is_flag=True, help="Back up (0600) and repair what can be repaired without data loss.")
 @click.option("--json", "as_json", is_flag=True, help="Print the stable JSON report.")

@@ -30,7 +30,14 @@ from sessionkeeper.exceptions import OpenClawDatabaseError
 __all__ = ("COMMANDS", "import_openclaw_command")
 
 
-@click.command("import-openclaw")
+_EPILOG = """\b
+Examples:
+  sessionkeeper import-openclaw ~/.openclaw/agents/main/agent/openclaw-agent.sqlite --out ./main-sessions
+  sessionkeeper import-openclaw openclaw-agent.sqlite --out ./main-sessions --force --json
+"""
+
+
+@click.command("import-openclaw", epilog=_EPILOG)
 @click.argument("database", metavar="DB", type=click.Path(path_type=Path, dir_okay=False))
 @click.option(
     "--out",

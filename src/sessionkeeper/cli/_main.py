@@ -115,7 +115,20 @@ class _Group(click.Group):
             fail(f"{err.strerror or err} ({err.filename})" if err.filename else str(err))
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+_EPILOG = """\b
+Examples:
+  sessionkeeper demo
+  sessionkeeper sessions list --store ~/.openclaw/agents/main/sessions
+  sessionkeeper context sessions/2f1c7b9e.jsonl
+  sessionkeeper doctor ~/.openclaw/agents/main/sessions
+
+\b
+OpenClaw keeps an agent's sessions in ~/.openclaw/agents/<agentId>/sessions.
+Each command's --help shows its own examples; docs/cli.md is the guide.
+"""
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]}, epilog=_EPILOG)
 @click.version_option(version=__version__, prog_name="sessionkeeper")
 def cli() -> None:
     """sessionkeeper: inspect, compact and maintain agent session transcripts and stores."""

@@ -123,7 +123,18 @@ def prune_reason(result: PruneResult, settings: PruningSettings, *, context_wind
     )
 
 
-@click.command("prune")
+_EPILOG = """\b
+Examples:
+  sessionkeeper prune sessions/2f1c7b9e.jsonl --context-window 200000
+  sessionkeeper prune sessions/2f1c7b9e.jsonl --context-window 200000 --ttl-expired --json
+  sessionkeeper prune sessions/2f1c7b9e.jsonl --context-window 200000 --config ~/.openclaw/openclaw.json
+
+\b
+Nothing is written: this shows what the next request would send.
+"""
+
+
+@click.command("prune", epilog=_EPILOG)
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
 @click.option(
     "--context-window", type=click.IntRange(min=1), required=True, help="Model context window, tokens."

@@ -181,12 +181,27 @@ def _with_spinner(message: str, work: Callable[[], T]) -> T:
         return work()
 
 
-@click.group("sessions")
+_SESSIONS_EPILOG = """\b
+Examples:
+  sessionkeeper sessions list --store ~/.openclaw/agents/main/sessions
+  sessionkeeper sessions cleanup --store ~/.openclaw/agents/main/sessions --dry-run
+"""
+
+
+@click.group("sessions", epilog=_SESSIONS_EPILOG)
 def sessions_group() -> None:
     """List and maintain the sessions of a store (a sessions directory or its sessions.json)."""
 
 
-@sessions_group.command("list")
+_LIST_EPILOG = """\b
+Examples:
+  sessionkeeper sessions list --store ~/.openclaw/agents/main/sessions
+  sessionkeeper sessions list --store ~/.openclaw/agents/main/sessions --all --limit 20
+  sessionkeeper sessions list --store 'postgresql://db/agents?store=main' --json
+"""
+
+
+@sessions_group.command("list", epilog=_LIST_EPILOG)
 @_store_or_url_options
 @click.option("--archived", is_flag=True, help="List archived sessions instead of active ones.")
 @click.option("--all", "show_all", is_flag=True, help="List active and archived sessions.")
@@ -246,7 +261,14 @@ def list_command(
         )
 
 
-@click.command("status")
+_STATUS_EPILOG = """\b
+Examples:
+  sessionkeeper status --store ~/.openclaw/agents/main/sessions agent:main:main
+  sessionkeeper status --store redis://127.0.0.1/0 agent:main:main --json
+"""
+
+
+@click.command("status", epilog=_STATUS_EPILOG)
 @_store_or_url_options
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (fields documented in docs/store.md).")
 @click.argument("key")

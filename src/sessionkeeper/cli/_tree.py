@@ -227,7 +227,14 @@ def _row_parts(
     return parts
 
 
-@click.command("tree")
+_EPILOG = """\b
+Examples:
+  sessionkeeper tree sessions/2f1c7b9e.jsonl
+  sessionkeeper tree sessions/2f1c7b9e.jsonl --width 120
+"""
+
+
+@click.command("tree", epilog=_EPILOG)
 @click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
 @click.option(
     "--width",
