@@ -109,6 +109,9 @@ def test_the_public_api_matches_the_reviewed_snapshot() -> None:
 _KNOWN_UNEXPORTED = {
     "sessionkeeper.adapters._client.SdkModelClient": "base class of the public adapter clients (adapters)",
     "sessionkeeper.store._backend.RowsAlwaysLoad": "base class of the public store backends (store)",
+    "sessionkeeper.store._postgres_transcript_reads.PostgresTranscriptReads": (
+        "base class of PostgresTranscriptStorage (store)"
+    ),
     "sessionkeeper.transcript.lock._registry.Held": "SessionWriteLock's constructor (transcript)",
     "sessionkeeper.transcript._appends.TranscriptAppends": "base class of TranscriptManager (transcript)",
     "sessionkeeper.transcript._storage_writer.StorageWriter": "TranscriptManager's constructor (transcript)",

@@ -15,6 +15,7 @@ from sessionkeeper.store import (
     CopyReport,
     InMemoryStoreBackend,
     JsonFileStoreBackend,
+    LiveTranscriptLines,
     PostgresTranscriptStorage,
     SqliteStoreBackend,
     copy_sessions,
@@ -43,6 +44,10 @@ async def postgres_transcript_calls() -> None:
         assert_type(await pg.claim("s-1", timeout_ms=500), WriterClaim)
         assert_type(await pg.sweep_expired(batch_size=100), list[str])
         assert_type(await pg.list_sessions(), list[str])
+        assert_type(await pg.read_from("s-1", start=10), tuple[list[bytes], StorageMark])
+        assert_type(await pg.read_tail("s-1", lines=50), tuple[int, list[bytes], StorageMark])
+        assert_type(await pg.read_live("s-1"), LiveTranscriptLines)
+        assert_type((await pg.read_live("s-1")).jsonl(), bytes)
 
 
 def entry_fields(entry: SessionEntry) -> None:

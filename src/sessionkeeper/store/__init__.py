@@ -103,6 +103,7 @@ from sessionkeeper.store._postgres import POSTGRES_SCHEMA_VERSION as POSTGRES_SC
 from sessionkeeper.store._postgres import (
     PostgresStoreBackend,
 )
+from sessionkeeper.store._postgres_transcript_reads import LiveTranscriptLines
 from sessionkeeper.store._postgres_transcripts import PostgresTranscriptStorage
 from sessionkeeper.store._redis import RedisStoreBackend
 from sessionkeeper.store._remote import (
@@ -184,6 +185,7 @@ __all__ = (
     "InMemoryStoreBackend",
     "JsonFileStoreBackend",
     "LegacyConfigKey",
+    "LiveTranscriptLines",
     "LoadReport",
     "MaintenanceReport",
     "MaintenanceSettings",

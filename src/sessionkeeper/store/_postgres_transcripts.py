@@ -51,6 +51,7 @@ from sessionkeeper.store._postgres_transcript_parts import (
     forward_batches,
     line_columns,
 )
+from sessionkeeper.store._postgres_transcript_reads import PostgresTranscriptReads
 from sessionkeeper.store._remote import require_asyncio, storable_key
 from sessionkeeper.transcript import (
     StorageMark,
@@ -74,7 +75,7 @@ _FIRST_BATCH: Final = 16
 _MAX_BATCH: Final = 1024
 
 
-class PostgresTranscriptStorage:
+class PostgresTranscriptStorage(PostgresTranscriptReads):
     """
     Transcripts in PostgreSQL; a :class:`~sessionkeeper.abc.TranscriptStorage` (module docstring: the
     tables and how marks, claims and idempotency keys are kept) and a
