@@ -19,9 +19,10 @@ directory into a database"):
   transcript where the session's goes, refuses that session
   (:class:`~sessionkeeper.exceptions.SessionExistsError`) and writes nothing of it, unless ``overwrite``.
   A session already there, identical, is left alone (``unchanged``): running a copy again is safe.
-- **One session at a time, all or nothing.** The transcript is written first, then the entry; when
-  anything fails the transcript this copy created is removed again. A session that fails is reported
-  with its error and the others go on.
+- **All or nothing per session.** The transcript is written first, then the entry; when anything fails
+  the transcript this copy created is removed again. A session that fails is reported with its error and
+  the others go on. Sessions go in groups of 256: their transcripts (8 at once), then their entries in
+  one store transaction, each checked again there against the entry stored then.
 - **Never the source.** The source is only read.
 """
 
