@@ -6,6 +6,7 @@ the whole transcript's, on straight and branched transcripts with compactions.
 
 from __future__ import annotations
 
+import anyio
 import pytest
 from tests._helpers import user
 from tests._servers import pg_schema
@@ -94,3 +95,17 @@ async def test_the_live_lines_start_at_the_kept_entry_of_the_compaction_on_the_p
         manager.branch(fork_at)  # a branch off before the second compaction: only the first is on its path
         await manager.append_message(user("on the branch" + PAD))
         assert await _live_context_is_the_whole(pg, sid) == start_1
+
+
+async def test_a_cycle_of_parent_ids_ends_the_walk(pg_schema: tuple[str, str]) -> None:
+    dsn, schema = pg_schema
+    async with PostgresTranscriptStorage(dsn, schema=schema) as pg:
+        header = b'{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}'
+        looped = [
+            b'{"type":"custom","customType":"x","id":"aaaaaaaa","parentId":"bbbbbbbb","timestamp":"2026-01-01T00:00:00.000Z"}',
+            b'{"type":"custom","customType":"x","id":"bbbbbbbb","parentId":"aaaaaaaa","timestamp":"2026-01-01T00:00:00.000Z"}',
+        ]
+        await pg.create("s", [header, *looped])
+        with anyio.fail_after(10):
+            live = await pg.read_live("s")
+        assert (live.header, live.start, live.lines) == (header, 1, looped)  # no compaction: every line

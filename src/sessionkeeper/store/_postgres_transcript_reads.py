@@ -34,11 +34,15 @@ __all__ = ("LiveTranscriptLines", "PostgresTranscriptReads")
 R = TypeVar("R")
 
 _READS: Final[dict[str, str]] = {
-    # the head and the lines seq in [start, line_count) (and line `also`); a NULL line when there are none
+    # the head and the lines seq in [start, line_count), and line `also` when before start (the header);
+    # a NULL line when there are none (two range scans on the primary key)
     "from": (
-        "SELECT h.generation, h.line_count, h.byte_size, l.line FROM {h} h"
-        " LEFT JOIN {l} l ON l.store_id = h.store_id AND l.session_id = h.session_id"
-        " AND (l.seq >= %(start)s OR l.seq = %(also)s) AND l.seq < h.line_count"
+        "SELECT h.generation, h.line_count, h.byte_size, l.line FROM {h} h LEFT JOIN LATERAL ("
+        " SELECT x.seq, x.line FROM {l} x WHERE x.store_id = h.store_id AND x.session_id = h.session_id"
+        "  AND x.seq = %(also)s AND x.seq < %(start)s AND x.seq < h.line_count"
+        " UNION ALL"
+        " SELECT x.seq, x.line FROM {l} x WHERE x.store_id = h.store_id AND x.session_id = h.session_id"
+        "  AND x.seq >= %(start)s AND x.seq < h.line_count) l ON true"
         " WHERE h.store_id = %(store)s AND h.session_id = %(session)s ORDER BY l.seq"
     ),
     # the first line of the last n: one index probe from the end
@@ -46,7 +50,8 @@ _READS: Final[dict[str, str]] = {
         "SELECT greatest(line_count - %(n)s, 0) FROM {h}"
         " WHERE store_id = %(store)s AND session_id = %(session)s"
     ),
-    # where the live context starts: the latest compaction on the leaf's path (or the root)
+    # where the live context starts: the latest compaction on the leaf's path (or the path's root); each
+    # step is one probe of the entry-id index (OFFSET 0 keeps the planner from scanning seq backwards)
     "live_start": (
         "WITH RECURSIVE head AS (SELECT line_count FROM {h}"
         "  WHERE store_id = %(store)s AND session_id = %(session)s),"
@@ -59,15 +64,18 @@ _READS: Final[dict[str, str]] = {
         "  SELECT seq, entry_id, parent_id, entry_type, 0 FROM leaf"
         "  UNION ALL"
         "  SELECT up.seq, up.entry_id, up.parent_id, up.entry_type, path.depth + 1 FROM path"
-        "  CROSS JOIN LATERAL (SELECT l.seq, l.entry_id, l.parent_id, l.entry_type FROM {l} l, head"
-        "   WHERE l.store_id = %(store)s AND l.session_id = %(session)s AND l.entry_id = path.parent_id"
-        "   AND l.seq > 0 AND l.seq < head.line_count AND l.entry_type IS DISTINCT FROM 'session'"
-        "   ORDER BY l.seq DESC LIMIT 1) up"
+        "  CROSS JOIN LATERAL (SELECT x.seq, x.entry_id, x.parent_id, x.entry_type FROM head, ("
+        "    SELECT l.seq, l.entry_id, l.parent_id, l.entry_type FROM {l} l"
+        "    WHERE l.store_id = %(store)s AND l.session_id = %(session)s AND l.entry_id = path.parent_id"
+        "    OFFSET 0) x"
+        "   WHERE x.seq > 0 AND x.seq < head.line_count AND x.entry_type IS DISTINCT FROM 'session'"
+        "   ORDER BY x.seq DESC LIMIT 1) up"
         "  WHERE path.entry_type IS DISTINCT FROM 'compaction' AND path.depth < %(max_depth)s)"
-        " SELECT p.seq, p.entry_type, c.line FROM path p"
-        " LEFT JOIN {l} c ON c.store_id = %(store)s AND c.session_id = %(session)s AND c.seq = p.seq"
-        "  AND p.entry_type = 'compaction'"
-        " ORDER BY p.depth DESC LIMIT 1"
+        "  CYCLE entry_id SET cyc USING visited,"
+        " top AS (SELECT seq, entry_type FROM path WHERE NOT cyc ORDER BY depth DESC LIMIT 1)"
+        " SELECT top.seq, top.entry_type, CASE WHEN top.entry_type = 'compaction' THEN ("
+        "  SELECT line FROM {l} WHERE store_id = %(store)s AND session_id = %(session)s"
+        "  AND seq = top.seq) END FROM top"
     ),
     "entry_seq": (
         "SELECT max(seq) FROM {l} WHERE store_id = %(store)s AND session_id = %(session)s"
@@ -76,7 +84,7 @@ _READS: Final[dict[str, str]] = {
 }
 
 _MAX_DEPTH: Final = 1_000_000
-"""A bound on the path walk (a cycle of ids cannot loop: each step reads the latest line of an id)."""
+"""A bound on the path walk (a cycle of parent ids ends it at once: ``CYCLE``)."""
 
 
 class _Compaction(msgspec.Struct, gc=False):
