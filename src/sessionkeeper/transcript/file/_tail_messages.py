@@ -160,6 +160,9 @@ async def aread_last_messages(
 
     A tail walk that finds the messages within 256 KiB runs on the event loop's thread (a trip to a
     worker thread costs more than the walk); a longer walk, and the full loader, run in a worker thread.
+    The walk's reads block the loop: on a slow network file system, run :func:`read_last_messages` in
+    a worker thread instead (a gate timing the walks, like the append writes', sent them to a thread
+    on every CPU stall of a loaded machine, where the trip costs about 2.5 ms).
     """
     await anyio.lowlevel.checkpoint_if_cancelled()
     if n <= 0:
