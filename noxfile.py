@@ -61,9 +61,10 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def docs(session: nox.Session) -> None:
-    """Build the Sphinx docs, warnings as errors."""
+    """Build the Sphinx docs, warnings as errors, then check the site (links, API inventory, screenshot)."""
     session.install("-e", ".[dev,docs]")  # the adapter pages import their SDKs
     session.run("sphinx-build", "-W", "--keep-going", "-b", "html", "docs", "docs/_build/html")
+    session.run("python", "-m", "pytest", "-q", "docs/_checks", env={"SESSIONKEEPER_DOCS_HTML": "docs/_build/html"})
 
 
 @nox.session(python=PYTHONS)

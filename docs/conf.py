@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import sys
 from importlib.metadata import version as _version
 from pathlib import Path
+from typing import Any
 
 from sphinx.application import Sphinx
+from sphinx.pycode import ModuleAnalyzer
 
 
 _DOCS = Path(__file__).resolve().parent
@@ -46,7 +50,36 @@ def _render_diagrams(app: Sphinx) -> None:
         sys.path.remove(str(_DOCS / "_diagrams"))
 
 
+def _defining_module(package: str, attr: str) -> str | None:
+    """The module a package ``__init__`` imports ``attr`` from (``from ._x import attr``), read from its source."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.origin is None:
+        return None
+    for node in ast.walk(ast.parse(Path(spec.origin).read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and any(alias.name == attr for alias in node.names):
+            base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+            return f"{base}.{node.module}" if node.level else node.module
+    return None
+
+
+def _data_docstring(app: Sphinx, what: str, name: str, obj: Any, options: Any, lines: list[str]) -> None:
+    """
+    A re-exported constant or type alias gets the docstring written under it where it is defined.
+
+    autodoc looks for a data item's docstring in the module named by the directive (the package
+    ``__init__``, which only imports it), then falls back to the docstring of the value's type (``dict``'s
+    for a dict). Both are wrong: take the attribute docstring of the defining module instead, else none.
+    """
+    if what != "data":
+        return
+    package, _, attr = name.rpartition(".")
+    module = _defining_module(package, attr)
+    docs = ModuleAnalyzer.for_module(module).find_attr_docs() if module else {}
+    lines[:] = list(docs.get(("", attr), []))
+
+
 def setup(app: Sphinx) -> dict[str, bool]:
-    """Sphinx extension hook: render the diagrams before any page is read."""
+    """Sphinx extension hook: render the diagrams before any page is read; document re-exported data."""
     app.connect("builder-inited", _render_diagrams)
+    app.connect("autodoc-process-docstring", _data_docstring)
     return {"parallel_read_safe": True}

@@ -14,6 +14,7 @@ checking agree with what the library accepts:
 - :class:`TranscriptStorage` and its :class:`WriterClaim`: where transcripts' lines live, by session id
   (pi JSONL files and memory ship; the contract is checked by ``sessionkeeper.testing.conformance``);
   :class:`CompactionClaimStorage`: a storage that also coordinates compactions across writers.
+
 Importing this module rewrites each protocol's ``__module__`` to ``"sessionkeeper.abc"`` so reprs, docs and
 error messages show the public path.
 
