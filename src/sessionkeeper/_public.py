@@ -1,74 +1,12 @@
 """
-The public path of re-exported classes and functions (issue 12): ``__module__`` names the public module.
-
-:func:`set_public_module` runs at the end of a public module (a package ``__init__``, ``hooks``): each class
-and function in its ``__all__`` that still names a private module (``sessionkeeper.transcript._manager``)
-gets the public one (``sessionkeeper.transcript``), as anyio does for its re-exports, so reprs, docs and
-pickles show the path a user imports. A module claims only its own package's objects (or the private
-modules it names), so a re-export keeps its home's path.
-
-One exception keeps typing, msgspec and cattrs working: with ``from __future__ import annotations``, class
-annotations are strings that :func:`typing.get_type_hints`, msgspec and cattrs evaluate in the module
-``__module__`` names. A class keeps its defining module unless every name its own string annotations use
-means the same object in the public module (or is a builtin); functions evaluate theirs in their own
-``__globals__`` and always move. Checking names costs a regular expression, not an ``eval``.
+The public path of re-exported classes and functions: :func:`set_public_module`, for the packages above
+the records (the one implementation is ``sessionkeeper.records._public``, at the bottom layer so the records
+use it too; this is its path for the core and the packages, which import no other package's private module).
 """
 
 from __future__ import annotations
 
-import builtins
-import inspect
-import re
-import sys
-from collections.abc import Mapping
+from sessionkeeper.records import set_public_module
 
 
 __all__ = ("set_public_module",)
-
-_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
-_NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
-
-
-def _annotations_resolve_in(cls: type, public: Mapping[str, object]) -> bool:
-    """Whether the class's own string annotations mean the same in ``public`` as where it was defined."""
-    annotations = inspect.get_annotations(cls)  # its own, unevaluated
-    texts = [value for value in annotations.values() if isinstance(value, str)]
-    if not texts:
-        return True
-    home = vars(sys.modules[cls.__module__])
-    for text in texts:
-        for name in _NAME.findall(_QUOTED.sub("", text)):
-            if name in public:
-                if name in home and home[name] is not public[name]:
-                    return False
-            elif not hasattr(builtins, name) or name in home:
-                return False
-    return True
-
-
-def set_public_module(namespace: Mapping[str, object], *, sources: tuple[str, ...] = ()) -> None:
-    """
-    Give each class and function of ``namespace["__all__"]`` defined in a private module the public path.
-
-    Args:
-        namespace: The public module's ``globals()``; its ``__name__`` becomes the ``__module__``.
-        sources: The private modules whose objects this module claims; default: its own package's
-            private modules (``sessionkeeper.transcript._*`` for ``sessionkeeper.transcript``), so a
-            re-export from another package (the records in ``sessionkeeper.transcript``) keeps its home.
-    """
-    public = str(namespace["__name__"])
-    prefixes = tuple(f"{source}." for source in sources) or (f"{public}._",)
-
-    def claims(module: str) -> bool:
-        return f"{module}.".startswith(prefixes)
-
-    names = namespace["__all__"]
-    if not isinstance(names, tuple):
-        raise TypeError(f"{public}.__all__ must be a tuple")
-    for name in names:
-        obj = namespace[name]
-        if isinstance(obj, type):
-            if claims(obj.__module__) and _annotations_resolve_in(obj, namespace):
-                obj.__module__ = public
-        elif callable(obj) and hasattr(obj, "__code__") and claims(getattr(obj, "__module__", "") or ""):
-            obj.__module__ = public

@@ -27,3 +27,9 @@ __all__ = (
     "read_agent_database",
     "write_sessions_dir",
 )
+
+
+from sessionkeeper._public import set_public_module
+
+
+set_public_module(globals())

@@ -149,3 +149,9 @@ __all__ = (
     "message_to_builtins",
     "utf16_len",
 )
+
+
+from sessionkeeper.records._public import set_public_module as set_public_module  # for every package
+
+
+set_public_module(globals())

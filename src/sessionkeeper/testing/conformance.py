@@ -48,6 +48,7 @@ import attrs
 import msgspec
 from msgspec import UNSET
 
+from sessionkeeper._public import set_public_module
 from sessionkeeper.exceptions import SessionKeeperError
 from sessionkeeper.store import (
     RawJsonValue,
@@ -436,3 +437,8 @@ async def run_backend_conformance(factory: BackendFactory, *, reopen: BackendFac
         ConformanceError: The first contract that does not hold, named.
     """
     await run_checks(CONFORMANCE_CHECKS, factory, reopen=reopen)
+
+
+set_public_module(
+    globals(), sources=("sessionkeeper.testing._checks", "sessionkeeper.testing._transcript_conformance")
+)

@@ -205,4 +205,4 @@ __all__ = (
 from sessionkeeper._public import set_public_module
 
 
-set_public_module(globals())
+set_public_module(globals(), also=("sessionkeeper._estimate", "sessionkeeper._lockfile"))  # only exporter
