@@ -17,10 +17,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from sessionkeeper.adapters._common import (
-    TOOL_IMAGES_TEXT,
     JsonDict,
     MessageSource,
     ToolCallIdMap,
+    ToolImages,
     as_dict,
     dump_arguments,
     finish_reply,
@@ -152,35 +152,26 @@ def to_chat_completions_request(
     messages: list[JsonDict] = []
     if system_prompt:
         messages.append({"role": system_role, "content": system_prompt})
-    pending_images: list[ImageContent] = []
-
-    def flush_images() -> None:
-        if pending_images:
-            parts: list[JsonDict] = [{"type": "text", "text": TOOL_IMAGES_TEXT}]
-            parts.extend(_image_part(b) for b in pending_images)
-            messages.append({"role": "user", "content": parts})
-            pending_images.clear()
-
+    images = ToolImages(messages, text_type="text", image_part=_image_part)
     for message in prepare_messages(source):
         if isinstance(message, ToolResultMessage):
-            text = "\n".join(b.text for b in message.content if isinstance(b, TextContent))
-            pending_images.extend(b for b in message.content if isinstance(b, ImageContent))
+            text = images.take(message)
             messages.append(
                 {
                     "role": "tool",
                     "tool_call_id": ids(_call_part(message.tool_call_id)),
-                    "content": text or ("(see attached image)" if pending_images else ""),
+                    "content": text,
                 }
             )
             continue
-        flush_images()
+        images.flush()
         if isinstance(message, UserMessage):
             messages.append(_user(message.content))
         elif isinstance(message, AssistantMessage):
             converted = _assistant(message, ids, reasoning_field)
             if converted is not None:
                 messages.append(converted)
-    flush_images()
+    images.flush()
     body: JsonDict = {"model": model, "messages": messages}
     if max_tokens is not None:
         body[max_tokens_field] = max_tokens

@@ -10,13 +10,14 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeAlias
 
 from sessionkeeper.records import (
     AgentMessage,
     AssistantContent,
     AssistantMessage,
+    ImageContent,
     TextContent,
     ToolCall,
     ToolResultMessage,
@@ -31,6 +32,7 @@ from sessionkeeper.transcript import (
 __all__ = (
     "MessageSource",
     "ToolCallIdMap",
+    "ToolImages",
     "as_dict",
     "prepare_messages",
     "source_messages",
@@ -43,6 +45,41 @@ NO_RESULT_TEXT = "No result provided"
 
 TOOL_IMAGES_TEXT = "Attached image(s) from tool result:"
 """Lead text of the user message that carries a tool result's images on OpenAI wires (pi-ai's wording)."""
+
+
+class ToolImages:
+    """
+    The images of consecutive tool results on the OpenAI wires (pi-ai's rule): a tool result carries its
+    text only; its images follow the run of results as one user message led by :data:`TOOL_IMAGES_TEXT`.
+
+    Args:
+        out: The message/item list being built; :meth:`flush` appends to it.
+        text_type: The wire's text-part type (``"text"`` for Chat Completions, ``"input_text"`` for
+            Responses).
+        image_part: The wire's image part for one :class:`ImageContent`.
+    """
+
+    def __init__(
+        self, out: list[JsonDict], *, text_type: str, image_part: Callable[[ImageContent], JsonDict]
+    ) -> None:
+        self._out = out
+        self._text_type = text_type
+        self._image_part = image_part
+        self._pending: list[ImageContent] = []
+
+    def take(self, result: ToolResultMessage) -> str:
+        """Hold ``result``'s images; its wire text (its text blocks joined, or a pointer to the images)."""
+        text = "\n".join(b.text for b in result.content if isinstance(b, TextContent))
+        self._pending.extend(b for b in result.content if isinstance(b, ImageContent))
+        return text or ("(see attached image)" if self._pending else "")
+
+    def flush(self) -> None:
+        """Append the held images as one user message (nothing when none are held)."""
+        if self._pending:
+            parts: list[JsonDict] = [{"type": self._text_type, "text": TOOL_IMAGES_TEXT}]
+            parts.extend(self._image_part(b) for b in self._pending)
+            self._out.append({"role": "user", "content": parts})
+            self._pending.clear()
 
 
 class _HasMessages(Protocol):

@@ -16,10 +16,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from sessionkeeper.adapters._common import (
-    TOOL_IMAGES_TEXT,
     JsonDict,
     MessageSource,
     ToolCallIdMap,
+    ToolImages,
     as_dict,
     dump_arguments,
     finish_reply,
@@ -195,34 +195,25 @@ def to_responses_request(
     """
     ids = ToolCallIdMap(allowed="a-zA-Z0-9_-", max_length=64)
     items: list[JsonDict] = []
-    pending_images: list[ImageContent] = []
-
-    def flush_images() -> None:
-        if pending_images:
-            parts: list[JsonDict] = [{"type": "input_text", "text": TOOL_IMAGES_TEXT}]
-            parts.extend(_image_part(b) for b in pending_images)
-            items.append({"role": "user", "content": parts})
-            pending_images.clear()
-
+    images = ToolImages(items, text_type="input_text", image_part=_image_part)
     for message in prepare_messages(source):
         if isinstance(message, ToolResultMessage):
-            text = "\n".join(b.text for b in message.content if isinstance(b, TextContent))
-            pending_images.extend(b for b in message.content if isinstance(b, ImageContent))
+            text = images.take(message)
             call_id, _ = _split_call_id(message.tool_call_id)
             items.append(
                 {
                     "type": "function_call_output",
                     "call_id": ids(call_id),
-                    "output": text or ("(see attached image)" if pending_images else ""),
+                    "output": text,
                 }
             )
             continue
-        flush_images()
+        images.flush()
         if isinstance(message, UserMessage):
             items.append(_user_item(message.content))
         elif isinstance(message, AssistantMessage):
             items.extend(_assistant_items(message, ids))
-    flush_images()
+    images.flush()
     body: JsonDict = {"model": model, "input": items}
     if system_prompt:
         body["instructions"] = system_prompt
