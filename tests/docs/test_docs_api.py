@@ -7,6 +7,7 @@ in ``ORDER`` (records before transcript, maintenance before store, a package bef
 other module that exports it must leave it out (``:exclude-members:``), or Sphinx documents it twice.
 Constants and type aliases are named one by one (``.. autodata::``): autodoc's ``automodule`` leaves out
 the data a package ``__init__`` imports. ``docs/_checks/test_site.py`` checks the built inventory too.
+``tests/docs/regen_api_pages.py`` writes the directive blocks; these tests check what it wrote.
 """
 
 from __future__ import annotations
@@ -17,33 +18,11 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from tests.docs.regen_api_pages import NOT_DOCUMENTED, ORDER, PAGES, home_modules, render
 
 
 REPO = Path(__file__).resolve().parents[2]
 API = REPO / "docs" / "api"
-ORDER = (
-    "sessionkeeper.exceptions",
-    "sessionkeeper.records",
-    "sessionkeeper.hooks",
-    "sessionkeeper.abc",
-    "sessionkeeper.transcript",
-    "sessionkeeper.store.maintenance",
-    "sessionkeeper.store",
-    "sessionkeeper.pruning",
-    "sessionkeeper.compaction",
-    "sessionkeeper.runtime",
-    "sessionkeeper.testing",
-    "sessionkeeper.testing.conformance",
-    "sessionkeeper.adapters",
-    "sessionkeeper.adapters.openai",
-    "sessionkeeper.adapters.anthropic",
-    "sessionkeeper.adapters.openai_agents",
-    "sessionkeeper.adapters.pydantic_ai",
-    "sessionkeeper.openclaw",
-    "sessionkeeper.cli",
-    "sessionkeeper",
-)
-NOT_DOCUMENTED = {("sessionkeeper", "exceptions"), ("sessionkeeper", "__version__")}  # a module; a str
 
 
 def _public_modules() -> list[str]:
@@ -52,17 +31,8 @@ def _public_modules() -> list[str]:
 
 
 def _homes() -> set[tuple[str, str]]:
-    holders: dict[tuple[int, str], list[str]] = {}
-    for name in ORDER:
-        module = importlib.import_module(name)
-        for member in module.__all__:
-            holders.setdefault((id(getattr(module, member)), member), []).append(name)
-    homes = set()
-    for (_, member), modules in holders.items():
-        obj = getattr(importlib.import_module(modules[0]), member)
-        declared = getattr(obj, "__module__", None) if not isinstance(obj, str | int | float) else None
-        homes.add((declared if declared in modules else modules[0], member))
-    return homes - NOT_DOCUMENTED
+    """``(home module, name)`` of every documented public name."""
+    return {(home, member) for (_, member), home in home_modules().items()} - NOT_DOCUMENTED
 
 
 def _documented() -> Counter[tuple[str, str]]:
@@ -114,6 +84,12 @@ def test_the_task_tables_name_real_things(page: Path) -> None:
                     importlib.import_module(n) for n in ORDER if head in importlib.import_module(n).__all__
                 )
                 assert hasattr(getattr(home, head), attr), f"{page.name}: `{ref}` does not exist"
+
+
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_the_directives_are_up_to_date(page: str) -> None:
+    current = (API / f"{page}.md").read_text(encoding="utf-8")
+    assert current == render(page, home_modules()), "run: .venv/bin/python tests/docs/regen_api_pages.py"
 
 
 def test_every_api_page_is_in_the_toctree() -> None:
