@@ -689,3 +689,26 @@ def test_cut_off_tool_arguments_are_kept_raw() -> None:
     )
     message = stream.message(aborted=True)
     assert message.content == [ToolCall(id="toolu_1", name="f", arguments={"_raw": '{"pa'})]
+
+
+def test_responses_ids_with_one_call_part_stay_distinct_and_paired() -> None:
+    # "9" and "9|" share the call part "9" (pi's Responses ids are call_id|item_id): two calls, two ids;
+    # each result answers its own call (hypothesis found the ids sent as one call_id)
+    from tests._helpers import assistant, tool_call, tool_result, user
+
+    ids = ("9", "9|", "c1|fc_1")
+    reply = assistant(*(tool_call(i) for i in ids), api="openai-responses", provider="openai", stop="toolUse")
+    messages = [user("a"), reply, *(tool_result(i, f"r{n}") for n, i in enumerate(ids))]
+    for body, kind, call_key, result_key in (
+        (to_responses_request(messages, model="m")["input"], "function_call", "call_id", "call_id"),
+        (to_chat_completions_request(messages, model="m")["messages"], None, "id", "tool_call_id"),
+    ):
+        if kind is None:  # chat: the calls are inside the assistant message
+            (turn,) = [m for m in body if m["role"] == "assistant"]
+            sent = [call[call_key] for call in turn["tool_calls"]]
+            answered = [m[result_key] for m in body if m["role"] == "tool"]
+        else:
+            sent = [item[call_key] for item in body if item.get("type") == kind]
+            answered = [item[result_key] for item in body if item.get("type") == "function_call_output"]
+        assert len(set(sent)) == 3 and sent[0] == "9" and sent[2] == "c1"
+        assert answered == sent  # results in order, each paired with its own call

@@ -91,7 +91,7 @@ def _assistant(message: AssistantMessage, ids: ToolCallIdMap, reasoning_field: s
     thinking = [b.thinking for b in message.content if isinstance(b, ThinkingContent) and b.thinking]
     calls = [
         {
-            "id": ids(_call_part(b.id)),
+            "id": ids(b.id, part=_call_part(b.id)),
             "type": "function",
             "function": {"name": b.name, "arguments": dump_arguments(b.arguments)},
         }
@@ -159,7 +159,7 @@ def to_chat_completions_request(
             messages.append(
                 {
                     "role": "tool",
-                    "tool_call_id": ids(_call_part(message.tool_call_id)),
+                    "tool_call_id": ids(message.tool_call_id, part=_call_part(message.tool_call_id)),
                     "content": text,
                 }
             )

@@ -173,12 +173,21 @@ class ToolCallIdMap:
         """Whether ``value`` is an id the provider accepts as it is."""
         return bool(self._valid.match(value))
 
-    def __call__(self, original: str) -> str:
-        """The id to send for ``original`` (the same answer on every call for one original)."""
+    def __call__(self, original: str, *, part: str | None = None) -> str:
+        """
+        The id to send for ``original`` (the same answer on every call for one original).
+
+        Args:
+            original: The transcript's tool-call id (a call's ``id``, a result's ``toolCallId``); the map
+                is one-to-one on it.
+            part: The part of ``original`` the sent id is made from (default: all of it), such as the
+                call id of a Responses ``call_id|item_id`` id. Two originals with the same part (``"9"``
+                and ``"9|"``) still get two ids.
+        """
         known = self._map.get(original)
         if known is not None:
             return known
-        base = self._bad.sub("_", original)[: self._max] or "call"
+        base = self._bad.sub("_", original if part is None else part)[: self._max] or "call"
         candidate = base
         counter = 0
         while candidate in self._used:

@@ -148,7 +148,7 @@ def _assistant_items(message: AssistantMessage, ids: ToolCallIdMap) -> list[Json
             call_id, item_id = _split_call_id(block.id)
             call: JsonDict = {
                 "type": "function_call",
-                "call_id": ids(call_id),
+                "call_id": ids(block.id, part=call_id),
                 "name": block.name,
                 "arguments": dump_arguments(block.arguments),
             }
@@ -203,7 +203,7 @@ def to_responses_request(
             items.append(
                 {
                     "type": "function_call_output",
-                    "call_id": ids(call_id),
+                    "call_id": ids(message.tool_call_id, part=call_id),
                     "output": text,
                 }
             )
