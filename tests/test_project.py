@@ -407,3 +407,16 @@ def test_release_doc_is_in_the_docs_toctree_and_names_the_steps() -> None:
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     for step in ("python -m build", "twine check --strict", "tests/check_dist.py"):
         assert step in ci, step
+
+
+MAX_MODULE_LINES = 600
+"""The longest a module of the package may be (issue 12: one module per rule, none over 600 lines)."""
+
+
+def test_no_module_is_longer_than_the_limit() -> None:
+    too_long = {
+        str(path.relative_to(REPO)): n
+        for path in sorted((REPO / "src" / "sessionkeeper").rglob("*.py"))
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert not too_long, f"split these modules (over {MAX_MODULE_LINES} lines): {too_long}"

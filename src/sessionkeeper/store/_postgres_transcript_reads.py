@@ -20,11 +20,12 @@ import attrs
 import msgspec
 
 from sessionkeeper.exceptions import TranscriptNotFoundError
+from sessionkeeper.store._postgres_transcript_parts import FORWARD_PAGE_LINES, forward_batches
 from sessionkeeper.transcript import StorageMark
 
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import AsyncIterator, Awaitable, Callable
 
     from psycopg import AsyncConnection
 
@@ -123,6 +124,8 @@ class PostgresTranscriptReads:
         schema: str
         store_id: str
 
+        _sql: dict[str, Any]
+
         def _check_id(self, session_id: str) -> str: ...
         def location(self, session_id: str) -> str: ...
         def _mark(self, lines: int, size: int, generation: int) -> StorageMark: ...
@@ -150,6 +153,27 @@ class PostgresTranscriptReads:
             return await (await conn.execute(statement, args)).fetchall()
 
         return await self._run(session_id, body, write=False)
+
+    def iter_line_batches(self, session_id: str, *, batch_bytes: int) -> AsyncIterator[list[bytes]]:
+        """
+        Every line, first to last, in pages of up to ``batch_bytes`` bytes (a longer line alone) and
+        4096 lines, a pool connection only while a page is read: ``copy_sessions`` streams transcripts of
+        any size (:class:`~sessionkeeper.transcript.LineBatchReader`). Lines appended meanwhile are left out.
+
+        Raises:
+            TranscriptNotFoundError: No such transcript (on the first iteration).
+            TranscriptChangedError: It was deleted or re-created while it was read.
+        """
+        self._check_id(session_id)
+
+        async def page(start: int) -> list[Any]:
+            async def body(conn: AsyncConnection[Any]) -> list[Any]:
+                args = (start, FORWARD_PAGE_LINES, batch_bytes, self.store_id, session_id)
+                return await (await conn.execute(self._sql["forward"], args)).fetchall()
+
+            return await self._run(session_id, body, write=False)
+
+        return forward_batches(page, location=self.location(session_id))
 
     async def read_from(self, session_id: str, *, start: int) -> tuple[list[bytes], StorageMark]:
         """

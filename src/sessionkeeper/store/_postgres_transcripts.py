@@ -44,11 +44,9 @@ from sessionkeeper.exceptions import (
 from sessionkeeper.store._postgres import CONFLICT_ATTEMPTS, PostgresStoreBackend
 from sessionkeeper.store._postgres_compaction_claims import claim_compaction
 from sessionkeeper.store._postgres_transcript_parts import (
-    FORWARD_PAGE_LINES,
     MarkToken,
     PostgresClaim,
     build_transcript_sql,
-    forward_batches,
     line_columns,
 )
 from sessionkeeper.store._postgres_transcript_reads import PostgresTranscriptReads
@@ -481,27 +479,6 @@ class PostgresTranscriptStorage(PostgresTranscriptReads):
             if not found:
                 break
             batch = min(batch * 2, _MAX_BATCH)
-
-    def iter_line_batches(self, session_id: str, *, batch_bytes: int) -> AsyncIterator[list[bytes]]:
-        """
-        Every line, first to last, in pages of up to ``batch_bytes`` bytes (a longer line alone) and
-        4096 lines, a pool connection only while a page is read: ``copy_sessions`` streams transcripts of
-        any size (:class:`~sessionkeeper.transcript.LineBatchReader`). Lines appended meanwhile are left out.
-
-        Raises:
-            TranscriptNotFoundError: No such transcript (on the first iteration).
-            TranscriptChangedError: It was deleted or re-created while it was read.
-        """
-        self._check_id(session_id)
-
-        async def page(start: int) -> list[Any]:
-            async def body(conn: AsyncConnection[Any]) -> list[Any]:
-                args = (start, FORWARD_PAGE_LINES, batch_bytes, self.store_id, session_id)
-                return await (await conn.execute(self._sql["forward"], args)).fetchall()
-
-            return await self._run(session_id, body, write=False)
-
-        return forward_batches(page, location=self.location(session_id))
 
     async def claim(self, session_id: str, *, timeout_ms: float | None = None) -> WriterClaim:
         """
