@@ -93,9 +93,24 @@ def _compile(page: Path, block: Block) -> object:
     return compile(source, str(page), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
 
 
+def _fresh_tracer_provider(monkeypatch: pytest.MonkeyPatch) -> None:
+    """
+    Let a page set OpenTelemetry's global tracer provider, as in a fresh process: the API allows one
+    ``set_tracer_provider`` per process and tests/core/test_core_tracing.py may have set it already.
+    The API's own test utilities reset the same two globals; monkeypatch restores them afterwards.
+    """
+    from opentelemetry import trace
+    from opentelemetry.util._once import Once
+
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER_SET_ONCE", Once())
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
+
+
 @pytest.mark.parametrize("page", GUIDES, ids=lambda p: p.stem)
 def test_guide_blocks_run_in_order(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
+    if page.stem == "tracing":
+        _fresh_tracer_provider(monkeypatch)
     monkeypatch.setenv("TZ", "UTC")
     namespace: dict[str, object] = {"__name__": f"docs_{page.stem}"}
     ran = 0
