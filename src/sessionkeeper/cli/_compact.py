@@ -42,6 +42,7 @@ import attrs
 import click
 from rich.table import Table
 
+from sessionkeeper.cli._file_args import TranscriptPath
 from sessionkeeper.cli._json import json_text
 from sessionkeeper.cli._main import EXIT_BAD_INPUT, EXIT_ERROR, fail
 from sessionkeeper.cli._output import console_for_stdout, print_table
@@ -227,7 +228,7 @@ Exit codes: 0 compacted, joined or nothing to do, 1 superseded or failed, 2 bad 
 
 
 @click.command("compact", epilog=_EPILOG)
-@click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("file", type=TranscriptPath())
 @click.option("--keep-recent-tokens", type=click.IntRange(min=0), help="Keep about N recent tokens verbatim.")
 @click.option("--reserve-tokens", type=click.IntRange(min=0), help="Reserve tokens (default 16384).")
 @click.option("--context-window", type=click.IntRange(min=1), help="The model's context window in tokens.")

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import click
 import msgspec
 
+from sessionkeeper.cli._file_args import TranscriptPath
 from sessionkeeper.cli._json import json_text
 from sessionkeeper.cli._main import EXIT_BAD_INPUT, fail
 from sessionkeeper.records import NonStringId, entry_key
@@ -137,7 +138,7 @@ Examples:
 
 
 @click.command("context", epilog=_EPILOG)
-@click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("file", type=TranscriptPath())
 @click.option(
     "--leaf", metavar="ID|null", help="Rebuild for this entry instead of the last one; null = empty."
 )

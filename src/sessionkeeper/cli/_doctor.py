@@ -55,6 +55,7 @@ from sessionkeeper.cli._doctor_checks import (
     repair_transcript_bytes,
 )
 from sessionkeeper.cli._doctor_config import read_config_file, run_config_checks
+from sessionkeeper.cli._file_args import TranscriptPath
 from sessionkeeper.cli._hints import store_file_hint
 from sessionkeeper.cli._json import json_text
 from sessionkeeper.cli._main import EXIT_BAD_INPUT, EXIT_ERROR, EXIT_OK, fail
@@ -358,7 +359,7 @@ Examples:
 
 
 @click.command("doctor", epilog=_EPILOG)
-@click.argument("path", type=click.Path(path_type=Path))
+@click.argument("path", type=TranscriptPath(dir_okay=True))
 @click.option("--fix", is_flag=True, help="Back up (0600) and repair what can be repaired without data loss.")
 @click.option("--json", "as_json", is_flag=True, help="Print the stable JSON report.")
 def doctor_command(path: Path, fix: bool, as_json: bool) -> None:

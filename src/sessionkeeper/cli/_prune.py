@@ -27,6 +27,7 @@ import click
 
 from sessionkeeper._clock import SYSTEM_CLOCK
 from sessionkeeper._config import load_config
+from sessionkeeper.cli._file_args import TranscriptPath
 from sessionkeeper.cli._json import json_text
 from sessionkeeper.pruning import (
     Pruner,
@@ -135,7 +136,7 @@ Nothing is written: this shows what the next request would send.
 
 
 @click.command("prune", epilog=_EPILOG)
-@click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("file", type=TranscriptPath())
 @click.option(
     "--context-window", type=click.IntRange(min=1), required=True, help="Model context window, tokens."
 )

@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.text import Text
 
 from sessionkeeper.cli._context import _content_text, _load, _message_text, _printable, _snippet
+from sessionkeeper.cli._file_args import TranscriptPath
 from sessionkeeper.transcript import (
     TranscriptEntry,
     TranscriptIndex,
@@ -235,7 +236,7 @@ Examples:
 
 
 @click.command("tree", epilog=_EPILOG)
-@click.argument("file", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("file", type=TranscriptPath())
 @click.option(
     "--width",
     type=click.IntRange(min=1),
