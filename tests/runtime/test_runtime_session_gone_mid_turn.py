@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from tests.runtime._runtime_helpers import make_runtime, reply
 
-from sessionkeeper.exceptions import TranscriptNotFoundError
+from sessionkeeper.exceptions import SessionNotFoundError, TranscriptNotFoundError
 
 
 pytestmark = pytest.mark.anyio
@@ -41,3 +41,15 @@ async def test_delete_by_cleanup_mid_turn_is_a_typed_error(tmp_path: Path) -> No
     with pytest.raises(TranscriptNotFoundError):
         await runtime.after_turn(session, messages=[reply("answer", input_tokens=900, output_tokens=5)])
     assert await store.get(KEY) is None
+
+
+async def test_delete_where_the_transcript_outlives_the_entry_never_recreates_the_key() -> None:
+    # a store whose transcripts are not archived with the entry (in memory here; a database too): the
+    # turn's appends still land in the old transcript, then the entry patch finds the key gone
+    runtime, store, _ = make_runtime()
+    session = await runtime.open(KEY, body="hi")
+    await runtime.before_model_call(session, prompt="hi")
+    await store.delete(KEY)
+    with pytest.raises(SessionNotFoundError):
+        await runtime.after_turn(session, messages=[reply("answer", input_tokens=900, output_tokens=5)])
+    assert await store.get(KEY) is None  # not brought back under a new session id without a transcript

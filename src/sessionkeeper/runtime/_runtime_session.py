@@ -211,8 +211,17 @@ class RuntimeSession:
 async def patch_session_entry(
     store: SessionStore, session: RuntimeSession, fields: Mapping[str, Any]
 ) -> SessionEntry:
-    """Patch ``session``'s store entry (a ``None`` value deletes the field) and adopt the result."""
+    """
+    Patch ``session``'s store entry (a ``None`` value deletes the field) and adopt the result.
+
+    The entry is never created here: when it was deleted while the session ran (``SessionStore.delete``,
+    maintenance, another worker), the runtime's bookkeeping must not bring the key back under a new
+    session id that has no transcript.
+
+    Raises:
+        SessionNotFoundError: The entry is gone; nothing was written.
+    """
     patch = {key: UNSET if value is None else value for key, value in fields.items()}  # None = delete
-    entry = await store.patch(session.session_key, patch)
+    entry = await store.patch(session.session_key, patch, create=False)
     session.adopt_entry(entry)
     return entry

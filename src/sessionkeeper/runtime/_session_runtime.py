@@ -428,6 +428,10 @@ class SessionRuntime:
             TypeError: A message of a role stored as its own entry type (summaries, custom messages).
             OSError: A write failed.
             SessionBusyError: The transcript's write lock, taken for the turn, was not acquired in time.
+            TranscriptNotFoundError: The transcript was archived (the session reset or deleted by another
+                writer); nothing was written.
+            SessionNotFoundError: The entry was deleted while the transcript lived on (a store whose
+                transcripts outlive their entries: memory, a database); the key is not recreated.
         """
         try:
             outcome = await self._after_turn(session, messages=messages, turn_complete=turn_complete)
