@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
 
 from sessionkeeper.exceptions import (
     ConfigError,
+    InvalidSessionEntryError,
     SessionBusyError,
     StaleEntryError,
     StoreError,
@@ -49,10 +50,12 @@ from sessionkeeper.store._backend import (
 )
 from sessionkeeper.store._entry import SessionEntry
 from sessionkeeper.store._postgres_schema import (
+    MAX_STORE_ID_BYTES,
     POSTGRES_SCHEMA_VERSION,
     SCHEMA_NAME,
     RowValues,
     build_queries,
+    check_pg_key,
     migrate,
     probe,
     schema_version,
@@ -60,7 +63,6 @@ from sessionkeeper.store._postgres_schema import (
 from sessionkeeper.store._remote import (
     CallOrder,
     RevisionedEntry,
-    check_key,
     decode_entry_text,
     redact_url,
     require_asyncio,
@@ -136,7 +138,8 @@ class PostgresStoreBackend(RowsAlwaysLoad):
       after :data:`CONFLICT_ATTEMPTS` attempts.
     - ``StoreCorruptError``: the schema is newer than this library, or a row is not a JSON object.
     - ``StoreError``: called outside asyncio, after :meth:`aclose`, or a write on a read-only backend.
-    - ``InvalidSessionEntryError``: a key with a NUL or a lone surrogate (PostgreSQL text cannot hold it).
+    - ``InvalidSessionEntryError``: a key with a NUL or a lone surrogate (PostgreSQL text cannot hold it),
+      or over 2048 UTF-8 bytes (an index entry cannot), or a row the server refuses (SQLSTATE 22 / 54).
     """
 
     def __init__(
@@ -158,8 +161,8 @@ class PostgresStoreBackend(RowsAlwaysLoad):
             raise ConfigError(
                 f"invalid schema name {schema!r} (1-63 characters: letters, digits, _)", key="schema"
             )
-        if not storable_key(store_id, nul_ok=False):
-            raise ConfigError(f"invalid store id {store_id!r} (no NUL, no lone surrogate)", key="store_id")
+        if not storable_key(store_id, nul_ok=False) or len(store_id.encode()) > MAX_STORE_ID_BYTES:
+            raise ConfigError(f"invalid store id {store_id!r} (no NUL, no lone surrogate, <= 512 bytes)")
         self.dsn = dsn
         self.store_id = store_id
         self.schema = schema
@@ -363,6 +366,8 @@ class PostgresStoreBackend(RowsAlwaysLoad):
                     path=self.where,
                     waited_ms=self.lock_timeout_s * 1000,
                 ) from err
+            except (errors.ProgramLimitExceeded, errors.DataError) as err:  # class 54 / 22: for good
+                raise InvalidSessionEntryError(f"{self.where} refuses it ({err.sqlstate}): {err}") from err
             except psycopg.OperationalError as err:
                 raise StoreUnavailableError(f"{self.where}: {err}") from err
 
@@ -432,7 +437,7 @@ class PostgresStoreBackend(RowsAlwaysLoad):
         locked: keep it quick and free of I/O. It may run again if another writer creates the key first
         (deviation ``DB-RETRY``).
         """
-        check_key(session_key, nul_ok=False, backend="PostgreSQL")
+        check_pg_key(session_key)
 
         async def body(conn: AsyncConnection[TupleRow]) -> SessionEntry | None:
             while True:
@@ -513,7 +518,7 @@ class PostgresStoreBackend(RowsAlwaysLoad):
                 was written.
         """
         check_entry(session_key, entry)
-        check_key(session_key, nul_ok=False, backend="PostgreSQL")
+        check_pg_key(session_key)
         row = RowValues.of(session_key, entry)
 
         async def body(conn: AsyncConnection[TupleRow]) -> int:
@@ -575,7 +580,7 @@ class PostgresStoreBackend(RowsAlwaysLoad):
         upserts, removals = diff_entries(before, working)
         for key, entry in upserts.items():
             check_entry(key, entry)
-            check_key(key, nul_ok=False, backend="PostgreSQL")
+            check_pg_key(key)
         if removals:
             await conn.execute(self._sql["delete_many"], (self.store_id, removals))
         for key, entry in upserts.items():

@@ -74,7 +74,7 @@ from sessionkeeper.store._keys import (
     is_model_run_session_key,
     is_protected_session_entry,
 )
-from sessionkeeper.store._remote import decode_entry_text, encode_entry_text, redact_url
+from sessionkeeper.store._remote import check_key, decode_entry_text, encode_entry_text, redact_url
 
 
 if TYPE_CHECKING:
@@ -82,6 +82,8 @@ if TYPE_CHECKING:
 
 
 __all__ = (
+    "MAX_KEY_BYTES",
+    "MAX_STORE_ID_BYTES",
     "MIGRATIONS",
     "POSTGRES_SCHEMA_VERSION",
     "QUERIES",
@@ -90,6 +92,7 @@ __all__ = (
     "backfill_maintenance_columns",
     "build_queries",
     "check_not_newer",
+    "check_pg_key",
     "migrate",
     "one_line",
     "probe",
@@ -378,9 +381,11 @@ async def probe(dsn: str, *, application_name: str, connect_timeout_s: float) ->
 
     Raises:
         ConfigError: libpq refuses the connection string (an unknown parameter such as ``bogus=1``).
-        StoreUnavailableError: The connection failed (refused, timed out, authentication, no such
-            database), with libpq's message; bounded by ``connect_timeout_s`` (libpq's
-            ``connect_timeout`` in the URL, when given, bounds each attempt too).
+        ConfigError: The server refused us: authentication failed, no such role or database, no
+            ``pg_hba.conf`` entry (a retry cannot help).
+        StoreUnavailableError: The connection failed otherwise (refused, timed out), with libpq's
+            message; bounded by ``connect_timeout_s`` (libpq's ``connect_timeout`` in the URL, when
+            given, bounds each attempt too).
     """
     import psycopg  # noqa: PLC0415 - the optional extra, imported on first use
     from psycopg.conninfo import conninfo_to_dict  # noqa: PLC0415 - the optional extra
@@ -403,8 +408,33 @@ async def probe(dsn: str, *, application_name: str, connect_timeout_s: float) ->
     except psycopg.ProgrammingError as err:
         raise ConfigError(f"invalid PostgreSQL URL {where}: {one_line(err)}") from None
     except psycopg.Error as err:
+        if _REFUSED.search(str(err)):  # the server answered: who or what we asked for is wrong
+            raise ConfigError(f"PostgreSQL at {where} refused the connection: {one_line(err)}") from None
         raise StoreUnavailableError(f"cannot reach PostgreSQL at {where}: {one_line(err)}") from None
     await conn.close()
+
+
+_REFUSED: Final = re.compile(
+    r"FATAL:.*(authentication failed|role .* does not exist|database .* does not exist"
+    r"|no pg_hba\.conf entry|permission denied|password)",
+    re.DOTALL,
+)
+"""libpq's messages for a refusal a retry cannot cure (class 28 / 3D / 42501; libpq gives no SQLSTATE)."""
+
+MAX_KEY_BYTES: Final = 2048
+"""The longest session key (UTF-8 bytes): with the store id it must fit a btree entry (2704 bytes)."""
+
+MAX_STORE_ID_BYTES: Final = 512
+"""The longest store id (UTF-8 bytes), for the same reason."""
+
+
+def check_pg_key(key: object) -> None:
+    """
+    Raises:
+        InvalidSessionEntryError: ``key`` holds a NUL or a lone surrogate, or is over
+            :data:`MAX_KEY_BYTES` bytes in UTF-8 (PostgreSQL cannot index it).
+    """
+    check_key(key, nul_ok=False, backend="PostgreSQL", max_bytes=MAX_KEY_BYTES)
 
 
 def one_line(err: BaseException) -> str:

@@ -8,6 +8,7 @@ tables of migration 3 (``_postgres_schema``): ``{h}`` is ``sk_transcripts`` (hea
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 
@@ -30,6 +31,7 @@ __all__ = (
     "PostgresClaim",
     "build_transcript_sql",
     "forward_batches",
+    "indexed_id",
     "line_columns",
 )
 
@@ -141,16 +143,41 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and storable_key(value, nul_ok=False) else None
 
 
+MAX_INDEXED_ID_BYTES: Final = 256
+"""The longest entry id (UTF-8 bytes) the indexed columns hold as itself (a pi id is 8 hex digits)."""
+
+LONG_ID_PREFIX: Final = "\x01sk-sha256:"
+"""What starts the indexed stand-in of a longer id (and of an id that itself starts with this)."""
+
+
+def indexed_id(value: str | None) -> str | None:
+    """
+    What the ``entry_id`` / ``parent_id`` columns hold for an entry id: the id itself, or, when it is
+    longer than :data:`MAX_INDEXED_ID_BYTES` bytes in UTF-8 (a btree entry holds at most 2704 bytes:
+    PostgreSQL refuses the row otherwise) or starts with :data:`LONG_ID_PREFIX`, that prefix and the
+    SHA-256 of its UTF-8 in hex. One-to-one (but for SHA-256 collisions), so an id and a parent id
+    that are equal map to equal values and the live read's parent walk stays exact; the line's bytes
+    are kept as they are. ``None`` stays ``None``.
+    """
+    if value is None:
+        return None
+    raw = value.encode("utf-8")
+    if len(raw) <= MAX_INDEXED_ID_BYTES and not value.startswith(LONG_ID_PREFIX):
+        return value
+    return LONG_ID_PREFIX + hashlib.sha256(raw).hexdigest()
+
+
 def line_columns(line: bytes) -> tuple[str | None, str | None, str | None]:
     """
     ``(type, id, parentId)`` of one line for the indexed columns: string values only (``None`` when the
-    line is not a JSON object, or a value is absent, not a string, or holds a NUL / lone surrogate).
+    line is not a JSON object, or a value is absent, not a string, or holds a NUL / lone surrogate);
+    the ids as :func:`indexed_id` maps them.
     """
     try:
         head = _HEAD.decode(line)
     except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
         return None, None, None
-    return _text(head.type), _text(head.id), _text(head.parentId)
+    return _text(head.type), indexed_id(_text(head.id)), indexed_id(_text(head.parentId))
 
 
 @attrs.frozen

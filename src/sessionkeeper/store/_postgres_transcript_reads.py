@@ -20,7 +20,8 @@ import attrs
 import msgspec
 
 from sessionkeeper.exceptions import TranscriptNotFoundError
-from sessionkeeper.store._postgres_transcript_parts import FORWARD_PAGE_LINES, forward_batches
+from sessionkeeper.store._postgres_transcript_parts import FORWARD_PAGE_LINES, forward_batches, indexed_id
+from sessionkeeper.store._remote import storable_key
 from sessionkeeper.transcript import StorageMark
 
 
@@ -243,8 +244,9 @@ class PostgresTranscriptReads:
                 kept = _COMPACTION.decode(bytes(line)).firstKeptEntryId
             except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
                 kept = None
-            if isinstance(kept, str):
-                at = await self._reads(session_id, "entry_seq", {"entry": kept, "before": compaction_seq})
+            if isinstance(kept, str) and storable_key(kept, nul_ok=False):
+                entry = indexed_id(kept)  # as the entry_id column holds it
+                at = await self._reads(session_id, "entry_seq", {"entry": entry, "before": compaction_seq})
                 if at and at[0][0] is not None:
                     start = int(at[0][0])
         lines, mark = await self._lines_from(session_id, start, also=0)  # the header too, one snapshot

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
 
@@ -38,11 +39,13 @@ from sessionkeeper.exceptions import (
     StoreError,
     StoreUnavailableError,
     TranscriptChangedError,
+    TranscriptFormatError,
     TranscriptNotFoundError,
     UnsafePathError,
 )
 from sessionkeeper.store._postgres import CONFLICT_ATTEMPTS, PostgresStoreBackend
 from sessionkeeper.store._postgres_compaction_claims import claim_compaction
+from sessionkeeper.store._postgres_schema import one_line
 from sessionkeeper.store._postgres_transcript_parts import (
     MarkToken,
     PostgresClaim,
@@ -101,7 +104,9 @@ class PostgresTranscriptStorage(PostgresTranscriptReads):
     The methods raise, besides the contract's errors: ``StoreUnavailableError`` (the server cannot be
     reached or the connection broke: an append may or may not have committed; re-read), ``StoreError``
     (outside asyncio, closed, or a write through a ``read_only`` backend), ``SessionBusyError`` (no pool
-    connection in time), ``UnsafePathError`` (a session id PostgreSQL text cannot hold: a lone surrogate).
+    connection in time), ``UnsafePathError`` (a session id PostgreSQL text cannot hold: a lone surrogate),
+    ``TranscriptFormatError`` (the server refuses the rows for good, SQLSTATE class 22 or 54; nothing
+    written). Entry ids over 256 UTF-8 bytes are indexed by their SHA-256 (``indexed_id``).
     """
 
     def __init__(
@@ -148,6 +153,7 @@ class PostgresTranscriptStorage(PostgresTranscriptReads):
         """Retention of a transcript after its last write (``None``: kept until deleted)."""
         self._sql: dict[str, Any] = {}
         self._sql_ready = False
+        self._claims: weakref.WeakSet[PostgresClaim] = weakref.WeakSet()  # taken here, for error messages
 
     def __repr__(self) -> str:
         return f"PostgresTranscriptStorage(schema={self.schema!r}, store_id={self.store_id!r})"
@@ -249,11 +255,19 @@ class PostgresTranscriptStorage(PostgresTranscriptReads):
                     f"no connection for {where}: {err}", path=where, waited_ms=waited
                 ) from err
             except errors.LockNotAvailable as err:
+                mine = any(c.held and c.owner[2] == session_id for c in self._claims)
+                by = "a claim taken through this same storage (pass claim=)" if mine else "another writer"
                 raise SessionBusyError(
-                    f"the writer claim of {where} stayed held by another writer past "
-                    f"{self.backend.lock_timeout_s} s",
+                    f"the writer claim of {where} stayed held past {self.backend.lock_timeout_s} s by {by}",
                     path=where,
                     waited_ms=self.backend.lock_timeout_s * 1000,
+                ) from err
+            except (errors.ProgramLimitExceeded, errors.DataError) as err:
+                # permanent: the server refuses these rows (class 54 / 22), a retry cannot help
+                raise TranscriptFormatError(
+                    f"PostgreSQL cannot hold these lines (SQLSTATE {err.sqlstate}: {one_line(err)});"
+                    " nothing was written",
+                    path=where,
                 ) from err
             except errors.UndefinedTable as err:  # read-only, before the tables exist: reads as empty
                 if not write:
@@ -516,13 +530,15 @@ class PostgresTranscriptStorage(PostgresTranscriptReads):
             await conn.close()  # whatever it holds dies with it
             await pool.putconn(conn)
             raise
-        return PostgresClaim(
+        taken = PostgresClaim(
             owner=(self.schema, self.store_id, session_id),
             where=where,
             unlock=(self._sql["unlock"], self.lock_name(session_id)),
             pool=pool,
             conn=conn,
         )
+        self._claims.add(taken)
+        return taken
 
     claim_compaction = claim_compaction  # CompactionClaimStorage: _postgres_compaction_claims
 

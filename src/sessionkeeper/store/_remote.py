@@ -105,16 +105,21 @@ def storable_key(key: object, *, nul_ok: bool) -> bool:
     return nul_ok or "\x00" not in key
 
 
-def check_key(key: object, *, nul_ok: bool, backend: str) -> None:
+def check_key(key: object, *, nul_ok: bool, backend: str, max_bytes: int | None = None) -> None:
     """
     Raises:
-        InvalidSessionEntryError: ``key`` cannot be stored by ``backend`` (see :func:`storable_key`);
-            a JSON store can hold it.
+        InvalidSessionEntryError: ``key`` cannot be stored by ``backend`` (see :func:`storable_key`),
+            or is longer than ``max_bytes`` bytes in UTF-8 (``None``: no limit); a JSON store can hold it.
     """
     if not storable_key(key, nul_ok=nul_ok):
         raise InvalidSessionEntryError(
             f"session key {key!r} holds a lone surrogate or NUL: a {backend} store cannot hold it "
             "(a JSON store can)"
+        )
+    if max_bytes is not None and isinstance(key, str) and len(size := key.encode("utf-8")) > max_bytes:
+        raise InvalidSessionEntryError(
+            f"session key {key[:40]!r}... is {len(size)} bytes in UTF-8: a {backend} store holds keys of"
+            f" at most {max_bytes} bytes (a JSON store can hold it)"
         )
 
 
