@@ -19,6 +19,11 @@ directory into a database"):
   transcript where the session's goes, refuses that session
   (:class:`~sessionkeeper.exceptions.SessionExistsError`) and writes nothing of it, unless ``overwrite``.
   A session already there, identical, is left alone (``unchanged``): running a copy again is safe.
+- **Resumed after a kill.** A target transcript no target entry names whose lines are the first lines
+  of the source's, byte for byte (a copy killed mid-way, or another copy writing it now), is completed:
+  the missing lines are appended under its writer claim, each append conditional on its mark. Temp
+  files a killed write left for that transcript (``<name>.jsonl.<pid>.<uuid>.tmp``, their process gone)
+  are removed.
 - **All or nothing per session.** The transcript is written first, then the entry; when anything fails
   the transcript this copy created is removed again. A session that fails is reported with its error and
   the others go on. Sessions go in groups of 256: their transcripts (8 at once), then their entries in
@@ -29,6 +34,7 @@ directory into a database"):
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Final, Literal
 
 import anyio
@@ -55,7 +61,11 @@ from sessionkeeper.store._transfer_parts import (
     digest_of,
     entry_text,
     place_of,
+    prefix_length,
     remove_quietly,
+    remove_stale,
+    resume_transcript,
+    stale_temps,
     target_entry,
     write_transcript,
 )
@@ -178,6 +188,8 @@ class _Copier:
         self.batch_bytes = batch_bytes
         # target location -> (source location, digest): two entries sharing one transcript copy it once
         self.placed: dict[str, tuple[str, Digest | None]] = {}
+        self.referenced: set[str] = set()  # target transcripts its entries name (never resumed)
+        self.stale: dict[str, list[Path]] = {}  # temp files a killed write left, by transcript path
 
     async def copy_all(self, items: list[tuple[str, SessionEntry]]) -> list[CopiedSession]:
         """
@@ -194,6 +206,15 @@ class _Copier:
                 "nothing was written (fix or remove them first: sessions cleanup purges them as drop-unsafe)",
                 path=self.target.backend.store_file or repr(self.target.backend),
             )
+        for entry in existing.values():
+            try:
+                place = place_of(self.target, entry)
+            except SessionKeeperError:
+                continue
+            if place is not None:
+                self.referenced.add(place.location)
+        if not self.dry_run:
+            self.stale = stale_temps(self.target.sessions_dir)
         results: list[CopiedSession] = []
         for start in range(0, len(items), _GROUP):
             prepared = await self._prepare_group(items[start : start + _GROUP], existing)
@@ -390,7 +411,7 @@ class _Copier:
                 self.placed[target.location] = (source.location, wanted)
                 return wanted, "unchanged", False
             if not self.overwrite:
-                raise SessionExistsError(key, location=target.location)
+                return await self._resume(key, source, target, wanted)
             outcome = "replaced"
             if self.dry_run:
                 self.placed[target.location] = (source.location, wanted)
@@ -402,10 +423,43 @@ class _Copier:
             except TranscriptNotFoundError:
                 digest = None
         else:
-            digest = await write_transcript(source, target, self.batch_bytes, key)
+            remove_stale(self.stale, target)
+            try:
+                digest = await write_transcript(source, target, self.batch_bytes, key)
+            except SessionExistsError:
+                if self.overwrite:
+                    raise
+                return await self._resume(key, source, target, None)  # another copy created it meanwhile
         self.placed[target.location] = (source.location, digest)
         written = digest is not None and not self.dry_run
         return digest, outcome if digest is not None or existing is not None else "unchanged", written
+
+    async def _resume(
+        self, key: str, source: Place, target: Place, wanted: Digest | None
+    ) -> tuple[Digest | None, CopyOutcome, bool]:
+        """
+        A target transcript that differs, no target entry names, and holds the first lines of the
+        source (an interrupted copy, or another copy writing it now): the missing lines are appended
+        (``copied``; ``unchanged`` when it was complete). Anything else is refused.
+        """
+        if target.location in self.referenced or (wanted is None and self.dry_run):
+            raise SessionExistsError(key, location=target.location)
+        if self.dry_run:
+            if await prefix_length(target, source, self.batch_bytes) is None:
+                raise SessionExistsError(key, location=target.location)
+            self.placed[target.location] = (source.location, wanted)
+            return wanted, "copied", False
+        remove_stale(self.stale, target)
+        try:
+            resumed = await resume_transcript(source, target, self.batch_bytes)
+        except TranscriptNotFoundError:
+            resumed = None  # the source has none, or the target went away: not ours to decide
+        if resumed is None:
+            raise SessionExistsError(key, location=target.location)
+        digest, appended = resumed
+        self.placed[target.location] = (source.location, digest)
+        # never "written": a failure later leaves it (it may be another copy's)
+        return digest, "copied" if appended else "unchanged", False
 
 
 def _check_stores(source: SessionStore, target: SessionStore) -> None:

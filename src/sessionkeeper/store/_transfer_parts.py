@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import Any, Final
 
@@ -19,6 +21,7 @@ import msgspec
 from sessionkeeper.exceptions import (
     SessionExistsError,
     SessionKeeperError,
+    TranscriptFormatError,
     TranscriptNotFoundError,
     UnsafePathError,
 )
@@ -39,12 +42,20 @@ __all__ = (
     "digest_of",
     "entry_text",
     "place_of",
+    "prefix_length",
     "remove_quietly",
+    "remove_stale",
+    "resume_transcript",
+    "stale_temps",
     "target_entry",
     "write_transcript",
 )
 
 _SUFFIX: Final = ".jsonl"
+_TEMP: Final = re.compile(
+    r"(.+\.jsonl)\.(\d+)\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp"
+)
+"""What a killed transcript write leaves: ``<name>.jsonl.<pid>.<uuid4>.tmp`` (``_fs.temp_name``)."""
 
 
 @attrs.frozen
@@ -194,3 +205,106 @@ async def write_transcript(source: Place, target: Place, batch_bytes: int, sessi
     finally:
         await batches.aclose()
     return Digest(lines, size, b"")  # written, not compared: no hash needed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's process: alive
+    return True
+
+
+def stale_temps(directory: Path | None) -> dict[str, list[Path]]:
+    """
+    The temp files a killed transcript write left in ``directory`` (``<name>.jsonl.<pid>.<uuid4>.tmp``
+    whose process is gone), by the path of the transcript they were for; ``{}`` without a directory.
+    Listed once per copy: a rerun removes those of each transcript it writes.
+    """
+    found: dict[str, list[Path]] = {}
+    if directory is None:
+        return found
+    try:
+        names = [item.name for item in directory.iterdir()]
+    except OSError:
+        return found
+    for name in names:
+        match = _TEMP.fullmatch(name)
+        if match is not None and not _alive(int(match.group(2))):
+            found.setdefault(os.path.realpath(directory / match.group(1)), []).append(directory / name)
+    return found
+
+
+def remove_stale(stale: dict[str, list[Path]], place: Place) -> None:
+    """Remove the temp files of :func:`stale_temps` left for ``place``'s transcript (a file)."""
+    if isinstance(place.storage, FileTranscriptStorage):
+        for temp in stale.pop(os.path.realpath(place.storage.path_for(place.key)), ()):
+            with contextlib.suppress(FileNotFoundError):
+                temp.unlink()
+
+
+async def _lines(place: Place, batch_bytes: int) -> AsyncGenerator[bytes, None]:
+    async for batch in iter_line_batches(place.storage, place.key, batch_bytes=batch_bytes):
+        for line in batch:
+            yield line
+
+
+async def prefix_length(target: Place, source: Place, batch_bytes: int) -> int | None:
+    """
+    How many complete lines ``target`` holds when they are, byte for byte, the first lines of ``source``
+    (an interrupted copy of it); ``None`` when they are not (another transcript, or a longer one). A torn
+    last line of a target file is left out (an append backs it up and cuts it first).
+    """
+    wanted = _lines(source, batch_bytes)
+    have = _lines(target, batch_bytes)
+    count = 0
+    try:
+        while True:
+            try:
+                line = await anext(have, None)
+            except TranscriptFormatError:
+                return count  # the complete lines before a torn tail matched
+            if line is None:
+                return count
+            if await anext(wanted, None) != line:
+                return None
+            count += 1
+    finally:
+        await have.aclose()
+        await wanted.aclose()
+
+
+async def resume_transcript(source: Place, target: Place, batch_bytes: int) -> tuple[Digest, int] | None:
+    """
+    Finish an interrupted copy of ``source`` at ``target``: under the target's writer claim, when its
+    lines are the first lines of ``source`` (:func:`prefix_length`), append the missing ones with
+    mark-conditional appends. The source's digest (hash left out) and the lines appended (``0``: the
+    target was complete already); ``None`` when the target is not such a prefix (nothing written).
+
+    Raises:
+        SessionBusyError: Another writer holds the target's claim past its timeout.
+        StaleTranscriptError: Someone appended without the claim meanwhile (nothing more written).
+    """
+    claim = await target.storage.claim(target.key)
+    try:
+        _, mark = await target.storage.read(target.key)
+        have = await prefix_length(target, source, batch_bytes)
+        if have is None or have != mark.lines:
+            return None
+        skip, lines, size, appended = have, 0, 0, 0
+        async for batch in iter_line_batches(source.storage, source.key, batch_bytes=batch_bytes):
+            lines += len(batch)
+            size += sum(map(len, batch)) + len(batch)
+            part = batch[skip:]
+            skip = max(0, skip - len(batch))
+            if part:
+                mark = await target.storage.append(target.key, part, mark=mark, claim=claim)
+                appended += len(part)
+        return Digest(lines, size, b""), appended
+    finally:
+        with anyio.CancelScope(shield=True):
+            await claim.release()
