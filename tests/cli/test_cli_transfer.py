@@ -252,3 +252,49 @@ def test_a_dry_run_into_a_new_database_creates_nothing(source: Path, pg_schema: 
     with psycopg.connect(dsn) as conn:  # the schema was not even created
         found = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchall()
     assert found == []
+
+
+def test_export_of_a_store_holding_no_transcripts_is_refused(
+    source: Path, pg_url: str, redis_prefix: tuple[str, str], tmp_path: Path
+) -> None:
+    files = tmp_path / "db-files"
+    result = run_cli("import", str(source), "--store", pg_url, "--transcripts-dir", str(files))
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "out"
+    result = run_cli("export", "--store", pg_url, "--out", str(out))  # the transcripts are files
+    assert result.exit_code == 2
+    assert "--transcripts-dir" in result.stderr
+    assert "imported as files" in result.stderr
+    assert not out.exists()
+    url, prefix = redis_prefix
+    full = f"{url}?prefix={prefix}"
+    assert run_cli("import", str(source), "--store", full, "--transcripts-dir", str(files)).exit_code == 0
+    result = run_cli("export", "--store", full, "--out", str(out))
+    assert result.exit_code == 2
+    assert "memory only" in result.stderr
+    assert not out.exists()
+    result = run_cli("export", "--store", full, "--transcripts-dir", str(files), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert _files(out)[f"{SID_A}.jsonl"] == _files(source)[f"{SID_A}.jsonl"]
+
+
+def test_drops_are_reported_for_a_whole_export_only_and_an_empty_one_makes_its_dir(
+    source: Path, tmp_path: Path
+) -> None:
+    data = (source / "sessions.json").read_text()
+    (source / "sessions.json").write_text(data.replace("{\n", '{\n  "agent:main:bad": 7,\n', 1))
+    whole = run_cli("export", "--store", str(source), "--out", str(tmp_path / "all"))
+    assert whole.exit_code == 0, whole.output
+    assert "not copied: 1 sessions.json rows its load drops: agent:main:bad" in whole.stdout
+    one = run_cli(
+        "export", "--store", str(source), "--out", str(tmp_path / "one"), "--key", "agent:main:topic"
+    )
+    assert one.exit_code == 0, one.output
+    assert "load drops" not in one.stdout
+    empty = tmp_path / "empty-src"
+    empty.mkdir()
+    out = tmp_path / "empty-out"
+    result = run_cli("export", "--store", str(empty), "--out", str(out))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("exported 0 sessions")
+    assert out.is_dir()

@@ -12,7 +12,8 @@ null | {"type", "message"}}], "droppedKeys", "normalizedKeys", "unreferencedTran
 Exit codes: 0 every session is in the target (copied, or there already); 1 a session failed (another
 session in the target's way without ``--overwrite``, an unterminated transcript line, a refused
 ``sessionFile``: each one named, the others copied), or a store cannot be reached; 2 bad input (a corrupt
-source store, an unknown ``--key``, a database target without a place for its transcripts, usage).
+source store, an unknown ``--key``, a database target without a place for its transcripts, an ``export``
+source URL holding none of its sessions' transcripts without ``--transcripts-dir``, usage).
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ import click
 from sessionkeeper.cli._json import json_text
 from sessionkeeper.cli._main import EXIT_BAD_INPUT, EXIT_ERROR, fail
 from sessionkeeper.cli._output import escape_controls
-from sessionkeeper.exceptions import SessionNotFoundError, StoreCorruptError
+from sessionkeeper.exceptions import ConfigError, SessionNotFoundError, StoreCorruptError
 from sessionkeeper.store import CopyReport, SessionStore, copy_sessions, is_store_url, redact_url
+from sessionkeeper.transcript import MemoryTranscriptStorage
 
 
 __all__ = ("COMMANDS", "export_command", "import_command")
@@ -74,6 +76,34 @@ def _check_transcripts_dir(store: Path | str, transcripts_dir: Path | None) -> N
         )
 
 
+async def _check_source_transcripts(src: SessionStore, keys: tuple[str, ...]) -> None:
+    """
+    Refuse a source URL opened without ``--transcripts-dir`` that holds none of its sessions'
+    transcripts: one keeping them in memory only (Redis), or a database whose sessions' transcripts are
+    files elsewhere (imported with ``--transcripts-dir``). Exporting it would copy ``sessions.json`` alone.
+
+    Raises:
+        ConfigError: Such a source (the CLI exits 2).
+    """
+    storage = src.transcript_storage()
+    if src.sessions_dir is not None:
+        return
+    hint = "give the directory of its transcripts with --transcripts-dir"
+    if isinstance(storage, MemoryTranscriptStorage):
+        raise ConfigError(
+            f"this store keeps no transcripts (memory only without --transcripts-dir): {hint}", key="store"
+        )
+    entries = await src.backend.load_all()
+    chosen = [entries[key] for key in keys if key in entries] if keys else list(entries.values())
+    ids = {entry.session_id for entry in chosen if isinstance(entry.session_id, str)}
+    if ids and not ids.intersection(await storage.list_sessions()):
+        raise ConfigError(
+            f"none of the {len(ids)} sessions has its transcript in this store (were they imported as "
+            f"files?): {hint}",
+            key="store",
+        )
+
+
 def _run(
     source: Path | str,
     target: Path | str,
@@ -89,6 +119,8 @@ def _run(
             _open(source, transcripts_dir=source_transcripts, read_only=True) as src,
             _open(target, transcripts_dir=target_transcripts, read_only=dry_run) as dst,
         ):
+            if source_transcripts is None and is_store_url(source):
+                await _check_source_transcripts(src, keys)
             return await copy_sessions(src, dst, keys=keys or None, overwrite=overwrite, dry_run=dry_run)
 
     try:
@@ -223,6 +255,8 @@ def export_command(
         overwrite=overwrite,
         dry_run=dry_run,
     )
+    if not dry_run:
+        out_dir.mkdir(parents=True, exist_ok=True)  # --help promises DIR, even for no session
     _finish(
         report,
         verb="exported",

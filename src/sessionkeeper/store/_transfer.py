@@ -124,9 +124,11 @@ class CopyReport:
     Attributes:
         sessions: One :class:`CopiedSession` per session key considered, in the source store's order.
         dropped_keys: Rows of the source's ``sessions.json`` its load dropped (OpenClaw's load-time shape
-            check: a non-object row, an unsafe ``sessionId``): not copied, named here.
+            check: a non-object row, an unsafe ``sessionId``): not copied, named here. Empty when only
+            some ``keys`` were copied (a dropped row is no key to ask for).
         normalized_keys: Rows of the source's ``sessions.json`` normalised on load (legacy fields):
-            copied in their normalised form, as every reader of the store sees them.
+            copied in their normalised form, as every reader of the store sees them (of ``keys`` only,
+            when given).
         unreferenced_transcripts: Transcripts of the source no copied entry names (their storage ids:
             file names without ``.jsonl``): not copied. Empty when only some ``keys`` were copied.
     """
@@ -539,8 +541,10 @@ async def copy_sessions(
         unreferenced = await _unreferenced(source, entries.values())
     return CopyReport(
         sessions=tuple(results),
-        dropped_keys=tuple(source.backend.dropped_keys),
-        normalized_keys=load.normalized_keys if load is not None else (),
+        dropped_keys=tuple(source.backend.dropped_keys) if keys is None else (),
+        normalized_keys=tuple(
+            key for key in (load.normalized_keys if load is not None else ()) if keys is None or key in chosen
+        ),
         unreferenced_transcripts=unreferenced,
     )
 
