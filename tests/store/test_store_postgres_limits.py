@@ -7,6 +7,7 @@ the primary key are refused with a typed error (never "server unreachable"), a r
 
 from __future__ import annotations
 
+import asyncio
 import random
 import string
 
@@ -138,3 +139,49 @@ async def test_an_append_waiting_on_its_own_storages_claim_says_so(pg_schema: tu
         with pytest.raises(SessionBusyError, match="another writer"):
             await pg.append("s", [b'{"n":2}'], mark=mark)
         await other.release()
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        writer.close()
+
+
+async def test_a_server_gone_past_the_lock_timeout_is_unavailable(
+    pg_schema: tuple[str, str],
+) -> None:
+    # a TCP relay to the real server stands for the network: closing it makes the server unreachable
+    dsn, schema = pg_schema
+    relayed: list[asyncio.StreamWriter] = []
+
+    async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", 5432)
+        relayed.extend((writer, up_writer))
+        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+
+    server = await asyncio.start_server(relay, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    url = dsn.replace("127.0.0.1:5432", f"127.0.0.1:{port}")
+    store = PostgresStoreBackend(url, schema=schema, max_size=1, lock_timeout_s=0.5, connect_timeout_s=2)
+    try:
+        await store.put("k", SessionEntry(session_id="s1"))
+        pg = PostgresTranscriptStorage(backend=store)
+        claim = await pg.claim("s")  # holds the pool's only connection: a real wait
+        with pytest.raises(SessionBusyError):
+            await store.get("k")
+        await claim.release()
+        assert await store.get("k") == SessionEntry(session_id="s1")
+        server.close()
+        for writer in relayed:
+            writer.close()
+        await server.wait_closed()
+        with pytest.raises(StoreUnavailableError, match="cannot reach PostgreSQL"):  # after the pool wait
+            await store.get("k")
+    finally:
+        server.close()
+        await store.aclose()

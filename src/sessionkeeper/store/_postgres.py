@@ -55,6 +55,7 @@ from sessionkeeper.store._postgres_schema import (
     SCHEMA_NAME,
     RowValues,
     build_queries,
+    busy_or_unreachable,
     check_pg_key,
     migrate,
     probe,
@@ -132,7 +133,7 @@ class PostgresStoreBackend(RowsAlwaysLoad):
 
     The methods raise:
 
-    - ``StoreUnavailableError``: the server cannot be reached, or the connection broke.
+    - ``StoreUnavailableError``: the server cannot be reached (also after a pool wait), or it broke.
     - ``SessionBusyError``: a row lock or a pool connection was not obtained within ``lock_timeout_s``,
       or an operation still failed on a serialization failure or deadlock (SQLSTATE 40001 / 40P01)
       after :data:`CONFLICT_ATTEMPTS` attempts.
@@ -353,12 +354,10 @@ class PostgresStoreBackend(RowsAlwaysLoad):
                     extra={"where": self.where, "sqlstate": sqlstate, "attempt": attempt},
                 )
                 await asyncio.sleep(pause)
-            except PoolTimeout as err:
-                raise SessionBusyError(
-                    f"no connection to {self.where} within {self.lock_timeout_s} s (pool of {self._max_size} "
-                    f"busy, or the server is unreachable: {err})",
-                    path=self.where,
-                    waited_ms=self.lock_timeout_s * 1000,
+            except PoolTimeout as err:  # every connection busy (SessionBusyError), or the server gone
+                busy = f"no connection to {self.where} within {self.lock_timeout_s} s: all busy ({err})"
+                raise await busy_or_unreachable(
+                    self.dsn, where=self.where, waited_s=self.lock_timeout_s, detail=busy
                 ) from err
             except errors.LockNotAvailable as err:
                 raise SessionBusyError(

@@ -66,7 +66,12 @@ from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
-from sessionkeeper.exceptions import ConfigError, StoreCorruptError, StoreUnavailableError
+from sessionkeeper.exceptions import (
+    ConfigError,
+    SessionBusyError,
+    StoreCorruptError,
+    StoreUnavailableError,
+)
 from sessionkeeper.store._entry import SessionEntry, session_entry_to_dict
 from sessionkeeper.store._entry_shape import updated_at_of
 from sessionkeeper.store._keys import (
@@ -91,6 +96,7 @@ __all__ = (
     "RowValues",
     "backfill_maintenance_columns",
     "build_queries",
+    "busy_or_unreachable",
     "check_not_newer",
     "check_pg_key",
     "migrate",
@@ -435,6 +441,21 @@ def check_pg_key(key: object) -> None:
             :data:`MAX_KEY_BYTES` bytes in UTF-8 (PostgreSQL cannot index it).
     """
     check_key(key, nul_ok=False, backend="PostgreSQL", max_bytes=MAX_KEY_BYTES)
+
+
+async def busy_or_unreachable(dsn: str | None, *, where: str, waited_s: float, detail: str) -> Exception:
+    """
+    The error for a pool that gave no connection within ``waited_s`` seconds: one direct connection
+    attempt (bounded by ``min(waited_s, 2)`` s; none when the pool was given without a URL) tells a
+    server that cannot be reached (``StoreUnavailableError``) or refuses us (``ConfigError``, returned
+    as is) from a pool whose connections are all busy (``SessionBusyError``, naming ``detail``).
+    """
+    if dsn is not None:
+        try:
+            await probe(dsn, application_name="sessionkeeper-probe", connect_timeout_s=min(waited_s, 2.0))
+        except (StoreUnavailableError, ConfigError) as err:
+            return err
+    return SessionBusyError(detail, path=where, waited_ms=waited_s * 1000)
 
 
 def one_line(err: BaseException) -> str:

@@ -45,7 +45,7 @@ from sessionkeeper.exceptions import (
 )
 from sessionkeeper.store._postgres import CONFLICT_ATTEMPTS, PostgresStoreBackend
 from sessionkeeper.store._postgres_compaction_claims import claim_compaction
-from sessionkeeper.store._postgres_schema import one_line
+from sessionkeeper.store._postgres_schema import busy_or_unreachable, one_line
 from sessionkeeper.store._postgres_transcript_parts import (
     MarkToken,
     PostgresClaim,
@@ -249,10 +249,12 @@ class PostgresTranscriptStorage(PostgresTranscriptReads):
                         waited_ms=0,
                     ) from err
                 await asyncio.sleep(0.005 * 2**attempt)
-            except PoolTimeout as err:
-                waited = self.backend.lock_timeout_s * 1000
-                raise SessionBusyError(
-                    f"no connection for {where}: {err}", path=where, waited_ms=waited
+            except PoolTimeout as err:  # all busy (SessionBusyError), or the server is gone
+                raise await busy_or_unreachable(
+                    self.backend.dsn,
+                    where=where,
+                    waited_s=self.backend.lock_timeout_s,
+                    detail=f"no connection for {where}: {err}",
                 ) from err
             except errors.LockNotAvailable as err:
                 mine = any(c.held and c.owner[2] == session_id for c in self._claims)
