@@ -1,8 +1,9 @@
 """
 ``sessionkeeper export --store DIR|URL --out DIR`` and ``sessionkeeper import DIR --store DIR|URL``
 (issue 13): sessions, entries and transcripts, copied between a sessions directory and a store in a
-database (or any two stores) by :func:`~sessionkeeper.store.copy_sessions`, byte for byte; the source is
-only read. docs/postgres.md "Moving a sessions directory into a database" has the rules.
+database (or any two stores) by :func:`~sessionkeeper.store.copy_sessions`: transcripts byte for byte,
+entries value for value (each in this library's key order); the source is only read.
+docs/postgres.md "Moving a sessions directory into a database" has the rules.
 
 ``--dry-run`` reads both stores and writes nothing (the target is opened read-only), reporting what a copy
 would do now. ``--json`` prints ``{"source", "target", "dryRun", "copied", "unchanged", "replaced",
