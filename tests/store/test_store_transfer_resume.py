@@ -135,3 +135,17 @@ async def test_copies_running_at_once_all_succeed(tmp_path: Path) -> None:
         for name, data in files_of(source).items()
         if name.endswith(".jsonl") and "ffff" not in name
     }
+
+
+async def test_a_partial_transcript_ending_in_a_torn_line_is_completed(tmp_path: Path) -> None:
+    source = await make_source(tmp_path / "a")
+    target_dir = tmp_path / "b"
+    target_dir.mkdir()
+    whole = (source / f"{PLAIN}.jsonl").read_bytes()
+    lines = whole.splitlines(keepends=True)
+    (target_dir / f"{PLAIN}.jsonl").write_bytes(lines[0] + lines[1][:7])  # killed mid-line
+    async with SessionStore.open(source, read_only=True) as src, SessionStore.open(target_dir) as dst:
+        report = await copy_sessions(src, dst, keys=["agent:main:main"])
+    assert [repr(s.error) for s in report.failed] == []
+    assert outcomes(report) == {"agent:main:main": "copied"}
+    assert (target_dir / f"{PLAIN}.jsonl").read_bytes() == whole

@@ -48,6 +48,7 @@ from sessionkeeper.exceptions import (
     SessionNotFoundError,
     StoreCorruptError,
     StoreUnavailableError,
+    TranscriptFormatError,
     TranscriptNotFoundError,
     UnsafePathError,
 )
@@ -403,6 +404,8 @@ class _Copier:
             existing: Digest | None = await digest_of(target, self.batch_bytes)
         except TranscriptNotFoundError:
             existing = None
+        except TranscriptFormatError:
+            existing = Digest(-1, -1, b"")  # a torn last line (a killed write): never the source's
         outcome: CopyOutcome = "copied"
         if existing is not None:
             try:

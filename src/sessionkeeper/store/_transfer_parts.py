@@ -281,7 +281,7 @@ async def prefix_length(target: Place, source: Place, batch_bytes: int) -> int |
 async def resume_transcript(source: Place, target: Place, batch_bytes: int) -> tuple[Digest, int] | None:
     """
     Finish an interrupted copy of ``source`` at ``target``: under the target's writer claim, when its
-    lines are the first lines of ``source`` (:func:`prefix_length`), append the missing ones with
+    lines (read there) are the first lines of ``source``, byte for byte, append the missing ones with
     mark-conditional appends. The source's digest (hash left out) and the lines appended (``0``: the
     target was complete already); ``None`` when the target is not such a prefix (nothing written).
 
@@ -291,19 +291,25 @@ async def resume_transcript(source: Place, target: Place, batch_bytes: int) -> t
     """
     claim = await target.storage.claim(target.key)
     try:
-        _, mark = await target.storage.read(target.key)
-        have = await prefix_length(target, source, batch_bytes)
-        if have is None or have != mark.lines:
-            return None
-        skip, lines, size, appended = have, 0, 0, 0
+        have, mark = await target.storage.read(target.key)  # a torn last line left out
+        skip, seen, lines, size, appended = len(have), 0, 0, 0, 0
         async for batch in iter_line_batches(source.storage, source.key, batch_bytes=batch_bytes):
             lines += len(batch)
             size += sum(map(len, batch)) + len(batch)
-            part = batch[skip:]
-            skip = max(0, skip - len(batch))
+            part = batch
+            if seen < skip:
+                count = min(len(batch), skip - seen)
+                if batch[:count] != have[seen : seen + count]:
+                    return None  # not a prefix: another transcript
+                seen += count
+                part = batch[count:]
+                if seen == skip:
+                    have = []
             if part:
                 mark = await target.storage.append(target.key, part, mark=mark, claim=claim)
                 appended += len(part)
+        if seen < skip:
+            return None  # longer than the source
         return Digest(lines, size, b""), appended
     finally:
         with anyio.CancelScope(shield=True):
