@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import abc
 import itertools
 import threading
 from collections.abc import AsyncIterator, Sequence
@@ -48,41 +49,10 @@ class _Log:
         return StorageMark(lines=len(self.lines), size=self.size, token=self.generation)
 
 
-class _MemoryClaim:
-    """The writer claim of one in-memory transcript (a lock shared by every task and thread)."""
+class _HeldClaim(abc.ABC):
+    """A claim on one in-memory transcript, held from creation until :meth:`release` (subclasses free it)."""
 
-    def __init__(self, storage: MemoryTranscriptStorage, session_id: str, lock: ThreadSafeLock) -> None:
-        self._storage = storage
-        self._session_id = session_id
-        self._lock = lock
-        self._held = True
-
-    @property
-    def held(self) -> bool:
-        """Whether the claim is still held."""
-        return self._held
-
-    def ensure_held(self) -> None:
-        """Raise :class:`~sessionkeeper.exceptions.LockNotHeldError` once released."""
-        if not self._held:
-            raise LockNotHeldError(
-                f"the writer claim of {self._storage.location(self._session_id)} was released",
-                path=self._storage.location(self._session_id),
-                reason="released",
-            )
-
-    def owns(self, storage: MemoryTranscriptStorage, session_id: str) -> bool:
-        return storage is self._storage and session_id == self._session_id
-
-    async def release(self) -> None:
-        """Give the claim up (a second call does nothing)."""
-        if self._held:
-            self._held = False
-            self._lock.release()
-
-
-class _MemoryCompactionClaim:
-    """The compaction claim of one in-memory transcript (:meth:`MemoryTranscriptStorage.claim_compaction`)."""
+    _what = "writer claim"
 
     def __init__(self, storage: MemoryTranscriptStorage, session_id: str) -> None:
         self._storage = storage
@@ -97,17 +67,43 @@ class _MemoryCompactionClaim:
     def ensure_held(self) -> None:
         """Raise :class:`~sessionkeeper.exceptions.LockNotHeldError` once released."""
         if not self._held:
+            location = self._storage.location(self._session_id)
             raise LockNotHeldError(
-                f"the compaction claim of {self._storage.location(self._session_id)} was released",
-                path=self._storage.location(self._session_id),
-                reason="released",
+                f"the {self._what} of {location} was released", path=location, reason="released"
             )
 
     async def release(self) -> None:
         """Give the claim up (a second call does nothing)."""
         if self._held:
             self._held = False
-            self._storage._end_compaction_claim(self._session_id)
+            self._free()
+
+    @abc.abstractmethod
+    def _free(self) -> None:
+        """Free what the claim holds (called once, by the first :meth:`release`)."""
+
+
+class _MemoryClaim(_HeldClaim):
+    """The writer claim of one in-memory transcript (a lock shared by every task and thread)."""
+
+    def __init__(self, storage: MemoryTranscriptStorage, session_id: str, lock: ThreadSafeLock) -> None:
+        super().__init__(storage, session_id)
+        self._lock = lock
+
+    def owns(self, storage: MemoryTranscriptStorage, session_id: str) -> bool:
+        return storage is self._storage and session_id == self._session_id
+
+    def _free(self) -> None:
+        self._lock.release()
+
+
+class _MemoryCompactionClaim(_HeldClaim):
+    """The compaction claim of one in-memory transcript (:meth:`MemoryTranscriptStorage.claim_compaction`)."""
+
+    _what = "compaction claim"
+
+    def _free(self) -> None:
+        self._storage._end_compaction_claim(self._session_id)
 
 
 class MemoryTranscriptStorage:
