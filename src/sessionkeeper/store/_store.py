@@ -16,7 +16,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self
 
-import anyio.to_thread
 from msgspec import UNSET
 
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
@@ -30,16 +29,15 @@ from sessionkeeper.store._memory import InMemoryStoreBackend
 from sessionkeeper.store._postgres import PostgresStoreBackend
 from sessionkeeper.store._postgres_transcripts import PostgresTranscriptStorage
 from sessionkeeper.store._reset import SessionResolution
-from sessionkeeper.store._rollover import RESET_CLEARED_FIELDS, ReplayedIds, rollover_patch
+from sessionkeeper.store._rollover import RESET_CLEARED_FIELDS, rollover_patch
 from sessionkeeper.store._sqlite import SqliteStoreBackend
 from sessionkeeper.store._store_files import (
     archive_transcript,
     refusal_of,
     transcript_file_of,
-    unlink_quietly,
-    warn_refused_reset,
     write_header,
 )
+from sessionkeeper.store._store_lifecycle import delete_entry, reset_entry, resolve_entry
 from sessionkeeper.store._urls import is_store_url, open_store_url
 from sessionkeeper.transcript import FileTranscriptStorage, MemoryTranscriptStorage, TranscriptStorage
 
@@ -350,22 +348,7 @@ class SessionStore:
         Returns:
             Whether the entry existed.
         """
-        removed: dict[str, SessionEntry] = {}
-        remaining_ids: set[str] = set()
-
-        def txn(entries: dict[str, SessionEntry]) -> None:
-            entry = entries.pop(session_key, None)
-            if entry is not None:
-                removed[session_key] = entry
-            remaining_ids.update(e.session_id for e in entries.values() if isinstance(e.session_id, str))
-
-        await self.backend.transaction(txn)
-        entry = removed.get(session_key)
-        if entry is None:
-            return False
-        if archive_transcript and isinstance(entry.session_id, str) and entry.session_id not in remaining_ids:
-            await self._archive_transcript(entry, "deleted")
-        return True
+        return await delete_entry(self, session_key, archive_transcript=archive_transcript)
 
     async def reset(self, session_key: str, *, cwd: str | None = None) -> SessionEntry:
         """
@@ -397,46 +380,7 @@ class SessionStore:
             UnsafePathError: The new session id cannot name a transcript file; nothing was changed.
             SymlinkRefusedError: A symbolic link sits at the new transcript's name; nothing was changed.
         """
-        now = self.clock.now_ms()
-        new_id = self._new_session_id()
-        previous: dict[str, SessionEntry] = {}
-        refusals: dict[str, UnsafePathError] = {}
-
-        def reset_entry(current: SessionEntry) -> SessionEntry:
-            return self._rollover_entry(current, new_id, now, refusals)
-
-        def apply(current: SessionEntry | None) -> SessionEntry:
-            if current is None:
-                raise SessionNotFoundError(session_key)
-            previous["entry"] = current
-            return reset_entry(current)
-
-        created: Path | None = None
-        if self.sessions_dir is not None:
-            # the new transcript first: when it cannot be created the store is left as it was
-            current = await self.backend.get(session_key)
-            if current is None:
-                raise SessionNotFoundError(session_key)
-            created = await anyio.to_thread.run_sync(self._write_header, reset_entry(current), now, cwd)
-        try:
-            result = await self.backend.update(session_key, apply)
-            assert result is not None
-            if self.sessions_dir is not None and self.transcript_file(result) != created:
-                # the entry changed between the read and the update (another writer): its header now
-                await anyio.to_thread.run_sync(self._write_header, result, now, cwd)
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                if created is not None:
-                    await anyio.to_thread.run_sync(unlink_quietly, created)
-                if "entry" in previous:
-                    await self._undo_reset(session_key, previous["entry"], new_id)
-            raise
-        refused = refusals.get("sessionFile")
-        if refused is not None:
-            warn_refused_reset(session_key, previous["entry"], refused, result)
-        elif self.sessions_dir is not None:
-            await self._archive_transcript(previous["entry"], "reset")
-        return result
+        return await reset_entry(self, session_key, cwd=cwd)
 
     async def resolve(
         self,
@@ -477,69 +421,7 @@ class SessionStore:
             UnsafePathError, SymlinkRefusedError: As :meth:`reset`, and for an unsafe ``sessionFile`` of a
                 reused entry; nothing is written.
         """
-        now = self.clock.now_ms()
-        ids = ReplayedIds(self._new_session_id)
-        refusals: dict[str, UnsafePathError] = {}
-        decided: dict[str, Any] = {}
-
-        def rollover_id() -> str:
-            decided["new_id"] = new_id = ids()  # drawn after decide's ids (as resolve_session, then reset)
-            return new_id
-
-        def apply(current: SessionEntry | None) -> SessionEntry:
-            decided.clear()
-            ids.restart()
-            resolution = decide(current, ids)
-            decided["resolution"] = resolution
-            at = max(now, self.clock.now_ms())  # stamps no earlier than the decision just made
-            if resolution.is_new and current is not None:
-                decided["previous"] = current
-                return self._rollover_entry(current, rollover_id(), at, refusals)
-            # an unsafe sessionFile is refused before the store is written (issue 15, F1)
-            self.transcript_file(resolution.entry)
-            return self._merge(current, resolution.entry, now_ms=at, preserve_activity=False)
-
-        created: Path | None = None
-        if self.sessions_dir is not None:
-            # a rollover writes the new transcript first: when it cannot be created the store is unchanged
-            current = await self.backend.get(session_key)
-            ids.restart()
-            if current is not None and decide(current, ids).is_new:
-                header_entry = self._rollover_entry(current, rollover_id(), now, {})
-                created = await anyio.to_thread.run_sync(self._write_header, header_entry, now, cwd)
-        rolled = False
-        try:
-            result = await self.backend.update(session_key, apply)
-            assert result is not None
-            rolled = "previous" in decided
-            if rolled and self.sessions_dir is not None and self.transcript_file(result) != created:
-                # the stored entry changed between the pre-check and the update: its header now
-                await anyio.to_thread.run_sync(self._write_header, result, now, cwd)
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                if created is not None:
-                    await anyio.to_thread.run_sync(unlink_quietly, created)
-                if rolled:
-                    await self._undo_reset(session_key, decided["previous"], decided["new_id"])
-            raise
-        if created is not None and (not rolled or self.transcript_file(result) != created):
-            # another writer decided first: this caller continues its session, the header is not used
-            await anyio.to_thread.run_sync(unlink_quietly, created)
-        resolution: SessionResolution = decided["resolution"]
-        if rolled:
-            previous: SessionEntry = decided["previous"]
-            refused = refusals.get("sessionFile")
-            if refused is not None:
-                warn_refused_reset(session_key, previous, refused, result)
-            elif self.sessions_dir is not None:
-                await self._archive_transcript(previous, "reset")
-        _log.debug(
-            "resolved %r: %s",
-            session_key,
-            resolution.reason,
-            extra={"session_key": session_key, "session_id": result.session_id, "reason": resolution.reason},
-        )
-        return result, resolution
+        return await resolve_entry(self, session_key, decide, cwd=cwd)
 
     def _rollover_entry(
         self, current: SessionEntry, new_id: str, now: int, refusals: dict[str, UnsafePathError]

@@ -1,0 +1,167 @@
+"""
+The lifecycle steps of :class:`~sessionkeeper.store.SessionStore` that touch an entry and its transcript
+together (OpenClaw ``deleteSessionEntryLifecycle``, ``resetSessionEntryLifecycle`` and
+``initSessionState``, spec §1.5, §4.3): delete, reset and resolve. ``SessionStore`` documents them and
+delegates here; the file side (headers, archives) is :mod:`._store_files`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio.to_thread
+
+from sessionkeeper.exceptions import SessionNotFoundError, UnsafePathError
+from sessionkeeper.store._entry import SessionEntry
+from sessionkeeper.store._reset import SessionResolution
+from sessionkeeper.store._rollover import ReplayedIds
+from sessionkeeper.store._store_files import unlink_quietly, warn_refused_reset
+
+
+if TYPE_CHECKING:
+    from sessionkeeper.store._store import SessionStore
+
+
+__all__ = ("delete_entry", "reset_entry", "resolve_entry")
+
+_log = logging.getLogger("sessionkeeper.store")
+
+
+async def delete_entry(store: SessionStore, session_key: str, *, archive_transcript: bool) -> bool:
+    """:meth:`SessionStore.delete <sessionkeeper.store.SessionStore.delete>`."""
+    removed: dict[str, SessionEntry] = {}
+    remaining_ids: set[str] = set()
+
+    def txn(entries: dict[str, SessionEntry]) -> None:
+        entry = entries.pop(session_key, None)
+        if entry is not None:
+            removed[session_key] = entry
+        remaining_ids.update(e.session_id for e in entries.values() if isinstance(e.session_id, str))
+
+    await store.backend.transaction(txn)
+    entry = removed.get(session_key)
+    if entry is None:
+        return False
+    if archive_transcript and isinstance(entry.session_id, str) and entry.session_id not in remaining_ids:
+        await store._archive_transcript(entry, "deleted")
+    return True
+
+
+async def reset_entry(store: SessionStore, session_key: str, *, cwd: str | None) -> SessionEntry:
+    """:meth:`SessionStore.reset <sessionkeeper.store.SessionStore.reset>`."""
+    now = store.clock.now_ms()
+    new_id = store._new_session_id()
+    previous: dict[str, SessionEntry] = {}
+    refusals: dict[str, UnsafePathError] = {}
+
+    def rolled(current: SessionEntry) -> SessionEntry:
+        return store._rollover_entry(current, new_id, now, refusals)
+
+    def apply(current: SessionEntry | None) -> SessionEntry:
+        if current is None:
+            raise SessionNotFoundError(session_key)
+        previous["entry"] = current
+        return rolled(current)
+
+    created: Path | None = None
+    if store.sessions_dir is not None:
+        # the new transcript first: when it cannot be created the store is left as it was
+        current = await store.backend.get(session_key)
+        if current is None:
+            raise SessionNotFoundError(session_key)
+        created = await anyio.to_thread.run_sync(store._write_header, rolled(current), now, cwd)
+    try:
+        result = await store.backend.update(session_key, apply)
+        assert result is not None
+        if store.sessions_dir is not None and store.transcript_file(result) != created:
+            # the entry changed between the read and the update (another writer): its header now
+            await anyio.to_thread.run_sync(store._write_header, result, now, cwd)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            if created is not None:
+                await anyio.to_thread.run_sync(unlink_quietly, created)
+            if "entry" in previous:
+                await store._undo_reset(session_key, previous["entry"], new_id)
+        raise
+    refused = refusals.get("sessionFile")
+    if refused is not None:
+        warn_refused_reset(session_key, previous["entry"], refused, result)
+    elif store.sessions_dir is not None:
+        await store._archive_transcript(previous["entry"], "reset")
+    return result
+
+
+async def resolve_entry(
+    store: SessionStore,
+    session_key: str,
+    decide: Callable[[SessionEntry | None, Callable[[], str]], SessionResolution],
+    *,
+    cwd: str | None,
+) -> tuple[SessionEntry, SessionResolution]:
+    """:meth:`SessionStore.resolve <sessionkeeper.store.SessionStore.resolve>`."""
+    now = store.clock.now_ms()
+    ids = ReplayedIds(store._new_session_id)
+    refusals: dict[str, UnsafePathError] = {}
+    decided: dict[str, Any] = {}
+
+    def rollover_id() -> str:
+        decided["new_id"] = new_id = ids()  # drawn after decide's ids (as resolve_session, then reset)
+        return new_id
+
+    def apply(current: SessionEntry | None) -> SessionEntry:
+        decided.clear()
+        ids.restart()
+        resolution = decide(current, ids)
+        decided["resolution"] = resolution
+        at = max(now, store.clock.now_ms())  # stamps no earlier than the decision just made
+        if resolution.is_new and current is not None:
+            decided["previous"] = current
+            return store._rollover_entry(current, rollover_id(), at, refusals)
+        # an unsafe sessionFile is refused before the store is written (issue 15, F1)
+        store.transcript_file(resolution.entry)
+        return store._merge(current, resolution.entry, now_ms=at, preserve_activity=False)
+
+    created: Path | None = None
+    if store.sessions_dir is not None:
+        # a rollover writes the new transcript first: when it cannot be created the store is unchanged
+        current = await store.backend.get(session_key)
+        ids.restart()
+        if current is not None and decide(current, ids).is_new:
+            header_entry = store._rollover_entry(current, rollover_id(), now, {})
+            created = await anyio.to_thread.run_sync(store._write_header, header_entry, now, cwd)
+    rolled = False
+    try:
+        result = await store.backend.update(session_key, apply)
+        assert result is not None
+        rolled = "previous" in decided
+        if rolled and store.sessions_dir is not None and store.transcript_file(result) != created:
+            # the stored entry changed between the pre-check and the update: its header now
+            await anyio.to_thread.run_sync(store._write_header, result, now, cwd)
+    except BaseException:
+        with anyio.CancelScope(shield=True):
+            if created is not None:
+                await anyio.to_thread.run_sync(unlink_quietly, created)
+            if rolled:
+                await store._undo_reset(session_key, decided["previous"], decided["new_id"])
+        raise
+    if created is not None and (not rolled or store.transcript_file(result) != created):
+        # another writer decided first: this caller continues its session, the header is not used
+        await anyio.to_thread.run_sync(unlink_quietly, created)
+    resolution: SessionResolution = decided["resolution"]
+    if rolled:
+        previous: SessionEntry = decided["previous"]
+        refused = refusals.get("sessionFile")
+        if refused is not None:
+            warn_refused_reset(session_key, previous, refused, result)
+        elif store.sessions_dir is not None:
+            await store._archive_transcript(previous, "reset")
+    _log.debug(
+        "resolved %r: %s",
+        session_key,
+        resolution.reason,
+        extra={"session_key": session_key, "session_id": result.session_id, "reason": resolution.reason},
+    )
+    return result, resolution
