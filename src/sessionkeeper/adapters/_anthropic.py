@@ -17,10 +17,12 @@ from sessionkeeper.adapters._common import (
     MessageSource,
     ToolCallIdMap,
     as_dict,
+    finish_body,
     finish_reply,
     get_int,
     parse_arguments,
     prepare_messages,
+    wire_tool_call,
 )
 from sessionkeeper.records import (
     AssistantContent,
@@ -28,7 +30,6 @@ from sessionkeeper.records import (
     ImageContent,
     TextContent,
     ThinkingContent,
-    ToolCall,
     ToolResultMessage,
     Usage,
     UserMessage,
@@ -194,13 +195,7 @@ def to_anthropic_request(
         budget = min(THINKING_BUDGETS[thinking_level], max_tokens - 1)
         if budget >= 1024:
             body["thinking"] = {"type": "enabled", "budget_tokens": budget}
-    if tools:
-        body["tools"] = [dict(t) for t in tools]
-    if stream:
-        body["stream"] = True
-    if extra:
-        body.update(extra)
-    return body
+    return finish_body(body, tools=tools, stream_fields={"stream": True} if stream else None, extra=extra)
 
 
 def anthropic_usage(raw: object) -> Usage:
@@ -238,13 +233,7 @@ def _content_from(blocks: Sequence[object]) -> list[AssistantContent]:
                 ThinkingContent(thinking="", thinking_signature=str(raw.get("data") or ""), redacted=True)
             )
         elif kind in ("tool_use", "server_tool_use"):
-            content.append(
-                ToolCall(
-                    id=str(raw.get("id") or ""),
-                    name=str(raw.get("name") or ""),
-                    arguments=parse_arguments(raw.get("input")),
-                )
-            )
+            content.append(wire_tool_call(raw.get("id"), raw.get("name"), raw.get("input")))
     return content
 
 

@@ -17,17 +17,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from sessionkeeper.adapters._common import (
+    OPENAI_EFFORT,
     JsonDict,
     MessageSource,
     ToolCallIdMap,
-    ToolImages,
     as_dict,
     dump_arguments,
+    finish_body,
     finish_reply,
     get_int,
-    parse_arguments,
-    prepare_messages,
+    openai_messages,
     stop_reason_for,
+    wire_tool_call,
 )
 from sessionkeeper.records import (
     AssistantContent,
@@ -36,9 +37,7 @@ from sessionkeeper.records import (
     TextContent,
     ThinkingContent,
     ToolCall,
-    ToolResultMessage,
     Usage,
-    UserMessage,
 )
 
 
@@ -59,26 +58,10 @@ _FINISH: Final[Mapping[str, str]] = {
     "function_call": "toolUse",
     "content_filter": "error",
 }
-_EFFORT: Final[Mapping[str, str]] = {
-    "minimal": "minimal",
-    "low": "low",
-    "medium": "medium",
-    "high": "high",
-    "xhigh": "high",
-}
 
 
 def _image_part(block: ImageContent) -> JsonDict:
     return {"type": "image_url", "image_url": {"url": f"data:{block.mime_type};base64,{block.data}"}}
-
-
-def _user(content: str | Sequence[TextContent | ImageContent]) -> JsonDict:
-    if isinstance(content, str):
-        return {"role": "user", "content": content}
-    parts = [
-        {"type": "text", "text": b.text} if isinstance(b, TextContent) else _image_part(b) for b in content
-    ]
-    return {"role": "user", "content": parts}
 
 
 def _call_part(original: str) -> str:
@@ -86,7 +69,8 @@ def _call_part(original: str) -> str:
     return original.split("|", 1)[0] or original
 
 
-def _assistant(message: AssistantMessage, ids: ToolCallIdMap, reasoning_field: str | None) -> JsonDict | None:
+def _assistant(message: AssistantMessage, ids: ToolCallIdMap, reasoning_field: str | None) -> list[JsonDict]:
+    """The reply as one assistant message (none when it has no text, calls or replayed reasoning)."""
     texts = [b.text for b in message.content if isinstance(b, TextContent) and b.text]
     thinking = [b.thinking for b in message.content if isinstance(b, ThinkingContent) and b.thinking]
     calls = [
@@ -99,13 +83,13 @@ def _assistant(message: AssistantMessage, ids: ToolCallIdMap, reasoning_field: s
         if isinstance(b, ToolCall)
     ]
     if not texts and not calls and not (reasoning_field and thinking):
-        return None
+        return []
     out: JsonDict = {"role": "assistant", "content": "".join(texts) if texts else None}
     if reasoning_field and thinking:
         out[reasoning_field] = "\n\n".join(thinking)
     if calls:
         out["tool_calls"] = calls
-    return out
+    return [out]
 
 
 def to_chat_completions_request(
@@ -152,39 +136,29 @@ def to_chat_completions_request(
     messages: list[JsonDict] = []
     if system_prompt:
         messages.append({"role": system_role, "content": system_prompt})
-    images = ToolImages(messages, text_type="text", image_part=_image_part)
-    for message in prepare_messages(source):
-        if isinstance(message, ToolResultMessage):
-            text = images.take(message)
-            messages.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": ids(message.tool_call_id, part=_call_part(message.tool_call_id)),
-                    "content": text,
-                }
-            )
-            continue
-        images.flush()
-        if isinstance(message, UserMessage):
-            messages.append(_user(message.content))
-        elif isinstance(message, AssistantMessage):
-            converted = _assistant(message, ids, reasoning_field)
-            if converted is not None:
-                messages.append(converted)
-    images.flush()
+    openai_messages(
+        source,
+        messages,
+        text_type="text",
+        image_part=_image_part,
+        tool_result=lambda result, text: {
+            "role": "tool",
+            "tool_call_id": ids(result.tool_call_id, part=_call_part(result.tool_call_id)),
+            "content": text,
+        },
+        assistant=lambda message: _assistant(message, ids, reasoning_field),
+    )
     body: JsonDict = {"model": model, "messages": messages}
     if max_tokens is not None:
         body[max_tokens_field] = max_tokens
-    if thinking_level and thinking_level in _EFFORT:
-        body["reasoning_effort"] = _EFFORT[thinking_level]
-    if tools:
-        body["tools"] = [dict(t) for t in tools]
-    if stream:
-        body["stream"] = True
-        body["stream_options"] = {"include_usage": True}
-    if extra:
-        body.update(extra)
-    return body
+    if thinking_level and thinking_level in OPENAI_EFFORT:
+        body["reasoning_effort"] = OPENAI_EFFORT[thinking_level]
+    return finish_body(
+        body,
+        tools=tools,
+        stream_fields={"stream": True, "stream_options": {"include_usage": True}} if stream else None,
+        extra=extra,
+    )
 
 
 def chat_usage(raw: object) -> Usage:
@@ -220,13 +194,7 @@ def _message_content(raw: Mapping[str, Any], reasoning_fields: Sequence[str]) ->
         function = call.get("function")
         if not isinstance(function, Mapping):
             function = {}
-        content.append(
-            ToolCall(
-                id=str(call.get("id") or ""),
-                name=str(function.get("name") or ""),
-                arguments=parse_arguments(function.get("arguments")),
-            )
-        )
+        content.append(wire_tool_call(call.get("id"), function.get("name"), function.get("arguments")))
     return content
 
 

@@ -13,12 +13,12 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, aclosing
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import anyio
 
 from sessionkeeper import ModelRequest, ModelResponse, SilentReplyStreamFilter
-from sessionkeeper.adapters._common import JsonDict, text_of
+from sessionkeeper.adapters._common import JsonDict, MessageSource, text_of
 from sessionkeeper.exceptions import ModelProviderError
 from sessionkeeper.records import (
     AssistantMessage,
@@ -51,21 +51,49 @@ class _Translate(Protocol):
     def __call__(self, err: BaseException, /, *, provider: str) -> ModelProviderError | None: ...
 
 
+class _ToRequest(Protocol):
+    def __call__(
+        self,
+        source: MessageSource,
+        /,
+        *,
+        model: str,
+        max_tokens: int,
+        system_prompt: str | None,
+        thinking_level: str | None,
+        tools: Sequence[Mapping[str, Any]],
+        stream: bool,
+        extra: Mapping[str, Any] | None,
+    ) -> JsonDict: ...
+
+
+ClientT = TypeVar("ClientT")
+"""The vendor SDK's async client class (``anthropic.AsyncAnthropic``, ``openai.AsyncOpenAI``)."""
+
+
 @dataclass(frozen=True)
 class SdkWire:
     """
-    What one SDK client class differs in besides its request body: where the SDK sends it, and the
+    What one SDK client class differs in: its SDK client, where the SDK sends a request, and the
     converters of that wire.
 
     Attributes:
+        provider: The ``provider`` a client records on replies unless it is given another
+            (``"anthropic"``, ``"openai"``).
+        new_client: Builds the SDK client from ``base_url`` and ``api_key`` (the SDK's client class,
+            ``anthropic.AsyncAnthropic``, ...).
         endpoint: Dotted path of the SDK resource under ``client`` whose ``create`` sends a request
             (``"messages"``, ``"chat.completions"``, ``"responses"``).
+        to_request: Builds the request body (``to_anthropic_request``, ...).
         accumulator: Makes a fresh stream accumulator (``AnthropicStream``, ...).
         from_reply: Converts a non-streamed reply (``from_anthropic_message``, ...).
         translate: The ``ModelProviderError`` for an SDK error, ``None`` for anything else.
     """
 
+    provider: str
+    new_client: Callable[..., Any]
     endpoint: str
+    to_request: _ToRequest
     accumulator: Callable[[], _Accumulator]
     from_reply: _FromReply
     translate: _Translate
@@ -148,12 +176,13 @@ def resolve_model(requested: str | None, default: str, provider: str) -> str:
     return requested[len(prefix) :] if requested.startswith(prefix) else requested
 
 
-class SdkModelClient(abc.ABC):
+class SdkModelClient(abc.ABC, Generic[ClientT]):
     """
     Base of the bundled :class:`~sessionkeeper.ModelClient` implementations.
 
-    Subclasses give the SDK ``client``, the request body (:meth:`build_body`) and an :class:`SdkWire`
-    (SDK endpoint, stream accumulator, final-reply converter, error translation).
+    Subclasses give an :class:`SdkWire` (default provider, SDK client class and endpoint, request
+    converter, stream accumulator, final-reply converter, error translation) and, when their wire takes
+    options of its own, :meth:`_body_options`.
     Behaviour (``_model_client.py``):
 
     * ``request.abort`` set before the call: no request is sent; set during it: the request or stream is
@@ -167,31 +196,68 @@ class SdkModelClient(abc.ABC):
 
     api: str = ""
     _wire: ClassVar[SdkWire]
-    client: Any
-    """The vendor SDK's async client (a subclass narrows the type)."""
 
     def __init__(
         self,
-        *,
         model: str,
-        provider: str,
+        *,
+        client: ClientT | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        provider: str | None = None,
         stream: bool = True,
         on_text: TextCallback | None = None,
         extra_body: Mapping[str, Any] | None = None,
     ) -> None:
+        """
+        Args:
+            model: Default model id (``request.model`` wins; a leading ``"<provider>/"`` is removed).
+            client: The SDK's async client to use; default: one built from ``base_url`` and ``api_key``
+                (the SDK reads its own environment variables for those left ``None``).
+            base_url: Server URL.
+            api_key: API key.
+            provider: ``provider`` recorded on replies; default: the wire's (``"anthropic"``,
+                ``"openai"``).
+            stream: Stream the reply; ``False`` sends one request.
+            on_text: Called with each delivered text piece of a streamed reply, after
+                :class:`~sessionkeeper.SilentReplyStreamFilter` (a silent reply delivers nothing).
+            extra_body: Extra top-level request fields, merged last (``temperature``, ...).
+        """
         self.model = model
-        self.provider = provider
+        self.provider: str = provider if provider is not None else self._wire.provider
         self.stream = stream
         self.on_text = on_text
         self.extra_body: dict[str, Any] = dict(extra_body or {})
+        self.client: ClientT = (
+            client if client is not None else self._wire.new_client(base_url=base_url, api_key=api_key)
+        )
+        """The vendor SDK's async client."""
 
-    # ------------------------------------------------------------------ provided by subclasses
+    # ------------------------------------------------------------------ the request body
 
-    @abc.abstractmethod
     def build_body(
         self, request: ModelRequest, *, model: str, tools: Sequence[Mapping[str, Any]], stream: bool
     ) -> dict[str, Any]:
-        """The request body for ``request`` (a subclass calls its converter)."""
+        """
+        The request body for ``request``: the wire's ``to_*_request`` converter given the request's
+        messages, system prompt, ``max_tokens`` and thinking level, ``tools``, ``stream``, the client's
+        wire options and ``extra_body``.
+        """
+        return self._wire.to_request(
+            request.messages,
+            model=model,
+            max_tokens=request.max_tokens,
+            system_prompt=request.system_prompt,
+            thinking_level=request.thinking_level,
+            tools=tools,
+            stream=stream,
+            extra=self.extra_body,
+            **self._body_options(),
+        )
+
+    def _body_options(self) -> dict[str, Any]:
+        """Keyword arguments of this wire's converter beyond the shared ones (none by default)."""
+        return {}
 
     # ------------------------------------------------------------------ from the wire
 

@@ -11,7 +11,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol, TypeAlias
+from typing import Any, Final, Protocol, TypeAlias
 
 from sessionkeeper.records import (
     AgentMessage,
@@ -30,12 +30,16 @@ from sessionkeeper.transcript import (
 
 
 __all__ = (
+    "OPENAI_EFFORT",
     "MessageSource",
     "ToolCallIdMap",
     "ToolImages",
     "as_dict",
+    "finish_body",
+    "openai_messages",
     "prepare_messages",
     "source_messages",
+    "wire_tool_call",
 )
 
 JsonDict: TypeAlias = dict[str, Any]
@@ -45,6 +49,15 @@ NO_RESULT_TEXT = "No result provided"
 
 TOOL_IMAGES_TEXT = "Attached image(s) from tool result:"
 """Lead text of the user message that carries a tool result's images on OpenAI wires (pi-ai's wording)."""
+
+OPENAI_EFFORT: Final[Mapping[str, str]] = {
+    "minimal": "minimal",
+    "low": "low",
+    "medium": "medium",
+    "high": "high",
+    "xhigh": "high",
+}
+"""OpenAI's reasoning effort per pi thinking level, on both OpenAI wires (``xhigh`` is sent as ``high``)."""
 
 
 class ToolImages:
@@ -80,6 +93,71 @@ class ToolImages:
             parts.extend(self._image_part(b) for b in self._pending)
             self._out.append({"role": "user", "content": parts})
             self._pending.clear()
+
+
+def openai_messages(
+    source: MessageSource,
+    out: list[JsonDict],
+    *,
+    text_type: str,
+    image_part: Callable[[ImageContent], JsonDict],
+    tool_result: Callable[[ToolResultMessage, str], JsonDict],
+    assistant: Callable[[AssistantMessage], Iterable[JsonDict]],
+) -> None:
+    """
+    Append the messages of ``source`` (after :func:`prepare_messages`) to ``out`` as both OpenAI wires lay
+    them out (pi-ai's rule).
+
+    A user message is ``{"role": "user", "content"}``: a string stays a string, text blocks become
+    ``{"type": text_type, "text"}`` parts and images ``image_part(block)``; a tool result is
+    ``tool_result(result, text)`` with its text only (:class:`ToolImages`: its images follow the run of
+    results as one user message); an assistant reply is the messages or items ``assistant`` returns.
+    """
+    images = ToolImages(out, text_type=text_type, image_part=image_part)
+    for message in prepare_messages(source):
+        if isinstance(message, ToolResultMessage):
+            out.append(tool_result(message, images.take(message)))
+            continue
+        images.flush()
+        if isinstance(message, UserMessage):
+            content: str | list[JsonDict] = (
+                message.content
+                if isinstance(message.content, str)
+                else [
+                    {"type": text_type, "text": b.text} if isinstance(b, TextContent) else image_part(b)
+                    for b in message.content
+                ]
+            )
+            out.append({"role": "user", "content": content})
+        elif isinstance(message, AssistantMessage):
+            out.extend(assistant(message))
+    images.flush()
+
+
+def finish_body(
+    body: JsonDict,
+    *,
+    tools: Sequence[Mapping[str, Any]],
+    stream_fields: Mapping[str, Any] | None,
+    extra: Mapping[str, Any] | None,
+) -> JsonDict:
+    """
+    ``body`` with the fields every wire ends its request body with, in this order: ``tools`` (copied)
+    when there are any, ``stream_fields`` (``{"stream": True}``, ...) when streaming, then ``extra``
+    merged last (it may replace any field).
+    """
+    if tools:
+        body["tools"] = [dict(t) for t in tools]
+    if stream_fields:
+        body.update(stream_fields)
+    if extra:
+        body.update(extra)
+    return body
+
+
+def wire_tool_call(call_id: object, name: object, arguments: object) -> ToolCall:
+    """A reply's tool call: ``call_id`` and ``name`` as strings (``""`` when absent), arguments decoded."""
+    return ToolCall(id=str(call_id or ""), name=str(name or ""), arguments=parse_arguments(arguments))
 
 
 class _HasMessages(Protocol):

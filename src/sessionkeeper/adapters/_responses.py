@@ -16,17 +16,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from sessionkeeper.adapters._common import (
+    OPENAI_EFFORT,
     JsonDict,
     MessageSource,
     ToolCallIdMap,
-    ToolImages,
     as_dict,
     dump_arguments,
+    finish_body,
     finish_reply,
     get_int,
-    parse_arguments,
-    prepare_messages,
+    openai_messages,
     stop_reason_for,
+    wire_tool_call,
 )
 from sessionkeeper.records import (
     AgentMessage,
@@ -55,13 +56,6 @@ RESPONSES_API: Final = "openai-responses"
 """The ``api`` value of replies converted here (pi's name for this wire)."""
 
 _NATIVE_APIS: Final = frozenset({"openai-responses", "azure-openai-responses", "openai-codex-responses"})
-_EFFORT: Final[Mapping[str, str]] = {
-    "minimal": "minimal",
-    "low": "low",
-    "medium": "medium",
-    "high": "high",
-    "xhigh": "high",
-}
 
 
 def _compact(value: object) -> str:
@@ -74,16 +68,6 @@ def _image_part(block: ImageContent) -> JsonDict:
         "detail": "auto",
         "image_url": f"data:{block.mime_type};base64,{block.data}",
     }
-
-
-def _user_item(content: str | Sequence[TextContent | ImageContent]) -> JsonDict:
-    if isinstance(content, str):
-        return {"role": "user", "content": content}
-    parts = [
-        {"type": "input_text", "text": b.text} if isinstance(b, TextContent) else _image_part(b)
-        for b in content
-    ]
-    return {"role": "user", "content": parts}
 
 
 def _reasoning_item(signature: object) -> JsonDict | None:
@@ -195,40 +179,27 @@ def to_responses_request(
     """
     ids = ToolCallIdMap(allowed="a-zA-Z0-9_-", max_length=64)
     items: list[JsonDict] = []
-    images = ToolImages(items, text_type="input_text", image_part=_image_part)
-    for message in prepare_messages(source):
-        if isinstance(message, ToolResultMessage):
-            text = images.take(message)
-            call_id, _ = _split_call_id(message.tool_call_id)
-            items.append(
-                {
-                    "type": "function_call_output",
-                    "call_id": ids(message.tool_call_id, part=call_id),
-                    "output": text,
-                }
-            )
-            continue
-        images.flush()
-        if isinstance(message, UserMessage):
-            items.append(_user_item(message.content))
-        elif isinstance(message, AssistantMessage):
-            items.extend(_assistant_items(message, ids))
-    images.flush()
+    openai_messages(
+        source,
+        items,
+        text_type="input_text",
+        image_part=_image_part,
+        tool_result=lambda result, text: {
+            "type": "function_call_output",
+            "call_id": ids(result.tool_call_id, part=_split_call_id(result.tool_call_id)[0]),
+            "output": text,
+        },
+        assistant=lambda message: _assistant_items(message, ids),
+    )
     body: JsonDict = {"model": model, "input": items}
     if system_prompt:
         body["instructions"] = system_prompt
     if max_tokens is not None:
         body["max_output_tokens"] = max_tokens
-    if thinking_level and thinking_level in _EFFORT:
-        body["reasoning"] = {"effort": _EFFORT[thinking_level], "summary": "auto"}
+    if thinking_level and thinking_level in OPENAI_EFFORT:
+        body["reasoning"] = {"effort": OPENAI_EFFORT[thinking_level], "summary": "auto"}
         body["include"] = ["reasoning.encrypted_content"]
-    if tools:
-        body["tools"] = [dict(t) for t in tools]
-    if stream:
-        body["stream"] = True
-    if extra:
-        body.update(extra)
-    return body
+    return finish_body(body, tools=tools, stream_fields={"stream": True} if stream else None, extra=extra)
 
 
 def responses_usage(raw: object) -> Usage:
@@ -269,13 +240,8 @@ def _content_from(output: Sequence[object]) -> list[AssistantContent]:
         elif kind == "function_call":
             call_id = str(item.get("call_id") or "")
             item_id = item.get("id")
-            content.append(
-                ToolCall(
-                    id=f"{call_id}|{item_id}" if isinstance(item_id, str) and item_id else call_id,
-                    name=str(item.get("name") or ""),
-                    arguments=parse_arguments(item.get("arguments")),
-                )
-            )
+            full_id = f"{call_id}|{item_id}" if isinstance(item_id, str) and item_id else call_id
+            content.append(wire_tool_call(full_id, item.get("name"), item.get("arguments")))
     return content
 
 
@@ -352,6 +318,16 @@ class ResponsesStream:
     def _item(self, raw: Mapping[str, Any]) -> JsonDict:
         return self._items.setdefault(int(raw.get("output_index", 0)), {})
 
+    def _add_text(self, raw: Mapping[str, Any], field: str, index_key: str, part_type: str) -> str:
+        """Append a text delta event to part ``raw[index_key]`` of its item's ``field`` list; the delta."""
+        parts = self._item(raw).setdefault(field, [])
+        index = int(raw.get(index_key, 0))
+        while len(parts) <= index:
+            parts.append({"type": part_type, "text": ""})
+        delta = str(raw.get("delta") or "")
+        parts[index]["text"] = str(parts[index].get("text") or "") + delta
+        return delta
+
     def feed(self, event: object) -> str:
         """Apply one event; return the text delta it carried (``""`` for none)."""
         raw = as_dict(event)
@@ -363,21 +339,9 @@ class ResponsesStream:
         ):
             self._items[int(raw.get("output_index", len(self._items)))] = json.loads(json.dumps(raw["item"]))
         elif kind == "response.output_text.delta":
-            item = self._item(raw)
-            parts = item.setdefault("content", [])
-            index = int(raw.get("content_index", 0))
-            while len(parts) <= index:
-                parts.append({"type": "output_text", "text": ""})
-            delta = str(raw.get("delta") or "")
-            parts[index]["text"] = str(parts[index].get("text") or "") + delta
-            return delta
+            return self._add_text(raw, "content", "content_index", "output_text")
         elif kind == "response.reasoning_summary_text.delta":
-            item = self._item(raw)
-            summary = item.setdefault("summary", [])
-            index = int(raw.get("summary_index", 0))
-            while len(summary) <= index:
-                summary.append({"type": "summary_text", "text": ""})
-            summary[index]["text"] = str(summary[index].get("text") or "") + str(raw.get("delta") or "")
+            self._add_text(raw, "summary", "summary_index", "summary_text")
         elif kind == "response.function_call_arguments.delta":
             item = self._item(raw)
             item["arguments"] = str(item.get("arguments") or "") + str(raw.get("delta") or "")

@@ -11,19 +11,17 @@ API errors (``is_context_overflow`` recognises Anthropic's ``prompt is too long`
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Mapping
 
 import anthropic
 
-from sessionkeeper import ModelRequest
 from sessionkeeper.adapters._anthropic import (
     ANTHROPIC_API,
     AnthropicStream,
     from_anthropic_message,
     to_anthropic_request,
 )
-from sessionkeeper.adapters._client import SdkModelClient, SdkWire, TextCallback
+from sessionkeeper.adapters._client import SdkModelClient, SdkWire
 from sessionkeeper.adapters._common import str_or_none
 from sessionkeeper.exceptions import ModelProviderError
 
@@ -53,7 +51,7 @@ def translate_anthropic_error(
     )
 
 
-class AnthropicModelClient(SdkModelClient):
+class AnthropicModelClient(SdkModelClient[anthropic.AsyncAnthropic]):
     """
     A ``ModelClient`` over ``client.messages.create`` (streamed by default).
 
@@ -63,7 +61,7 @@ class AnthropicModelClient(SdkModelClient):
             ``api_key`` (``ANTHROPIC_API_KEY`` / ``ANTHROPIC_BASE_URL`` when ``None``).
         base_url: Server URL (``http://host:port``, without ``/v1``).
         api_key: API key.
-        provider: ``provider`` recorded on replies (default ``"anthropic"``).
+        provider: ``provider`` recorded on replies (default ``None``: ``"anthropic"``).
         stream: Stream the reply; ``False`` sends one request.
         on_text: Called with each delivered text piece of a streamed reply, after
             :class:`~sessionkeeper.SilentReplyStreamFilter`.
@@ -71,38 +69,12 @@ class AnthropicModelClient(SdkModelClient):
     """
 
     api = ANTHROPIC_API
-    _wire = SdkWire("messages", AnthropicStream, from_anthropic_message, translate_anthropic_error)
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        client: anthropic.AsyncAnthropic | None = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        provider: str = "anthropic",
-        stream: bool = True,
-        on_text: TextCallback | None = None,
-        extra_body: Mapping[str, Any] | None = None,
-    ) -> None:
-        super().__init__(
-            model=model, provider=provider, stream=stream, on_text=on_text, extra_body=extra_body
-        )
-        self.client: anthropic.AsyncAnthropic = (
-            client if client is not None else anthropic.AsyncAnthropic(base_url=base_url, api_key=api_key)
-        )
-
-    def build_body(
-        self, request: ModelRequest, *, model: str, tools: Sequence[Mapping[str, Any]], stream: bool
-    ) -> dict[str, Any]:
-        """The Messages body for ``request`` (:func:`~sessionkeeper.adapters.to_anthropic_request`)."""
-        return to_anthropic_request(
-            request.messages,
-            model=model,
-            max_tokens=request.max_tokens,
-            system_prompt=request.system_prompt,
-            thinking_level=request.thinking_level,
-            tools=tools,
-            stream=stream,
-            extra=self.extra_body,
-        )
+    _wire = SdkWire(
+        provider="anthropic",
+        new_client=anthropic.AsyncAnthropic,
+        endpoint="messages",
+        to_request=to_anthropic_request,
+        accumulator=AnthropicStream,
+        from_reply=from_anthropic_message,
+        translate=translate_anthropic_error,
+    )

@@ -16,12 +16,11 @@ for an agent loop's ``after_turn``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import openai
 
-from sessionkeeper import ModelRequest
 from sessionkeeper.adapters._chat import (
     CHAT_COMPLETIONS_API,
     ChatCompletionsStream,
@@ -72,15 +71,7 @@ def translate_openai_error(err: BaseException, *, provider: str = "openai") -> M
     return None
 
 
-def _client(
-    client: openai.AsyncOpenAI | None, base_url: str | None, api_key: str | None
-) -> openai.AsyncOpenAI:
-    if client is not None:
-        return client
-    return openai.AsyncOpenAI(base_url=base_url, api_key=api_key)
-
-
-class OpenAIChatModelClient(SdkModelClient):
+class OpenAIChatModelClient(SdkModelClient[openai.AsyncOpenAI]):
     """
     A ``ModelClient`` over ``client.chat.completions.create`` (streamed by default).
 
@@ -90,7 +81,7 @@ class OpenAIChatModelClient(SdkModelClient):
             (``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` when ``None``).
         base_url: Server URL for OpenAI-compatible servers (``http://host:port/v1``).
         api_key: API key.
-        provider: ``provider`` recorded on replies (default ``"openai"``).
+        provider: ``provider`` recorded on replies (default ``None``: ``"openai"``).
         stream: Stream the reply (``stream_options.include_usage``); ``False`` sends one request.
         on_text: Called with each delivered text piece of a streamed reply, after
             :class:`~sessionkeeper.SilentReplyStreamFilter` (a silent reply delivers nothing).
@@ -102,7 +93,15 @@ class OpenAIChatModelClient(SdkModelClient):
     """
 
     api = CHAT_COMPLETIONS_API
-    _wire = SdkWire("chat.completions", ChatCompletionsStream, from_chat_completion, translate_openai_error)
+    _wire = SdkWire(
+        provider="openai",
+        new_client=openai.AsyncOpenAI,
+        endpoint="chat.completions",
+        to_request=to_chat_completions_request,
+        accumulator=ChatCompletionsStream,
+        from_reply=from_chat_completion,
+        translate=translate_openai_error,
+    )
 
     def __init__(
         self,
@@ -111,7 +110,7 @@ class OpenAIChatModelClient(SdkModelClient):
         client: openai.AsyncOpenAI | None = None,
         base_url: str | None = None,
         api_key: str | None = None,
-        provider: str = "openai",
+        provider: str | None = None,
         stream: bool = True,
         on_text: TextCallback | None = None,
         max_tokens_field: str = "max_completion_tokens",
@@ -120,33 +119,28 @@ class OpenAIChatModelClient(SdkModelClient):
         extra_body: Mapping[str, Any] | None = None,
     ) -> None:
         super().__init__(
-            model=model, provider=provider, stream=stream, on_text=on_text, extra_body=extra_body
+            model,
+            client=client,
+            base_url=base_url,
+            api_key=api_key,
+            provider=provider,
+            stream=stream,
+            on_text=on_text,
+            extra_body=extra_body,
         )
-        self.client: openai.AsyncOpenAI = _client(client, base_url, api_key)
         self.max_tokens_field = max_tokens_field
         self.system_role = system_role
         self.reasoning_field = reasoning_field
 
-    def build_body(
-        self, request: ModelRequest, *, model: str, tools: Sequence[Mapping[str, Any]], stream: bool
-    ) -> dict[str, Any]:
-        """The body for ``request`` (:func:`~sessionkeeper.adapters.to_chat_completions_request`)."""
-        return to_chat_completions_request(
-            request.messages,
-            model=model,
-            system_prompt=request.system_prompt,
-            max_tokens=request.max_tokens,
-            max_tokens_field=self.max_tokens_field,
-            system_role=self.system_role,
-            thinking_level=request.thinking_level,
-            reasoning_field=self.reasoning_field,
-            tools=tools,
-            stream=stream,
-            extra=self.extra_body,
-        )
+    def _body_options(self) -> dict[str, Any]:
+        return {
+            "max_tokens_field": self.max_tokens_field,
+            "system_role": self.system_role,
+            "reasoning_field": self.reasoning_field,
+        }
 
 
-class OpenAIResponsesModelClient(SdkModelClient):
+class OpenAIResponsesModelClient(SdkModelClient[openai.AsyncOpenAI]):
     """
     A ``ModelClient`` over ``client.responses.create`` (streamed by default).
 
@@ -155,7 +149,7 @@ class OpenAIResponsesModelClient(SdkModelClient):
         client: An ``openai.AsyncOpenAI`` to use; default: one built from ``base_url`` and ``api_key``.
         base_url: Server URL.
         api_key: API key.
-        provider: ``provider`` recorded on replies (default ``"openai"``).
+        provider: ``provider`` recorded on replies (default ``None``: ``"openai"``).
         stream: Stream the reply; ``False`` sends one request.
         on_text: Called with each delivered text piece of a streamed reply, after
             :class:`~sessionkeeper.SilentReplyStreamFilter`.
@@ -163,36 +157,12 @@ class OpenAIResponsesModelClient(SdkModelClient):
     """
 
     api = RESPONSES_API
-    _wire = SdkWire("responses", ResponsesStream, from_openai_response, translate_openai_error)
-
-    def __init__(
-        self,
-        model: str,
-        *,
-        client: openai.AsyncOpenAI | None = None,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        provider: str = "openai",
-        stream: bool = True,
-        on_text: TextCallback | None = None,
-        extra_body: Mapping[str, Any] | None = None,
-    ) -> None:
-        super().__init__(
-            model=model, provider=provider, stream=stream, on_text=on_text, extra_body=extra_body
-        )
-        self.client: openai.AsyncOpenAI = _client(client, base_url, api_key)
-
-    def build_body(
-        self, request: ModelRequest, *, model: str, tools: Sequence[Mapping[str, Any]], stream: bool
-    ) -> dict[str, Any]:
-        """The Responses body for ``request`` (:func:`~sessionkeeper.adapters.to_responses_request`)."""
-        return to_responses_request(
-            request.messages,
-            model=model,
-            system_prompt=request.system_prompt,
-            max_tokens=request.max_tokens,
-            thinking_level=request.thinking_level,
-            tools=tools,
-            stream=stream,
-            extra=self.extra_body,
-        )
+    _wire = SdkWire(
+        provider="openai",
+        new_client=openai.AsyncOpenAI,
+        endpoint="responses",
+        to_request=to_responses_request,
+        accumulator=ResponsesStream,
+        from_reply=from_openai_response,
+        translate=translate_openai_error,
+    )
