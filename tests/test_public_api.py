@@ -112,6 +112,9 @@ _KNOWN_UNEXPORTED = {
     "sessionkeeper.store._postgres_transcript_reads.PostgresTranscriptReads": (
         "base class of PostgresTranscriptStorage (store)"
     ),
+    "sessionkeeper.store._postgres_transcript_archives.PostgresTranscriptArchives": (
+        "base class of PostgresTranscriptStorage (store)"
+    ),
     "sessionkeeper.transcript.lock._registry.Held": "SessionWriteLock's constructor (transcript)",
     "sessionkeeper.transcript._appends.TranscriptAppends": "base class of TranscriptManager (transcript)",
     "sessionkeeper.transcript._storage_writer.StorageWriter": "TranscriptManager's constructor (transcript)",

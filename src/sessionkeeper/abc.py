@@ -13,7 +13,8 @@ checking agree with what the library accepts:
 - :class:`Clock`: wall-clock (ms since epoch) and monotonic time (seconds), and a way to sleep.
 - :class:`TranscriptStorage` and its :class:`WriterClaim`: where transcripts' lines live, by session id
   (pi JSONL files and memory ship; the contract is checked by ``sessionkeeper.testing.conformance``);
-  :class:`CompactionClaimStorage`: a storage that also coordinates compactions across writers.
+  :class:`CompactionClaimStorage`: a storage that also coordinates compactions across writers;
+  :class:`ArchivingTranscriptStorage`: one that archives a reset or removed session's transcript.
 
 Importing this module rewrites each protocol's ``__module__`` to ``"sessionkeeper.abc"`` so reprs, docs and
 error messages show the public path.
@@ -28,10 +29,16 @@ from sessionkeeper._model_client import ModelClient
 from sessionkeeper._tokens import TokenCounter
 from sessionkeeper.compaction._providers import CompactionProvider
 from sessionkeeper.store._backend import StoreBackend
-from sessionkeeper.transcript._storage import CompactionClaimStorage, TranscriptStorage, WriterClaim
+from sessionkeeper.transcript._storage import (
+    ArchivingTranscriptStorage,
+    CompactionClaimStorage,
+    TranscriptStorage,
+    WriterClaim,
+)
 
 
 __all__ = (
+    "ArchivingTranscriptStorage",
     "Clock",
     "CompactionClaimStorage",
     "CompactionProvider",

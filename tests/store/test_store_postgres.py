@@ -226,8 +226,13 @@ async def test_concurrent_first_starts_migrate_once(pg_schema: tuple[str, str]) 
         sql.Identifier(schema, "sk_migrations")
     )
     rows = _rows(dsn, query)
-    assert rows == [(1, "session entries"), (2, "maintenance columns"), (3, "transcripts")]
-    assert POSTGRES_SCHEMA_VERSION == 3
+    assert rows == [
+        (1, "session entries"),
+        (2, "maintenance columns"),
+        (3, "transcripts"),
+        (4, "transcript archives"),
+    ]
+    assert POSTGRES_SCHEMA_VERSION == 4
 
 
 async def test_a_schema_newer_than_the_library_is_refused(pg_schema: tuple[str, str]) -> None:

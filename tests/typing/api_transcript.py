@@ -8,9 +8,9 @@ from typing import assert_type
 import msgspec
 
 from sessionkeeper import SessionContext, TranscriptEntry, TranscriptManager, UserMessage
-from sessionkeeper.abc import TranscriptStorage, WriterClaim
+from sessionkeeper.abc import ArchivingTranscriptStorage, TranscriptStorage, WriterClaim
 from sessionkeeper.records import AgentMessage, AssistantMessage, MessageEntry, entry_from_line
-from sessionkeeper.transcript import MemoryTranscriptStorage, create_transcript_lines
+from sessionkeeper.transcript import MemoryTranscriptStorage, TranscriptArchive, create_transcript_lines
 
 
 async def transcript_calls(message: AgentMessage) -> None:
@@ -31,6 +31,11 @@ async def transcript_calls(message: AgentMessage) -> None:
     assert_type(transcript.path, Path | None)
     assert_type(transcript.storage, TranscriptStorage | None)
     assert_type(await MemoryTranscriptStorage().claim_compaction("s"), WriterClaim | None)
+    archiving: ArchivingTranscriptStorage = MemoryTranscriptStorage()
+    archived = await archiving.archive("s", reason="reset", now_ms=0)
+    assert_type(archived, TranscriptArchive | None)
+    assert_type(await archiving.list_archives(), list[TranscriptArchive])
+    assert_type(await archiving.delete_archive("s/reset/x"), bool)
 
 
 def context_fields(context: SessionContext) -> None:

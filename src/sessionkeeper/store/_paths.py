@@ -14,7 +14,6 @@ session's transcript.
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 import re
 from collections.abc import Mapping
@@ -25,6 +24,7 @@ from urllib.parse import quote
 from sessionkeeper._fs import check_safe_name
 from sessionkeeper.exceptions import UnsafePathError
 from sessionkeeper.store._entry_shape import is_valid_transcript_session_id
+from sessionkeeper.transcript import archive_stamp as transcript_archive_stamp
 
 
 __all__ = (
@@ -267,9 +267,7 @@ def archive_stamp(now_ms: int) -> str:
     ``Date.toISOString()`` with ``:`` replaced by ``-`` (the ``.`` before the milliseconds stays):
     ``2026-09-01T02-36-20.208Z``, as in the sample stores.
     """
-    when = _dt.datetime.fromtimestamp(now_ms / 1000, tz=_dt.UTC)
-    text = when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now_ms % 1000:03d}Z"
-    return text.replace(":", "-")
+    return transcript_archive_stamp(now_ms)
 
 
 def archive_name(path: Path, reason: ArchiveReason, now_ms: int) -> Path:

@@ -53,6 +53,12 @@ Schema (created and migrated by the library in ``schema``, default ``sessionkeep
         store_id text, session_id text, idem_key bytea,
         line_count bigint, byte_size bigint, generation bigint,
         PRIMARY KEY (store_id, session_id, idem_key), FOREIGN KEY ... ON DELETE CASCADE);
+    -- migration 4: archives (_postgres_transcript_archives); both foreign keys gain ON UPDATE CASCADE
+    ALTER TABLE sk_transcripts ADD COLUMN archived_at timestamptz,  -- NULL: live
+        ADD COLUMN archive_reason text,        -- "reset" or "deleted"
+        ADD COLUMN archived_from text;         -- the session id (session_id is now <id>/<reason>/<stamp>)
+    CREATE INDEX sk_transcripts_archived ON sk_transcripts (store_id, archived_at)
+        WHERE archived_at IS NOT NULL;
 """
 
 from __future__ import annotations
@@ -207,6 +213,36 @@ MIGRATIONS: Final[tuple[tuple[int, str, tuple[str, ...]], ...]] = (
                 PRIMARY KEY (store_id, session_id, idem_key),
                 FOREIGN KEY (store_id, session_id) REFERENCES {schema}.sk_transcripts ON DELETE CASCADE
             )
+            """,
+        ),
+    ),
+    (
+        4,
+        "transcript archives",
+        (
+            # an archive is its head row renamed <session id>/<reason>/<stamp> (no live id holds "/");
+            # the lines and idempotency keys follow the rename (ON UPDATE CASCADE)
+            """
+            ALTER TABLE {schema}.sk_transcripts
+                ADD COLUMN archived_at    timestamptz,
+                ADD COLUMN archive_reason text,
+                ADD COLUMN archived_from  text
+            """,
+            """
+            CREATE INDEX sk_transcripts_archived ON {schema}.sk_transcripts (store_id, archived_at)
+                WHERE archived_at IS NOT NULL
+            """,
+            """
+            ALTER TABLE {schema}.sk_transcript_lines
+                DROP CONSTRAINT sk_transcript_lines_store_id_session_id_fkey,
+                ADD CONSTRAINT sk_transcript_lines_store_id_session_id_fkey FOREIGN KEY (store_id, session_id)
+                    REFERENCES {schema}.sk_transcripts ON DELETE CASCADE ON UPDATE CASCADE
+            """,
+            """
+            ALTER TABLE {schema}.sk_transcript_keys
+                DROP CONSTRAINT sk_transcript_keys_store_id_session_id_fkey,
+                ADD CONSTRAINT sk_transcript_keys_store_id_session_id_fkey FOREIGN KEY (store_id, session_id)
+                    REFERENCES {schema}.sk_transcripts ON DELETE CASCADE ON UPDATE CASCADE
             """,
         ),
     ),

@@ -104,7 +104,10 @@ SQL: Final[dict[str, str]] = {
         " WHERE q.upto <= %s OR q.upto = octet_length(q.line) + 1) w ON true"
         " WHERE h.store_id = %s AND h.session_id = %s ORDER BY w.seq"
     ),
-    "list": 'SELECT session_id FROM {h} WHERE store_id = %s ORDER BY session_id COLLATE "C"',
+    "list": (
+        "SELECT session_id FROM {h} WHERE store_id = %s AND archived_at IS NULL"
+        ' ORDER BY session_id COLLATE "C"'
+    ),
     "delete": "DELETE FROM {h} WHERE store_id = %s AND session_id = %s",
     "sweep": (
         "WITH doomed AS (SELECT store_id, session_id FROM {h}"

@@ -46,6 +46,7 @@ from sessionkeeper.exceptions import (
 from sessionkeeper.store._postgres import CONFLICT_ATTEMPTS, PostgresStoreBackend
 from sessionkeeper.store._postgres_compaction_claims import claim_compaction
 from sessionkeeper.store._postgres_schema import busy_or_unreachable, one_line
+from sessionkeeper.store._postgres_transcript_archives import PostgresTranscriptArchives
 from sessionkeeper.store._postgres_transcript_parts import (
     MarkToken,
     PostgresClaim,
@@ -76,11 +77,12 @@ _FIRST_BATCH: Final = 16
 _MAX_BATCH: Final = 1024
 
 
-class PostgresTranscriptStorage(PostgresTranscriptReads):
+class PostgresTranscriptStorage(PostgresTranscriptReads, PostgresTranscriptArchives):
     """
     Transcripts in PostgreSQL; a :class:`~sessionkeeper.abc.TranscriptStorage` (module docstring: the
     tables and how marks, claims and idempotency keys are kept) and a
-    :class:`~sessionkeeper.abc.CompactionClaimStorage` (``_postgres_compaction_claims``).
+    :class:`~sessionkeeper.abc.CompactionClaimStorage` (``_postgres_compaction_claims``) and an
+    :class:`~sessionkeeper.abc.ArchivingTranscriptStorage` (``_postgres_transcript_archives``).
 
     Every instance on the same database, schema and store id (threads, processes, machines) shares the
     transcripts, their marks, claims and idempotency keys. Lines are stored as their exact bytes (``bytea``:

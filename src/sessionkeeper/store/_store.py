@@ -343,7 +343,9 @@ class SessionStore:
     async def delete(self, session_key: str, *, archive_transcript: bool = True) -> bool:
         """
         Remove an entry. Its transcript, when no other entry still uses its ``sessionId``, is archived as
-        ``<file>.deleted.<stamp>`` (OpenClaw ``deleteSessionEntryLifecycle``, §1.5).
+        ``<file>.deleted.<stamp>`` (OpenClaw ``deleteSessionEntryLifecycle``, §1.5); in a store without a
+        sessions directory it is deleted from :meth:`transcript_storage` (issue 13: a database store
+        removes its rows). ``archive_transcript=False`` leaves the transcript as it is.
 
         Returns:
             Whether the entry existed.
@@ -360,7 +362,11 @@ class SessionStore:
         With a sessions directory, the new transcript header ``{type:"session",version:3,id,timestamp,cwd}``
         is written (0600) *before* the store changes, then the old transcript is archived as
         ``<file>.reset.<stamp>``: when the header cannot be created (a link at the new name, an unsafe
-        id), the error propagates and the store is unchanged (issue 15).
+        id), the error propagates and the store is unchanged (issue 15). Without a sessions directory the
+        old transcript is archived in :meth:`transcript_storage` when it is an
+        :class:`~sessionkeeper.abc.ArchivingTranscriptStorage` (PostgreSQL, memory: it leaves the live
+        set, store maintenance's archive retention removes it later; issue 13), unless a live entry
+        still uses its session id.
 
         A refused ``sessionFile`` never blocks a reset (issue 15 item 1, deviation F1): when the entry's
         value (or its rewrite for the new id) is one :meth:`transcript_file` refuses, the new entry drops

@@ -19,6 +19,7 @@ from sessionkeeper.store._entry import SessionEntry
 from sessionkeeper.store._reset import SessionResolution
 from sessionkeeper.store._rollover import ReplayedIds
 from sessionkeeper.store._store_files import unlink_quietly, warn_refused_reset
+from sessionkeeper.transcript import ArchivingTranscriptStorage
 
 
 if TYPE_CHECKING:
@@ -46,7 +47,10 @@ async def delete_entry(store: SessionStore, session_key: str, *, archive_transcr
     if entry is None:
         return False
     if archive_transcript and isinstance(entry.session_id, str) and entry.session_id not in remaining_ids:
-        await store._archive_transcript(entry, "deleted")
+        if store.sessions_dir is not None:
+            await store._archive_transcript(entry, "deleted")
+        else:
+            await _delete_stored_transcript(store, entry.session_id)
     return True
 
 
@@ -91,6 +95,8 @@ async def reset_entry(store: SessionStore, session_key: str, *, cwd: str | None)
         warn_refused_reset(session_key, previous["entry"], refused, result)
     elif store.sessions_dir is not None:
         await store._archive_transcript(previous["entry"], "reset")
+    else:
+        await _archive_stored_transcript(store, previous["entry"])
     return result
 
 
@@ -158,6 +164,8 @@ async def resolve_entry(
             warn_refused_reset(session_key, previous, refused, result)
         elif store.sessions_dir is not None:
             await store._archive_transcript(previous, "reset")
+        else:
+            await _archive_stored_transcript(store, previous)
     _log.debug(
         "resolved %r: %s",
         session_key,
@@ -165,3 +173,37 @@ async def resolve_entry(
         extra={"session_key": session_key, "session_id": result.session_id, "reason": resolution.reason},
     )
     return result, resolution
+
+
+async def _delete_stored_transcript(store: SessionStore, session_id: str) -> None:
+    """Delete a removed session's transcript from the store's storage (no sessions directory; issue 13)."""
+    try:
+        await store.transcript_storage().delete(session_id)
+    except UnsafePathError as err:  # an id no storage holds: there is nothing to delete
+        _log.warning("transcript not deleted: %s", err, extra={"session_id": session_id, "reason": "deleted"})
+
+
+async def _archive_stored_transcript(store: SessionStore, previous: SessionEntry) -> None:
+    """
+    Archive a reset session's transcript in the store's storage (no sessions directory; issue 13), as
+    ``<file>.reset.<stamp>`` is for a file: only an :class:`ArchivingTranscriptStorage`, and not while a
+    live entry still uses its session id (a warning then, as for a file).
+    """
+    session_id = previous.session_id
+    storage = store.transcript_storage()
+    if not isinstance(session_id, str) or not isinstance(storage, ArchivingTranscriptStorage):
+        return
+    extra = {"session_id": session_id, "reason": "reset"}
+    for key, other in (await store.backend.load_all()).items():
+        if other.session_id == session_id:
+            _log.warning(
+                "transcript %s not archived: the live entry %r uses it",
+                session_id,
+                key,
+                extra={**extra, "session_key": key},
+            )
+            return
+    try:
+        await storage.archive(session_id, reason="reset", now_ms=store.clock.now_ms())
+    except (UnsafePathError, FileExistsError) as err:
+        _log.warning("transcript not archived: %s", err, extra=extra)

@@ -24,7 +24,7 @@ from sessionkeeper.exceptions import (
     UnsafePathError,
 )
 from sessionkeeper.testing._checks import ContractCheck, Expect, Factory, run_checks
-from sessionkeeper.transcript import StorageMark, TranscriptStorage
+from sessionkeeper.transcript import ArchivingTranscriptStorage, StorageMark, TranscriptStorage
 
 
 __all__ = (
@@ -338,6 +338,49 @@ async def _persistence(factory: StorageFactory, reopen: StorageFactory | None) -
     _expect.that(foreign == [_line("custom", 2)], "read_since() sees another instance's append")
 
 
+_ARCHIVED_AT: Final = 1_790_000_000_123  # ms since epoch
+
+
+async def _archives(factory: StorageFactory, reopen: StorageFactory | None) -> None:
+    s = await _expect.made(factory)
+    if not isinstance(s, ArchivingTranscriptStorage):
+        return  # an optional capability (ArchivingTranscriptStorage): nothing to check
+    lines = [_HEADER, _line("custom", 1)]
+    await s.create("s-1", lines)
+    await s.create("s-2", [_HEADER])
+    first = await s.archive("s-1", reason="reset", now_ms=_ARCHIVED_AT)
+    _expect.that(first is not None, "archive() of a present transcript returns the archive")
+    assert first is not None
+    _expect.that(
+        (first.session_id, first.reason, first.archived_at_ms) == ("s-1", "reset", _ARCHIVED_AT),
+        "the archive names its session id, reason and time",
+    )
+    _expect.that(first.size == sum(len(line) + 1 for line in lines), "an archive's size is its bytes")
+    await _expect.raises(TranscriptNotFoundError, "read of an archived transcript", lambda: s.read("s-1"))
+    _expect.that(await s.list_sessions() == ["s-2"], "an archived transcript is not listed")
+    _expect.that(await s.list_archives() == [first], "list_archives() gives the archive")
+    mark = await s.create("s-1", [_HEADER])
+    _expect.that(mark.lines == 1, "an archived id can be created again")
+    await _expect.raises(
+        FileExistsError,
+        "archive() over an archive of the same id, reason and time",
+        lambda: s.archive("s-1", reason="reset", now_ms=_ARCHIVED_AT),
+    )
+    _expect.that(len((await s.read("s-1"))[0]) == 1, "a refused archive() moves nothing")
+    second = await s.archive("s-1", reason="deleted", now_ms=_ARCHIVED_AT + 1000)
+    _expect.that(second is not None and second.reason == "deleted", "a second archive of one id")
+    _expect.that(await s.list_archives() == [first, second], "list_archives() lists oldest first")
+    _expect.that(await s.archive("nope", reason="reset", now_ms=_ARCHIVED_AT) is None, "archive() of none")
+    await _expect.raises(
+        UnsafePathError, "archive() of an unsafe id", lambda: s.archive("../x", reason="reset", now_ms=0)
+    )
+    _expect.that(not await s.delete_archive("s-2"), "delete_archive() of a live session's id does nothing")
+    _expect.that(await s.list_sessions() == ["s-2"], "delete_archive() never removes a live transcript")
+    _expect.that(await s.delete_archive(first.name), "delete_archive() of an archive returns True")
+    _expect.that(not await s.delete_archive(first.name), "delete_archive() of a removed archive: False")
+    _expect.that(await s.list_archives() == [second], "a deleted archive is not listed")
+
+
 @attrs.frozen(kw_only=True)
 class TranscriptStorageCheck(ContractCheck[TranscriptStorage]):
     """
@@ -380,6 +423,11 @@ TRANSCRIPT_STORAGE_CHECKS: tuple[TranscriptStorageCheck, ...] = (
     ),
     _Check(name="list_delete", doc="listing and deleting by session id", body=_list_delete),
     _Check(name="replaced", doc="marks of a re-created transcript are refused", body=_replaced),
+    _Check(
+        name="archives",
+        doc="an archived transcript leaves the live set and keeps its bytes (ArchivingTranscriptStorage)",
+        body=_archives,
+    ),
     _Check(
         name="concurrent_writers",
         doc="read-and-retry writers lose and duplicate nothing",

@@ -85,11 +85,15 @@ from sessionkeeper.transcript._load import find_orphan_tool_results as find_orph
 from sessionkeeper.transcript._manager import Durability, TranscriptManager
 from sessionkeeper.transcript._memory_storage import MemoryTranscriptStorage
 from sessionkeeper.transcript._storage import (
+    ArchiveReason,
+    ArchivingTranscriptStorage,
     CompactionClaimStorage,
     StorageMark,
+    TranscriptArchive,
     TranscriptStorage,
     WriterClaim,
 )
+from sessionkeeper.transcript._storage import archive_stamp as archive_stamp  # for storages, the store
 from sessionkeeper.transcript._storage import check_claim_timeout as check_claim_timeout  # for storages
 from sessionkeeper.transcript._storage import check_lines as check_lines
 from sessionkeeper.transcript._storage import check_session_id as check_session_id
@@ -143,6 +147,8 @@ __all__ = (
     "BRANCH_SUMMARY_SUFFIX",
     "COMPACTION_SUMMARY_PREFIX",
     "COMPACTION_SUMMARY_SUFFIX",
+    "ArchiveReason",
+    "ArchivingTranscriptStorage",
     "CompactionClaimStorage",
     "ContextEstimate",
     "ContextTokenEstimate",
@@ -164,6 +170,7 @@ __all__ = (
     "TailContext",
     "TailRepair",
     "TornTail",
+    "TranscriptArchive",
     "TranscriptDiagnostics",
     "TranscriptIndex",
     "TranscriptIndexCache",

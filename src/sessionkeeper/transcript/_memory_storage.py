@@ -22,8 +22,11 @@ from sessionkeeper.exceptions import (
     TranscriptNotFoundError,
 )
 from sessionkeeper.transcript._storage import (
+    ArchiveReason,
     StorageMark,
+    TranscriptArchive,
     WriterClaim,
+    archive_stamp,
     check_claim_timeout,
     check_lines,
     check_session_id,
@@ -109,8 +112,9 @@ class _MemoryCompactionClaim(_HeldClaim):
 class MemoryTranscriptStorage:
     """
     Transcripts held in memory, keyed by session id; a :class:`~sessionkeeper.abc.TranscriptStorage`
-    and a :class:`~sessionkeeper.abc.CompactionClaimStorage` (compaction claims shared by every task,
-    event loop and thread of the process).
+    a :class:`~sessionkeeper.abc.CompactionClaimStorage` (compaction claims shared by every task,
+    event loop and thread of the process) and an :class:`~sessionkeeper.abc.ArchivingTranscriptStorage`
+    (archives named ``<sessionId>/<reason>/<stamp>``, kept in memory until deleted).
 
     Shared by every task, event loop and thread of the process that holds it; gone with it. Marks carry
     a generation, so a transcript deleted and created again is told apart from the one a mark saw.
@@ -120,6 +124,7 @@ class MemoryTranscriptStorage:
     def __init__(self) -> None:
         """An empty storage."""
         self._logs: dict[str, _Log] = {}
+        self._archives: dict[str, tuple[TranscriptArchive, _Log]] = {}
         self._guard = threading.Lock()  # the dict and every log's lines
         self._claims: dict[str, ThreadSafeLock] = {}
         self._compacting: set[str] = set()  # session ids whose compaction claim is held
@@ -297,3 +302,42 @@ class MemoryTranscriptStorage:
         await anyio.lowlevel.checkpoint()
         with self._guard:
             return self._logs.pop(session_id, None) is not None
+
+    async def archive(
+        self, session_id: str, *, reason: ArchiveReason, now_ms: int
+    ) -> TranscriptArchive | None:
+        """
+        Move the transcript to the archives as ``<sessionId>/<reason>/<stamp>``
+        (``ArchivingTranscriptStorage``); ``None`` when there is none.
+
+        Raises:
+            FileExistsError: That archive name is taken (nothing moved).
+        """
+        check_session_id(session_id)
+        await anyio.lowlevel.checkpoint()
+        name = f"{session_id}/{reason}/{archive_stamp(now_ms)}"
+        with self._guard:
+            log = self._logs.get(session_id)
+            if log is None:
+                return None
+            if name in self._archives:
+                raise FileExistsError(f"archive exists: {self.location(name)}")
+            del self._logs[session_id]
+            archived = TranscriptArchive(
+                name=name, session_id=session_id, reason=reason, archived_at_ms=int(now_ms), size=log.size
+            )
+            self._archives[name] = (archived, log)
+            return archived
+
+    async def list_archives(self) -> list[TranscriptArchive]:
+        """The archives, oldest first (then by name)."""
+        await anyio.lowlevel.checkpoint()
+        with self._guard:
+            found = [archived for archived, _ in self._archives.values()]
+        return sorted(found, key=lambda a: (a.archived_at_ms, a.name))
+
+    async def delete_archive(self, name: str) -> bool:
+        """Remove the archive ``name``; ``False`` when there is none."""
+        await anyio.lowlevel.checkpoint()
+        with self._guard:
+            return self._archives.pop(name, None) is not None

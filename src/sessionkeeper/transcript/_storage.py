@@ -30,6 +30,12 @@ The contract, in the terms a database implements it with:
   the model once (DESIGN D10, ``compaction._flight``). It only saves model calls: a compaction lands
   with the mark-conditional append like any write, so two are never both landed from one snapshot
   whether or not a claim was held.
+- **Archives** (optional, :class:`ArchivingTranscriptStorage`; issue 13). The storage equivalent of
+  OpenClaw's ``<file>.reset.<stamp>`` / ``<file>.deleted.<stamp>`` renames (spec §1.5, §2.4): an
+  archived transcript leaves the live set (reads raise
+  :class:`~sessionkeeper.exceptions.TranscriptNotFoundError`, :meth:`TranscriptStorage.list_sessions`
+  omits it, a new transcript may be created under its id) and keeps its lines until retention removes
+  it (:meth:`ArchivingTranscriptStorage.delete_archive`; store maintenance, spec §2.4).
 
 Where callers could see two storages differ, the contract fixes one answer (each rule is a conformance
 check, named in brackets):
@@ -55,15 +61,27 @@ check, named in brackets):
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from typing import Final, Protocol, runtime_checkable
+from typing import Final, Literal, Protocol, runtime_checkable
 
 import attrs
 
 from sessionkeeper._fs import check_safe_name
 from sessionkeeper.exceptions import LockError, TranscriptFormatError, UnsafePathError
+from sessionkeeper.records import iso_from_ms
 
 
-__all__ = ("CompactionClaimStorage", "StorageMark", "TranscriptStorage", "WriterClaim")
+__all__ = (
+    "ArchiveReason",
+    "ArchivingTranscriptStorage",
+    "CompactionClaimStorage",
+    "StorageMark",
+    "TranscriptArchive",
+    "TranscriptStorage",
+    "WriterClaim",
+)
+
+ArchiveReason = Literal["reset", "deleted"]
+"""Why a transcript was archived: its session was reset, or its entry removed (spec §2.4)."""
 
 MAX_SESSION_ID_BYTES: Final = 200
 """
@@ -90,6 +108,14 @@ def check_session_id(session_id: str) -> str:
             value=session_id,
         )
     return session_id
+
+
+def archive_stamp(now_ms: int) -> str:
+    """
+    The stamp of archive names (OpenClaw ``formatSessionArchiveTimestamp``, spec §2.4):
+    ``Date.toISOString()`` with ``:`` replaced by ``-``, e.g. ``2026-09-01T02-36-20.208Z``.
+    """
+    return iso_from_ms(now_ms).replace(":", "-")
 
 
 def check_lines(lines: Sequence[bytes], *, location: str) -> list[bytes]:
@@ -290,4 +316,65 @@ class CompactionClaimStorage(Protocol):
         Raises:
             UnsafePathError: ``session_id`` is not a safe name.
         """
+        ...
+
+
+@attrs.frozen(kw_only=True)
+class TranscriptArchive:
+    """
+    One archived transcript (:class:`ArchivingTranscriptStorage`; OpenClaw spec §2.4).
+
+    Attributes:
+        name: The storage's name for it, unique in the storage (the file storage:
+            ``<sessionId>.jsonl.<reason>.<stamp>``, the file's name; memory and PostgreSQL:
+            ``<sessionId>/<reason>/<stamp>``, never a session id, which holds no ``/``).
+        session_id: The session id the transcript had.
+        reason: ``"reset"`` or ``"deleted"``.
+        archived_at_ms: When it was archived, ms since epoch (the file storage: the name's stamp, whole ms).
+        size: Its bytes, each line with its newline (the file's size).
+    """
+
+    name: str
+    session_id: str
+    reason: ArchiveReason
+    archived_at_ms: int
+    size: int
+
+
+@runtime_checkable
+class ArchivingTranscriptStorage(Protocol):
+    """
+    A :class:`TranscriptStorage` that can archive a transcript instead of deleting it (module docstring,
+    "Archives"): what a session reset (``<file>.reset.<stamp>``) and store maintenance
+    (``<file>.deleted.<stamp>``) do to a transcript file, for transcripts that are not files. All three
+    shipped storages are; ``sessionkeeper.testing.conformance`` checks it (``archives``).
+    """
+
+    async def archive(
+        self, session_id: str, *, reason: ArchiveReason, now_ms: int
+    ) -> TranscriptArchive | None:
+        """
+        Move the transcript out of the live set, keeping its lines (module docstring, "Archives").
+
+        Args:
+            session_id: The transcript.
+            reason: ``"reset"`` or ``"deleted"`` (which retention rule applies, spec §2.4).
+            now_ms: The archive's time stamp (ms since epoch; the store's clock).
+
+        Returns:
+            The archive, or ``None`` when there was no such transcript (nothing done).
+
+        Raises:
+            UnsafePathError: ``session_id`` is not a safe name.
+            FileExistsError: An archive of the same name exists (the same id, reason and millisecond);
+                nothing was moved.
+        """
+        ...
+
+    async def list_archives(self) -> list[TranscriptArchive]:
+        """Every archive of the storage, oldest first (then by name); reads no line."""
+        ...
+
+    async def delete_archive(self, name: str) -> bool:
+        """Remove the archive ``name`` (:attr:`TranscriptArchive.name`) and its lines; ``False`` if none."""
         ...

@@ -12,6 +12,7 @@ end in chunks.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Final, Literal
@@ -20,10 +21,15 @@ import anyio
 import anyio.to_thread
 
 from sessionkeeper._clock import SYSTEM_CLOCK, Clock
+from sessionkeeper._fs import fsync_dir
 from sessionkeeper.exceptions import LockNotHeldError, StaleTranscriptError, TranscriptChangedError
+from sessionkeeper.records import parse_iso_ms
 from sessionkeeper.transcript._storage import (
+    ArchiveReason,
     StorageMark,
+    TranscriptArchive,
     WriterClaim,
+    archive_stamp,
     check_claim_timeout,
     check_lines,
     check_session_id,
@@ -47,6 +53,10 @@ __all__ = ("FileTranscriptStorage",)
 
 SUFFIX: Final = ".jsonl"
 _CHUNK: Final = 64 << 10
+_ARCHIVE: Final = re.compile(
+    r"(?P<id>.+)\.jsonl\.(?P<reason>reset|deleted)\.(?P<date>\d{4}-\d{2}-\d{2})T(?P<time>\d{2}-\d{2}-\d{2}\.\d{3})Z"
+)
+"""``<sessionId>.jsonl.<reason>.<stamp>``: an archive this storage (or OpenClaw) wrote (spec §2.4)."""
 
 
 def _storage_mark(mark: FileMark) -> StorageMark:
@@ -98,7 +108,9 @@ class _ExactWrite(PendingWrite):
 
 class FileTranscriptStorage:
     """
-    pi JSONL transcripts ``<directory>/<sessionId>.jsonl``; a :class:`~sessionkeeper.abc.TranscriptStorage`.
+    pi JSONL transcripts ``<directory>/<sessionId>.jsonl``; a :class:`~sessionkeeper.abc.TranscriptStorage`
+    and an :class:`~sessionkeeper.abc.ArchivingTranscriptStorage` (an archive is the file renamed
+    ``<sessionId>.jsonl.<reason>.<stamp>``, as OpenClaw names it, spec §2.4).
 
     Args:
         directory: The sessions directory (created 0700 on the first create).
@@ -306,3 +318,90 @@ class FileTranscriptStorage:
         except FileNotFoundError:
             return False
         return True
+
+    async def archive(
+        self, session_id: str, *, reason: ArchiveReason, now_ms: int
+    ) -> TranscriptArchive | None:
+        """
+        Rename the file ``<sessionId>.jsonl.<reason>.<stamp>`` (``ArchivingTranscriptStorage``; never over
+        an existing file); ``None`` when there is no file.
+
+        Raises:
+            FileExistsError: The archive name is taken; nothing was renamed.
+        """
+        path = self.path_for(session_id)
+        name = f"{path.name}.{reason}.{archive_stamp(now_ms)}"
+        target = self.directory / name
+        self._keys = {key: value for key, value in self._keys.items() if key[0] != session_id}
+
+        def move() -> int | None:
+            try:
+                size = os.lstat(path).st_size
+            except FileNotFoundError:
+                return None
+            if os.path.lexists(target):
+                raise FileExistsError(f"archive exists: {target}")
+            try:
+                path.rename(target)
+            except FileNotFoundError:
+                return None
+            if self._fsync:
+                fsync_dir(self.directory)
+            return size
+
+        size = await anyio.to_thread.run_sync(move)
+        if size is None:
+            return None
+        return TranscriptArchive(
+            name=name, session_id=session_id, reason=reason, archived_at_ms=_stamp_ms(name), size=size
+        )
+
+    async def list_archives(self) -> list[TranscriptArchive]:
+        """The ``<sessionId>.jsonl.<reason>.<stamp>`` files of the directory, oldest first (then by name)."""
+
+        def scan() -> list[TranscriptArchive]:
+            found: list[TranscriptArchive] = []
+            try:
+                entries = list(os.scandir(self.directory))
+            except FileNotFoundError:
+                return found
+            for entry in entries:
+                match = _ARCHIVE.fullmatch(entry.name)
+                if match is None:
+                    continue
+                try:
+                    if not entry.is_file(follow_symlinks=False):
+                        continue
+                    size = entry.stat(follow_symlinks=False).st_size
+                except OSError:
+                    continue
+                reason: ArchiveReason = "reset" if match["reason"] == "reset" else "deleted"
+                found.append(
+                    TranscriptArchive(
+                        name=entry.name,
+                        session_id=match["id"],
+                        reason=reason,
+                        archived_at_ms=_stamp_ms(entry.name),
+                        size=size,
+                    )
+                )
+            return sorted(found, key=lambda a: (a.archived_at_ms, a.name))
+
+        return await anyio.to_thread.run_sync(scan)
+
+    async def delete_archive(self, name: str) -> bool:
+        """Remove the archive file ``name``; ``False`` when there is none or ``name`` is no archive's."""
+        if "/" in name or "\\" in name or "\0" in name or _ARCHIVE.fullmatch(name) is None:
+            return False
+        try:
+            await anyio.Path(self.directory / name).unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+
+def _stamp_ms(name: str) -> int:
+    """The time stamp of an archive name :data:`_ARCHIVE` matches, in ms since epoch."""
+    match = _ARCHIVE.fullmatch(name)
+    assert match is not None
+    return int(parse_iso_ms(f"{match['date']}T{match['time'].replace('-', ':')}Z"))
