@@ -28,15 +28,11 @@ every method raises :class:`~sessionkeeper.exceptions.StoreError`.
 from __future__ import annotations
 
 import asyncio
-import logging
-import random
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from sessionkeeper.exceptions import (
     ConfigError,
-    InvalidSessionEntryError,
-    SessionBusyError,
     StaleEntryError,
     StoreError,
     StoreUnavailableError,
@@ -49,13 +45,18 @@ from sessionkeeper.store._backend import (
     diff_entries,
 )
 from sessionkeeper.store._entry import SessionEntry
+from sessionkeeper.store._postgres_pool import (
+    CONFLICT_ATTEMPTS,
+    Unit,
+    check_idle_connection,
+    run_unit,
+)
 from sessionkeeper.store._postgres_schema import (
     MAX_STORE_ID_BYTES,
     POSTGRES_SCHEMA_VERSION,
     SCHEMA_NAME,
     RowValues,
     build_queries,
-    busy_or_unreachable,
     check_pg_key,
     migrate,
     probe,
@@ -82,21 +83,6 @@ __all__ = ("CONFLICT_ATTEMPTS", "POSTGRES_SCHEMA_VERSION", "PostgresStoreBackend
 T = TypeVar("T")
 R = TypeVar("R")
 
-_log = logging.getLogger("sessionkeeper.store")
-
-CONFLICT_ATTEMPTS: Final = 8
-"""
-How many times an operation runs when PostgreSQL rolls it back on a serialization failure (SQLSTATE
-``40001``, under ``SERIALIZABLE`` or ``REPEATABLE READ``, e.g. a server whose
-``default_transaction_isolation`` is ``serializable``) or a deadlock (``40P01``). Every operation of the
-backend is one transaction (or one statement) that such an error rolls back entirely, so each is safe to
-run again; :meth:`PostgresStoreBackend.update` and :meth:`~PostgresStoreBackend.transaction` then call
-their function again on the entries read anew (deviation ``DB-RETRY``).
-"""
-
-_CONFLICT_BACKOFF_S: Final = (0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.2)
-"""The pause before attempt 2 ... 8, each scaled by a random factor in [0.5, 1.5) (about 0.5 s in all)."""
-
 
 class _Retry(Exception):  # noqa: N818 - control flow: roll the transaction back and start again
     pass
@@ -118,8 +104,10 @@ class PostgresStoreBackend(RowsAlwaysLoad):
         pool: A ``psycopg_pool.AsyncConnectionPool`` to use instead of opening one (its connections must
             be in autocommit mode). Not closed by :meth:`aclose`.
         min_size / max_size: The size of the pool opened from ``dsn`` (default 1 and 10 connections). Its
-            connections are checked when taken (one round trip), so a connection the server closed (a
-            restart, an idle reaper) is replaced instead of failing the operation; they carry
+            connections are checked when taken (no round trip unless the server spoke while they were
+            idle: ``_postgres_pool``), so a connection the server closed (a restart, an idle reaper) is
+            replaced instead of failing the operation, and a read, or a write that had committed
+            nothing, whose connection is found dead runs again on another; they carry
             ``application_name`` ``sessionkeeper:<schema>:<store_id>``.
         connect_timeout_s: How long the first use waits for the server (default 10 s).
         lock_timeout_s: How long a write waits for a row lock or a connection before raising
@@ -231,7 +219,7 @@ class PostgresStoreBackend(RowsAlwaysLoad):
                 max_size=self._max_size,
                 kwargs={"autocommit": True, "application_name": self.application_name},
                 configure=self._configure,
-                check=AsyncConnectionPool.check_connection,  # a connection the server dropped is replaced
+                check=check_idle_connection,  # a connection the server dropped is replaced
                 open=False,
                 timeout=self.lock_timeout_s,
                 name=f"sessionkeeper:{self.schema}:{self.store_id}",
@@ -315,60 +303,32 @@ class PostgresStoreBackend(RowsAlwaysLoad):
     ) -> R:
         """
         Run ``body`` on a pooled connection in its turn (``turn``: the session key, ``None``: the whole
-        store; ``CallOrder``), mapping driver errors to ours.
+        store; ``CallOrder``), mapping driver errors to ours. A read whose connection is found dead runs
+        again on another; a write is taken as committing from its first statement (never run twice).
         """
+
+        async def unit_body(conn: AsyncConnection[TupleRow], unit: Unit) -> R:
+            unit.committing = write
+            return await body(conn)
+
+        return await self._run_unit(unit_body, write=write, turn=turn)
+
+    async def _run_unit(
+        self,
+        body: Callable[[AsyncConnection[TupleRow], Unit], Awaitable[R]],
+        *,
+        write: bool,
+        turn: str | None,
+    ) -> R:
+        """:meth:`_run` of a body that marks when it starts committing (``_postgres_pool.Unit``)."""
         if write and self.read_only:
             raise StoreError(f"session store {self.where} was opened read-only")
         require_asyncio("PostgresStoreBackend", "psycopg's async API")
         async with self._order.key(turn) if turn is not None else self._order.store():
-            return await self._run_now(body)
-
-    async def _run_now(self, body: Callable[[AsyncConnection[TupleRow]], Awaitable[R]]) -> R:
-        await self._ensure()
-        import psycopg  # noqa: PLC0415 - the optional extra, imported on first use
-        from psycopg import errors  # noqa: PLC0415 - the optional extra, imported on first use
-        from psycopg_pool import PoolTimeout  # noqa: PLC0415 - the optional extra, imported on first use
-
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                async with self._connection() as conn:
-                    return await body(conn)
-            except (errors.SerializationFailure, errors.DeadlockDetected) as err:
-                # rolled back entirely (every body is one transaction or one statement): run it again
-                sqlstate = err.sqlstate or "40001"
-                if attempt >= CONFLICT_ATTEMPTS:
-                    raise SessionBusyError(
-                        f"{self.where}: still rolled back by the server after {attempt} attempts "
-                        f"(SQLSTATE {sqlstate}: {err})",
-                        path=self.where,
-                        waited_ms=0,
-                    ) from err
-                pause = _CONFLICT_BACKOFF_S[attempt - 1] * (0.5 + random.random())  # jitter
-                _log.debug(
-                    "store operation rolled back (SQLSTATE %s), attempt %d of %d",
-                    sqlstate,
-                    attempt,
-                    CONFLICT_ATTEMPTS,
-                    extra={"where": self.where, "sqlstate": sqlstate, "attempt": attempt},
-                )
-                await asyncio.sleep(pause)
-            except PoolTimeout as err:  # every connection busy (SessionBusyError), or the server gone
-                busy = f"no connection to {self.where} within {self.lock_timeout_s} s: all busy ({err})"
-                raise await busy_or_unreachable(
-                    self.dsn, where=self.where, waited_s=self.lock_timeout_s, detail=busy
-                ) from err
-            except errors.LockNotAvailable as err:
-                raise SessionBusyError(
-                    f"a row of {self.where} stayed locked by another writer past {self.lock_timeout_s} s",
-                    path=self.where,
-                    waited_ms=self.lock_timeout_s * 1000,
-                ) from err
-            except (errors.ProgramLimitExceeded, errors.DataError) as err:  # class 54 / 22: for good
-                raise InvalidSessionEntryError(f"{self.where} refuses it ({err.sqlstate}): {err}") from err
-            except psycopg.OperationalError as err:
-                raise StoreUnavailableError(f"{self.where}: {err}") from err
+            pool = await self._ensure()
+            return await run_unit(
+                pool, body, where=self.where, dsn=self.dsn, lock_timeout_s=self.lock_timeout_s
+            )
 
     async def _rows(self, conn: AsyncConnection[TupleRow], name: str, *params: Any) -> list[TupleRow]:
         cur = await conn.execute(self._sql[name], params)
@@ -438,18 +398,20 @@ class PostgresStoreBackend(RowsAlwaysLoad):
         """
         check_pg_key(session_key)
 
-        async def body(conn: AsyncConnection[TupleRow]) -> SessionEntry | None:
+        async def body(conn: AsyncConnection[TupleRow], unit: Unit) -> SessionEntry | None:
             while True:
                 try:
-                    async with conn.transaction():
-                        return await self._update_locked(conn, session_key, fn)
+                    # pipeline mode: BEGIN goes with the locking read, the write with COMMIT (two round
+                    # trips, one transaction)
+                    async with conn.pipeline(), conn.transaction():
+                        return await self._update_locked(conn, session_key, fn, unit)
                 except _Retry:
                     continue
 
-        return await self._run(body, write=True, turn=session_key)
+        return await self._run_unit(body, write=True, turn=session_key)
 
     async def _update_locked(
-        self, conn: AsyncConnection[TupleRow], session_key: str, fn: EntryUpdater
+        self, conn: AsyncConnection[TupleRow], session_key: str, fn: EntryUpdater, unit: Unit
     ) -> SessionEntry | None:
         rows = await self._rows(conn, "get_locked", self.store_id, session_key)
         current = None if not rows else decode_entry_text(session_key, rows[0][0], where=self.where)
@@ -458,13 +420,15 @@ class PostgresStoreBackend(RowsAlwaysLoad):
             return current
         check_entry(session_key, new)
         row = RowValues.of(session_key, new)
+        unit.committing = True  # what follows is sent with the COMMIT
         if not rows:
             if not await self._insert(conn, session_key, row):
+                unit.committing = False  # rolled back: nothing written
                 raise _Retry  # created meanwhile by another writer: start again on its row
             return new
         old_text, revision = rows[0]
-        if old_text != row.text:
-            await self._cas(conn, session_key, row, revision)
+        if old_text != row.text:  # the row is locked: the swap cannot miss (its result is not read)
+            await conn.execute(self._sql["cas"], self._cas_params(session_key, row, revision))
         return new
 
     async def _insert(
@@ -484,17 +448,10 @@ class PostgresStoreBackend(RowsAlwaysLoad):
     async def _cas(
         self, conn: AsyncConnection[TupleRow], session_key: str, row: RowValues, revision: int
     ) -> list[TupleRow]:
-        return await self._rows(
-            conn,
-            "cas",
-            row.text,
-            row.jsonb,
-            *row.entry_columns,
-            row.text,
-            self.store_id,
-            session_key,
-            revision,
-        )
+        return await self._rows(conn, "cas", *self._cas_params(session_key, row, revision))
+
+    def _cas_params(self, session_key: str, row: RowValues, revision: int) -> tuple[Any, ...]:
+        return (row.text, row.jsonb, *row.entry_columns, row.text, self.store_id, session_key, revision)
 
     async def compare_and_swap(
         self, session_key: str, entry: SessionEntry, *, expected_revision: int | None

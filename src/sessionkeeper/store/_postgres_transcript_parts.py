@@ -44,6 +44,30 @@ _LINES_FROM_ARRAYS: Final = (
     "WITH ORDINALITY AS u(line, kind, entry, parent, ord)"
 )
 
+
+def _append(*, locked: bool) -> str:
+    """The append statement (``SQL["append"]``), under the advisory lock when ``locked``."""
+    lock = "lock AS MATERIALIZED (SELECT pg_advisory_xact_lock(hashtextextended(%(lock)s, 0))),"
+    lock = lock if locked else ""
+    return (
+        "WITH " + lock + " head AS ("
+        " UPDATE {h} SET line_count = line_count + %(lines)s, byte_size = byte_size + %(size)s,"
+        " updated_at = now(), expires_at = now() + %(ttl)s::interval"
+        " WHERE store_id = %(store)s AND session_id = %(session)s AND generation = %(generation)s"
+        " AND line_count = %(seen_lines)s AND byte_size = %(seen_size)s"
+        + (" AND EXISTS (SELECT FROM lock)" if locked else "")
+        + " AND NOT EXISTS (SELECT FROM {k} WHERE store_id = %(store)s AND session_id = %(session)s"
+        " AND idem_key = %(key)s::bytea)"
+        " RETURNING line_count, byte_size, generation),"
+        " ins AS (INSERT INTO {l} (store_id, session_id, seq, line, entry_type, entry_id, parent_id) "
+        + _LINES_FROM_ARRAYS
+        + "), keyed AS (INSERT INTO {k} (store_id, session_id, idem_key, line_count, byte_size, generation)"
+        " SELECT %(store)s, %(session)s, %(key)s::bytea, line_count, byte_size, generation FROM head"
+        " WHERE %(key)s::bytea IS NOT NULL)"
+        " SELECT line_count, byte_size, generation FROM head"
+    )
+
+
 SQL: Final[dict[str, str]] = {
     # one statement: the head row (a new generation) and every line; no row when it exists already
     "create": (
@@ -56,20 +80,12 @@ SQL: Final[dict[str, str]] = {
         + ") SELECT generation FROM head"
     ),
     # the compare-and-swap on the mark, then the lines and the idempotency key (only if it matched)
-    "append": (
-        "WITH head AS ("
-        " UPDATE {h} SET line_count = line_count + %(lines)s, byte_size = byte_size + %(size)s,"
-        " updated_at = now(), expires_at = now() + %(ttl)s::interval"
-        " WHERE store_id = %(store)s AND session_id = %(session)s AND generation = %(generation)s"
-        " AND line_count = %(seen_lines)s AND byte_size = %(seen_size)s"
-        " RETURNING line_count, byte_size, generation),"
-        " ins AS (INSERT INTO {l} (store_id, session_id, seq, line, entry_type, entry_id, parent_id) "
-        + _LINES_FROM_ARRAYS
-        + "), keyed AS (INSERT INTO {k} (store_id, session_id, idem_key, line_count, byte_size, generation)"
-        " SELECT %(store)s, %(session)s, %(key)s::bytea, line_count, byte_size, generation FROM head"
-        " WHERE %(key)s::bytea IS NOT NULL)"
-        " SELECT line_count, byte_size, generation FROM head"
-    ),
+    "append": _append(locked=False),
+    # the same, one statement in autocommit mode, after taking the transcript's advisory lock for its
+    # transaction (a one-time filter the planner runs before it reads the head row; a head row another
+    # writer changed while this one waited is re-checked on its latest version: READ COMMITTED's
+    # re-check of an updated row)
+    "append_locked": _append(locked=True),
     "head": "SELECT generation, line_count, byte_size FROM {h} WHERE store_id = %s AND session_id = %s",
     "key": (
         "SELECT line_count, byte_size, generation FROM {k}"
@@ -115,7 +131,6 @@ SQL: Final[dict[str, str]] = {
         " DELETE FROM {h} h USING doomed d WHERE h.store_id = d.store_id AND h.session_id = d.session_id"
         " RETURNING h.session_id"
     ),
-    "xact_lock": "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
     "lock": "SELECT pg_advisory_lock(hashtextextended(%s, 0))",
     "unlock": "SELECT pg_advisory_unlock(hashtextextended(%s, 0))",
     "set_lock_timeout": "SELECT set_config('lock_timeout', %s, true)",

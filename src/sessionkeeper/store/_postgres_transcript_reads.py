@@ -1,9 +1,9 @@
 """
 Reads of part of a transcript in PostgreSQL (issue 13: context rebuild and "last N" in O(live context)):
 the lines from a line number on, the last ``n`` lines, and the *live* lines: the header and every line
-from the kept entry of the latest compaction on the leaf's path. A mixin of
-:class:`~sessionkeeper.store.PostgresTranscriptStorage`; each read is one statement (one snapshot) on
-the primary key or the entry-id index, never the whole transcript.
+from the kept entry of the latest compaction on the leaf's path; the lines backwards and the listing.
+A mixin of :class:`~sessionkeeper.store.PostgresTranscriptStorage`; each read is one statement (one
+snapshot) on the primary key or the entry-id index, never the whole transcript.
 
 The live read walks the leaf's ``parentId`` chain up in SQL (a recursive query on the entry-id index,
 reading ids and types, no line) until a compaction entry, so it reads O(entries since that compaction),
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import attrs
 import msgspec
 
-from sessionkeeper.exceptions import TranscriptNotFoundError
+from sessionkeeper.exceptions import TranscriptChangedError, TranscriptNotFoundError
 from sessionkeeper.store._postgres_transcript_parts import FORWARD_PAGE_LINES, forward_batches, indexed_id
 from sessionkeeper.store._remote import storable_key
 from sessionkeeper.transcript import StorageMark
@@ -84,6 +84,9 @@ _READS: Final[dict[str, str]] = {
         " AND entry_id = %(entry)s AND seq > 0 AND seq <= %(before)s"
     ),
 }
+
+_FIRST_BATCH: Final = 16
+_MAX_BATCH: Final = 1024
 
 _MAX_DEPTH: Final = 1_000_000
 """A bound on the path walk (a cycle of parent ids ends it at once: ``CYCLE``)."""
@@ -253,3 +256,59 @@ class PostgresTranscriptReads:
         if not lines:  # a transcript without lines (not even a header)
             return LiveTranscriptLines(header=b"", start=1, lines=[], mark=mark)
         return LiveTranscriptLines(header=lines[0], start=max(start, 1), lines=lines[1:], mark=mark)
+
+    async def read_backwards(self, session_id: str) -> AsyncIterator[bytes]:
+        """
+        The lines from the last to the first, in batches by ``seq`` descending (16 lines, doubling up to
+        1024; a pool connection only while a batch is read), so reading k lines costs O(k).
+
+        Raises:
+            TranscriptNotFoundError: No such transcript (on the first iteration).
+            TranscriptChangedError: It was deleted or replaced while being read.
+        """
+        self._check_id(session_id)
+        below: int | None = None
+        generation: int | None = None
+        batch = _FIRST_BATCH
+        while below is None or below > 0:
+            args: tuple[object, ...]
+            if generation is None:
+                query, args = self._sql["tail_first"], (batch, self.store_id, session_id)
+            else:
+                query, args = self._sql["tail_more"], (self.store_id, session_id, generation, below, batch)
+
+            async def body(conn: AsyncConnection[Any], q: Any = query, a: Any = args) -> list[Any]:
+                cur = await conn.execute(q, a)
+                return await cur.fetchall()
+
+            rows = await self._run(session_id, body, write=False)
+            if generation is None:
+                if not rows:
+                    raise TranscriptNotFoundError(f"transcript not found: {self.location(session_id)}")
+                generation, below = int(rows[0][0]), int(rows[0][1])
+                found = [(row[2], row[3]) for row in rows if row[3] is not None]
+            else:
+                found = [(row[0], row[1]) for row in rows]
+                if not found:
+                    raise TranscriptChangedError(
+                        "the transcript was deleted or replaced while it was read backwards",
+                        path=self.location(session_id),
+                    )
+            for seq, line in found:
+                below = int(seq)
+                yield bytes(line)
+            if not found:
+                break
+            batch = min(batch * 2, _MAX_BATCH)
+
+    async def list_sessions(self) -> list[str]:
+        """The session ids of this store's transcripts, sorted by code point (head rows only, no lines)."""
+
+        async def body(conn: AsyncConnection[Any]) -> list[str]:
+            cur = await conn.execute(self._sql["list"], (self.store_id,))
+            return [row[0] for row in await cur.fetchall()]
+
+        try:
+            return await self._run("*", body, write=False)
+        except TranscriptNotFoundError:  # a read-only open before the tables exist: none
+            return []

@@ -18,8 +18,10 @@ How the contract is met (READ COMMITTED):
   store id and session id) held by one pool connection the claim keeps until released. Appends with the
   claim run on that connection, so the fence is the lock-holding session itself: if the connection died,
   the lock is gone and so is the claim (``held`` is ``False``; an append raises ``LockNotHeldError``).
-  An append without a claim takes ``pg_advisory_xact_lock`` on the same key for its transaction: it waits
-  while another writer holds the claim (up to the backend's ``lock_timeout_s``: ``SessionBusyError``).
+  An append without a claim is one statement in autocommit mode that first takes
+  ``pg_advisory_xact_lock`` on the same key for its transaction: it waits while another writer holds the
+  claim (up to the backend's ``lock_timeout_s``: ``SessionBusyError``), then swaps on the head row's
+  latest version (a stale mark is refused as above).
 - **Idempotency.** Keys are rows, so a retry through any instance, process or machine is answered.
 """
 
@@ -28,8 +30,8 @@ from __future__ import annotations
 import asyncio
 import datetime
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from sessionkeeper.exceptions import (
     ConfigError,
@@ -72,9 +74,6 @@ if TYPE_CHECKING:
 __all__ = ("PostgresTranscriptStorage",)
 
 R = TypeVar("R")
-
-_FIRST_BATCH: Final = 16
-_MAX_BATCH: Final = 1024
 
 
 class PostgresTranscriptStorage(PostgresTranscriptReads, PostgresTranscriptArchives):
@@ -227,7 +226,9 @@ class PostgresTranscriptStorage(PostgresTranscriptReads, PostgresTranscriptArchi
     ) -> R:
         """
         Run ``body`` in a pooled connection (or the claim's), mapping driver errors to ours. With a claim,
-        a broken connection before ``phase`` says ``"commit"`` (nothing committed) is a lost claim.
+        a broken connection before ``phase`` says ``"commit"`` (nothing committed) is a lost claim;
+        without one, a read, or a write before ``phase`` says ``"commit"``, whose pooled connection
+        is found dead runs again on another.
         """
         pool = await self._pool(write=write)
         import psycopg  # noqa: PLC0415 - the optional extra, imported on first use
@@ -236,12 +237,14 @@ class PostgresTranscriptStorage(PostgresTranscriptReads, PostgresTranscriptArchi
 
         where = self.location(session_id)
         for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            used: list[AsyncConnection[Any]] = []
             try:
                 if claim is not None:
                     async with claim.use:
                         claim.ensure_held()
                         return await body(claim.connection())
                 async with pool.connection() as conn:
+                    used.append(conn)
                     return await body(conn)
             except (errors.SerializationFailure, errors.DeadlockDetected) as err:
                 if attempt == CONFLICT_ATTEMPTS:
@@ -285,7 +288,10 @@ class PostgresTranscriptStorage(PostgresTranscriptReads, PostgresTranscriptArchi
                         path=where,
                         reason="lost",
                     ) from err
-                raise StoreUnavailableError(f"{where}: {err}") from err
+                uncommitted = not write or (phase is not None and phase[0] != "commit")
+                if not (used and used[0].broken and uncommitted and attempt < CONFLICT_ATTEMPTS):
+                    raise StoreUnavailableError(f"{where}: {err}") from err
+                # found dead before anything was committed (_postgres_pool): again on another connection
         raise AssertionError("unreachable")  # pragma: no cover
 
     # ------------------------------------------------------------------ the seam
@@ -370,11 +376,13 @@ class PostgresTranscriptStorage(PostgresTranscriptReads, PostgresTranscriptArchi
         """
         self._check_id(session_id)
         key = None if idempotency_key is None else idempotency_key.encode("utf-8", "surrogatepass")
-        if key is not None:
+        content = check_lines(lines, location=self.location(session_id))
+        if key is not None and (claim is not None or not content or not self._mine(mark)):
+            # a used key answers before the claim, an empty append or the mark is looked at (without
+            # a claim, the append statement itself checks the key: no round trip before it)
             first = await self._used_key(session_id, key)
             if first is not None:
                 return first
-        content = check_lines(lines, location=self.location(session_id))
         if not content:
             return mark
         held: PostgresClaim | None = None
@@ -411,22 +419,44 @@ class PostgresTranscriptStorage(PostgresTranscriptReads, PostgresTranscriptArchi
 
         phase = ["statements"]
 
-        async def body(conn: AsyncConnection[Any]) -> StorageMark:
-            async with conn.transaction():
-                if held is None:
-                    await conn.execute(self._sql["xact_lock"], (self.lock_name(session_id),))
-                found = None if key is None else await self._key_row(conn, session_id, key)
-                if found is None:
-                    cur = await conn.execute(self._sql["append"], params)
-                    row = await cur.fetchone()
-                    if row is None:
-                        cur = await conn.execute(self._sql["head"], (self.store_id, session_id))
-                        self._refuse(session_id, mark, generation, await cur.fetchone())
-                    found = self._mark(*row)
+        async def claimed(conn: AsyncConnection[Any]) -> StorageMark:
+            async with conn.transaction():  # a dead claim connection before COMMIT: nothing written
+                row = await (await conn.execute(self._sql["append"], params)).fetchone()
+                if row is None:
+                    return await self._not_appended(conn, session_id, mark, generation, key)
                 phase[0] = "commit"  # leaving the block commits: from here the outcome is unknown
-            return found
+            return self._mark(*row)
 
-        return await self._run(session_id, body, write=True, claim=held, phase=phase)
+        async def unclaimed(conn: AsyncConnection[Any]) -> StorageMark:
+            # one statement (autocommit): the advisory lock, the key check, the swap, the lines, the key
+            phase[0] = "commit"
+            row = await (await conn.execute(self._sql["append_locked"], params)).fetchone()
+            if row is None:
+                return await self._not_appended(conn, session_id, mark, generation, key)
+            return self._mark(*row)
+
+        if held is not None:
+            return await self._run(session_id, claimed, write=True, claim=held, phase=phase)
+        params["lock"] = self.lock_name(session_id)
+        return await self._run(session_id, unclaimed, write=True, phase=phase)
+
+    def _mine(self, mark: StorageMark) -> bool:
+        token = mark.token
+        return isinstance(token, MarkToken) and (token.schema, token.store_id) == (self.schema, self.store_id)
+
+    async def _not_appended(
+        self,
+        conn: AsyncConnection[Any],
+        session_id: str,
+        mark: StorageMark,
+        generation: int,
+        key: bytes | None,
+    ) -> StorageMark:
+        """Nothing landed: the first append's mark when ``key`` was used, else the refusal."""
+        if key is not None and (found := await self._key_row(conn, session_id, key)) is not None:
+            return found
+        cur = await conn.execute(self._sql["head"], (self.store_id, session_id))
+        return self._refuse(session_id, mark, generation, await cur.fetchone())
 
     def _refuse(self, session_id: str, mark: StorageMark, generation: int, head: Any) -> NoReturn:
         where = self.location(session_id)
@@ -453,50 +483,6 @@ class PostgresTranscriptStorage(PostgresTranscriptReads, PostgresTranscriptArchi
             return await self._key_row(conn, session_id, key)
 
         return await self._run(session_id, body, write=False)
-
-    async def read_backwards(self, session_id: str) -> AsyncIterator[bytes]:
-        """
-        The lines from the last to the first, in batches by ``seq`` descending (16 lines, doubling up to
-        1024; a pool connection only while a batch is read), so reading k lines costs O(k).
-
-        Raises:
-            TranscriptNotFoundError: No such transcript (on the first iteration).
-            TranscriptChangedError: It was deleted or replaced while being read.
-        """
-        self._check_id(session_id)
-        below: int | None = None
-        generation: int | None = None
-        batch = _FIRST_BATCH
-        while below is None or below > 0:
-            args: tuple[object, ...]
-            if generation is None:
-                query, args = self._sql["tail_first"], (batch, self.store_id, session_id)
-            else:
-                query, args = self._sql["tail_more"], (self.store_id, session_id, generation, below, batch)
-
-            async def body(conn: AsyncConnection[Any], q: Any = query, a: Any = args) -> list[Any]:
-                cur = await conn.execute(q, a)
-                return await cur.fetchall()
-
-            rows = await self._run(session_id, body, write=False)
-            if generation is None:
-                if not rows:
-                    raise TranscriptNotFoundError(f"transcript not found: {self.location(session_id)}")
-                generation, below = int(rows[0][0]), int(rows[0][1])
-                found = [(row[2], row[3]) for row in rows if row[3] is not None]
-            else:
-                found = [(row[0], row[1]) for row in rows]
-                if not found:
-                    raise TranscriptChangedError(
-                        "the transcript was deleted or replaced while it was read backwards",
-                        path=self.location(session_id),
-                    )
-            for seq, line in found:
-                below = int(seq)
-                yield bytes(line)
-            if not found:
-                break
-            batch = min(batch * 2, _MAX_BATCH)
 
     async def claim(self, session_id: str, *, timeout_ms: float | None = None) -> WriterClaim:
         """
@@ -545,18 +531,6 @@ class PostgresTranscriptStorage(PostgresTranscriptReads, PostgresTranscriptArchi
         return taken
 
     claim_compaction = claim_compaction  # CompactionClaimStorage: _postgres_compaction_claims
-
-    async def list_sessions(self) -> list[str]:
-        """The session ids of this store's transcripts, sorted by code point (head rows only, no lines)."""
-
-        async def body(conn: AsyncConnection[Any]) -> list[str]:
-            cur = await conn.execute(self._sql["list"], (self.store_id,))
-            return [row[0] for row in await cur.fetchall()]
-
-        try:
-            return await self._run("*", body, write=False)
-        except TranscriptNotFoundError:  # a read-only open before the tables exist: none
-            return []
 
     async def sweep_expired(self, *, batch_size: int = 500, max_batches: int | None = None) -> list[str]:
         """
