@@ -51,6 +51,7 @@ __all__ = (
     "parse_optional_str",
     "parse_positive_number",
     "parse_ratio",
+    "parse_ratio_text",
     "setting",
     "structure_settings",
 )
@@ -162,6 +163,21 @@ def parse_byte_size(value: object, *, default_unit: str = "b", key: str | None =
     return _round_half_up(float(match.group(1)) * _BYTE_UNITS[unit])
 
 
+def parse_ratio_text(value: str, *, key: str | None = None, example: float = 0.8) -> float:
+    """
+    The number a ratio string gives: ``"80%"`` is 0.8, ``"0.8"`` is 0.8 (not range-checked).
+
+    Raises:
+        ConfigError: Neither a number nor a percentage; the message suggests ``example``.
+    """
+    text = value.strip()
+    try:
+        return float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        hint = f"e.g. {example:g} or '{example * 100:g}%'"
+        raise ConfigError(f"invalid ratio {value!r} ({hint})", key=key) from None
+
+
 def parse_ratio(value: object, *, key: str | None = None) -> float:
     """
     Parse a ratio: a number in ``[0, 1]`` or a percentage string such as ``"80%"``.
@@ -172,11 +188,7 @@ def parse_ratio(value: object, *, key: str | None = None) -> float:
     if isinstance(value, bool):
         raise ConfigError(f"expected a ratio, got {value!r}", key=key)
     if isinstance(value, str):
-        text = value.strip()
-        try:
-            ratio = float(text[:-1]) / 100 if text.endswith("%") else float(text)
-        except ValueError:
-            raise ConfigError(f"invalid ratio {value!r} (e.g. 0.8 or '80%')", key=key) from None
+        ratio = parse_ratio_text(value, key=key)
     elif isinstance(value, int | float):
         ratio = float(value)
     else:

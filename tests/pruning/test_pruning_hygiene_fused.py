@@ -35,7 +35,7 @@ from sessionkeeper.pruning._fused import (
     survey,
     tail_checks,
 )
-from sessionkeeper.pruning._hygiene import _reference_steps
+from sessionkeeper.pruning._hygiene import _reference_steps, _StepArgs
 from sessionkeeper.pruning._responses import (
     downgrade_function_call_reasoning_pairs,
     downgrade_openai_reasoning,
@@ -193,7 +193,7 @@ def test_fused_pipeline_equals_the_reference_composition(
 ) -> None:
     if 0 <= unknown_at <= len(messages):  # now and then a context that is not plain
         messages = [*messages[:unknown_at], _UNKNOWN, *messages[unknown_at:]]
-    reference, synthetic = _reference_steps(messages, **kwargs)
+    reference, synthetic = _reference_steps(messages, _StepArgs(**kwargs))
     got = sanitize_replay_history(messages, **kwargs)
     assert _encoded(got.messages) == _encoded(reference)
     assert got.synthetic_results == tuple(synthetic)

@@ -100,28 +100,37 @@ def prune_reason(result: PruneResult, settings: PruningSettings, *, context_wind
         # Why hard clear did nothing: the setting that blocked it (the ratio it saw is the one after the
         # soft trims, which is chars_after when nothing was cleared).
         after = result.chars_after / (context_window * 4)
-        if after < settings.hard_clear_ratio:
-            return f"{done} (after soft trim at {after:.3f} < hardClearRatio {settings.hard_clear_ratio})"
-        if not settings.hard_clear.enabled:
-            return f"{done} (hard clear is disabled: hardClear.enabled)"
-        return (
-            f"{done} (at {after:.3f} >= hardClearRatio {settings.hard_clear_ratio} after soft trim, but the"
+        after_trim = {
+            "ratio": f"after soft trim at {after:.3f} < hardClearRatio {settings.hard_clear_ratio}",
+            "disabled": "hard clear is disabled: hardClear.enabled",
+            "size": f"at {after:.3f} >= hardClearRatio {settings.hard_clear_ratio} after soft trim, but the"
             f" prunable tool results weigh less than minPrunableToolChars {settings.min_prunable_tool_chars}"
-            " chars, or clearing would not shrink them)"
-        )
+            " chars, or clearing would not shrink them",
+        }
+        return f"{done} ({after_trim[_hard_clear_blocker(after, settings)]})"
     protected = f"older than the last {settings.keep_last_assistants} assistant messages"
     sentence = (
         f"{where} >= softTrimRatio {settings.soft_trim_ratio}, but no prunable tool result {protected} is"
         f" longer than softTrim.maxChars {settings.soft_trim.max_chars} (or trimming would not shrink it)"
     )
+    untrimmed = {
+        "ratio": f"hard clear starts at hardClearRatio {settings.hard_clear_ratio}",
+        "disabled": "hard clear is disabled",
+        "size": "hard clear needs prunable tool results of at least minPrunableToolChars"
+        f" {settings.min_prunable_tool_chars} chars",
+    }
+    return f"{sentence}; {untrimmed[_hard_clear_blocker(ratio, settings)]}"
+
+
+def _hard_clear_blocker(ratio: float, settings: PruningSettings) -> str:
+    """
+    What kept hard clear from running with the context at ``ratio`` of the window, in the pruner's order:
+    ``"ratio"`` (below ``hardClearRatio``), ``"disabled"`` (``hardClear.enabled`` off), else ``"size"``
+    (too few prunable chars, or clearing would not shrink them).
+    """
     if ratio < settings.hard_clear_ratio:
-        return f"{sentence}; hard clear starts at hardClearRatio {settings.hard_clear_ratio}"
-    if not settings.hard_clear.enabled:
-        return f"{sentence}; hard clear is disabled"
-    return (
-        f"{sentence}; hard clear needs prunable tool results of at least minPrunableToolChars"
-        f" {settings.min_prunable_tool_chars} chars"
-    )
+        return "ratio"
+    return "size" if settings.hard_clear.enabled else "disabled"
 
 
 _EPILOG = """\b

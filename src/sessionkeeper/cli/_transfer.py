@@ -19,8 +19,9 @@ source URL holding none of its sessions' transcripts without ``--transcripts-dir
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import click
@@ -34,6 +35,8 @@ from sessionkeeper.transcript import MemoryTranscriptStorage
 
 
 __all__ = ("COMMANDS", "export_command", "import_command")
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 _EXPORT_EPILOG = """\b
 Examples:
@@ -206,6 +209,28 @@ _TRANSCRIPTS_DIR = click.Path(path_type=Path, file_okay=False)
 _KEY_HELP = "Copy only this session key (repeatable; default: every session)."
 
 
+def _copy_options(*, target: str) -> Callable[[_F], _F]:
+    """
+    The options ``export`` and ``import`` share, in this order: ``--key``, ``--overwrite`` (its help names
+    ``target``), ``--dry-run``, ``--json``.
+    """
+    options = (
+        click.option("--key", "keys", multiple=True, help=_KEY_HELP),
+        click.option(
+            "--overwrite", is_flag=True, help=f"Replace a different entry or transcript in {target}."
+        ),
+        click.option("--dry-run", is_flag=True, help="Report what would be copied; write nothing."),
+        click.option("--json", "as_json", is_flag=True, help="Print the JSON report."),
+    )
+
+    def apply(command: _F) -> _F:
+        for option in reversed(options):  # as stacked decorators: the last listed is applied first
+            command = option(command)
+        return command
+
+    return apply
+
+
 @click.command("export", epilog=_EXPORT_EPILOG)
 @click.option(
     "--store",
@@ -229,10 +254,7 @@ _KEY_HELP = "Copy only this session key (repeatable; default: every session)."
     type=click.Path(path_type=Path, file_okay=False),
     help="The sessions directory to write (created when absent).",
 )
-@click.option("--key", "keys", multiple=True, help=_KEY_HELP)
-@click.option("--overwrite", is_flag=True, help="Replace a different entry or transcript in DIR.")
-@click.option("--dry-run", is_flag=True, help="Report what would be copied; write nothing.")
-@click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
+@_copy_options(target="DIR")
 def export_command(
     *,
     store_path: Path | str,
@@ -285,10 +307,7 @@ def export_command(
     default=None,
     help="With a store URL: the directory for the transcripts (needed where the database keeps none).",
 )
-@click.option("--key", "keys", multiple=True, help=_KEY_HELP)
-@click.option("--overwrite", is_flag=True, help="Replace a different entry or transcript in the store.")
-@click.option("--dry-run", is_flag=True, help="Report what would be copied; write nothing.")
-@click.option("--json", "as_json", is_flag=True, help="Print the JSON report.")
+@_copy_options(target="the store")
 def import_command(
     *,
     source_dir: Path,

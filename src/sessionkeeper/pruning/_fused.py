@@ -13,7 +13,7 @@ is the reference composition's (checked by a differential property test in
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -272,6 +272,25 @@ def rewrite_tool_call_ids(
         return messages
     used, occurrences, pending = resolver.used, resolver.call_occurrences, resolver.pending
     strict = mode == "strict" and not preserve_native_anthropic_ids
+
+    def call_id(block: ToolCall) -> str:
+        raw = block.id
+        if not raw:
+            return raw
+        if not strict or raw in occurrences:
+            return resolver.call(raw)
+        new_id = _sanitized_id(raw, "strict")[:_STRICT_MAX]
+        if new_id in used:
+            new_id = resolver._unique(raw)
+        occurrences[raw] = 1
+        used.add(new_id)
+        queue = pending.get(raw)
+        if queue is None:
+            pending[raw] = [new_id]
+        else:
+            queue.append(new_id)
+        return new_id
+
     out: list[AgentMessage] = []
     changed = False
     for index, message in enumerate(messages):
@@ -282,30 +301,9 @@ def rewrite_tool_call_ids(
                         resolver.preserve(block.id)
                 out.append(message)
                 continue
-            content: list[TextContent | ThinkingContent | ToolCall] | None = None
-            for position, block in enumerate(message.content):
-                if type(block) is not ToolCall or not block.id:
-                    continue
-                raw = block.id
-                if strict and raw not in occurrences:
-                    new_id = _sanitized_id(raw, "strict")[:_STRICT_MAX]
-                    if new_id in used:
-                        new_id = resolver._unique(raw)
-                    occurrences[raw] = 1
-                    used.add(new_id)
-                    queue = pending.get(raw)
-                    if queue is None:
-                        pending[raw] = [new_id]
-                    else:
-                        queue.append(new_id)
-                else:
-                    new_id = resolver.call(raw)
-                if new_id != raw:
-                    if content is None:
-                        content = list(message.content)
-                    content[position] = msgspec.structs.replace(block, id=new_id)
-            if content is not None:
-                out.append(msgspec.structs.replace(message, content=content))
+            replaced = _replace_call_ids(message, call_id)
+            if replaced is not None:
+                out.append(replaced)
                 changed = True
                 continue
         elif type(message) is ToolResultMessage and message.tool_call_id:
@@ -326,6 +324,22 @@ def rewrite_tool_call_ids(
                 continue
         out.append(message)
     return out if changed else messages
+
+
+def _replace_call_ids(
+    message: AssistantMessage, new_id: Callable[[ToolCall], str]
+) -> AssistantMessage | None:
+    """``message`` with each tool call's id replaced by ``new_id(call)``, in block order; ``None`` when
+    no id changed (nothing is copied then)."""
+    content: list[TextContent | ThinkingContent | ToolCall] | None = None
+    for position, block in enumerate(message.content):
+        if type(block) is ToolCall:
+            replacement = new_id(block)
+            if replacement != block.id:
+                if content is None:
+                    content = list(message.content)
+                content[position] = msgspec.structs.replace(block, id=replacement)
+    return None if content is None else msgspec.structs.replace(message, content=content)
 
 
 def repair_call_inputs(
@@ -386,16 +400,9 @@ def normalize_responses_ids(messages: Sequence[AgentMessage]) -> Sequence[AgentM
     changed = False
     for message in messages:
         if type(message) is AssistantMessage:
-            content: list[TextContent | ThinkingContent | ToolCall] | None = None
-            for position, block in enumerate(message.content):
-                if type(block) is ToolCall:
-                    new_id = resolve(block.id)
-                    if new_id != block.id:
-                        if content is None:
-                            content = list(message.content)
-                        content[position] = msgspec.structs.replace(block, id=new_id)
-            if content is not None:
-                out.append(msgspec.structs.replace(message, content=content))
+            replaced = _replace_call_ids(message, lambda block: resolve(block.id))
+            if replaced is not None:
+                out.append(replaced)
                 changed = True
                 continue
         elif type(message) is ToolResultMessage:

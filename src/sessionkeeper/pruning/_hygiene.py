@@ -274,30 +274,33 @@ def sanitize_replay_history(
     findings = check_tool_pairing(messages)
     base64_signatures = policy.sanitize_thought_signatures and not policy.preserve_signatures
     facts = survey(messages, thought_signatures=base64_signatures)
+    args = _StepArgs(
+        policy=policy,
+        timestamp_ms=timestamp_ms,
+        api=api,
+        provider=provider,
+        allowed_tool_names=allowed_tool_names,
+        model_changed=model_changed,
+    )
     if not facts.plain:
-        current, synthetic = _reference_steps(
-            messages,
-            policy=policy,
-            timestamp_ms=timestamp_ms,
-            api=api,
-            provider=provider,
-            allowed_tool_names=allowed_tool_names,
-            model_changed=model_changed,
-        )
+        current, synthetic = _reference_steps(messages, args)
     else:
-        current, synthetic = _fused_steps(
-            messages,
-            facts,
-            policy=policy,
-            timestamp_ms=timestamp_ms,
-            api=api,
-            provider=provider,
-            allowed_tool_names=allowed_tool_names,
-            model_changed=model_changed,
-        )
+        current, synthetic = _fused_steps(messages, facts, args)
     out = tuple(current)
     changed = len(out) != len(messages) or any(a is not b for a, b in zip(out, messages, strict=False))
     return HygieneResult(messages=out, findings=findings, synthetic_results=tuple(synthetic), changed=changed)
+
+
+@attrs.frozen(kw_only=True)
+class _StepArgs:
+    """What the steps read of :func:`sanitize_replay_history`'s arguments (documented there)."""
+
+    policy: ReplayPolicy
+    timestamp_ms: int
+    api: str | None
+    provider: str | None
+    allowed_tool_names: Iterable[str] | None
+    model_changed: bool
 
 
 def _owned_thinking(policy: ReplayPolicy, api: str | None, signed: bool) -> bool:
@@ -313,13 +316,7 @@ def _owned_thinking(policy: ReplayPolicy, api: str | None, signed: bool) -> bool
 def _fused_steps(
     messages: Sequence[AgentMessage],
     facts: Survey,
-    *,
-    policy: ReplayPolicy,
-    timestamp_ms: int,
-    api: str | None,
-    provider: str | None,
-    allowed_tool_names: Iterable[str] | None,
-    model_changed: bool,
+    args: _StepArgs,
 ) -> tuple[Sequence[AgentMessage], list[str]]:
     """
     :func:`_reference_steps` on a plain context (:func:`~sessionkeeper.pruning._fused.survey`).
@@ -327,63 +324,67 @@ def _fused_steps(
     Steps with nothing to do are skipped on the survey's word, steps that walk the list the same way
     run as one walk (:mod:`sessionkeeper.pruning._fused`); the result is the reference's.
     """
-    responses = is_openai_responses_api(api)
+    responses = is_openai_responses_api(args.api)
     current: Sequence[AgentMessage] = messages
     if facts.content_work:
         current = sanitize_content_blocks(
             normalize_replay_content(current),
-            preserve_signatures=policy.preserve_signatures,
-            base64_thought_signatures=policy.sanitize_thought_signatures,
+            preserve_signatures=args.policy.preserve_signatures,
+            base64_thought_signatures=args.policy.sanitize_thought_signatures,
         )
-    signed = _signed_thinking(provider)
-    if signed or policy.preserve_signatures:
+    signed = _signed_thinking(args.provider)
+    if signed or args.policy.preserve_signatures:
         current = strip_thinking_signatures(
             current,
             latest_compaction=facts.latest_compaction,
             preserve_latest_assistant=should_preserve_latest_assistant_thinking(current),
         )
-    current = _drop_thinking(current, policy)
-    owned_thinking = _owned_thinking(policy, api, signed)
+    current = _drop_thinking(current, args.policy)
+    owned_thinking = _owned_thinking(args.policy, args.api, signed)
     current = repair_call_inputs(
-        current, allowed_tool_names=allowed_tool_names, provider_owned_thinking_replay=owned_thinking
+        current, allowed_tool_names=args.allowed_tool_names, provider_owned_thinking_replay=owned_thinking
     )
     synthetic: list[str] = []
-    if responses and policy.repair_tool_use_result_pairing and not pairing_intact(current):
-        current, synthetic = _repair_pairing(current, synthetic, timestamp_ms=timestamp_ms, responses=True)
+    if responses and args.policy.repair_tool_use_result_pairing and not pairing_intact(current):
+        current, synthetic = _repair_pairing(
+            current, synthetic, timestamp_ms=args.timestamp_ms, responses=True
+        )
     if responses:
         if has_reasoning_items(current):
-            current = downgrade_openai_reasoning(current, drop_replayable=model_changed)
+            current = downgrade_openai_reasoning(current, drop_replayable=args.model_changed)
         current = normalize_responses_ids(current)
         if has_item_ids(current):
             current = downgrade_function_call_reasoning_pairs(current)
-    current = _tool_call_ids(rewrite_tool_call_ids, current, policy, owned_thinking, allowed_tool_names)
+    current = _tool_call_ids(
+        rewrite_tool_call_ids, current, args.policy, owned_thinking, args.allowed_tool_names
+    )
     checks: TailChecks | None = None
-    if not responses and policy.repair_tool_use_result_pairing:
+    if not responses and args.policy.repair_tool_use_result_pairing:
         checks = tail_checks(current)
         if not checks.pairing_intact:
             current, synthetic = _repair_pairing(
-                current, synthetic, timestamp_ms=timestamp_ms, responses=False
+                current, synthetic, timestamp_ms=args.timestamp_ms, responses=False
             )
             checks = None
     current = fill_usage_and_strip_details(current)
     if (  # repaired again after the provider step
-        responses and policy.repair_tool_use_result_pairing
+        responses and args.policy.repair_tool_use_result_pairing
     ):
         checks = tail_checks(current)
         if not checks.pairing_intact:
             current, synthetic = _repair_pairing(
-                current, synthetic, timestamp_ms=timestamp_ms, responses=True
+                current, synthetic, timestamp_ms=args.timestamp_ms, responses=True
             )
             checks = None
-    if policy.apply_google_turn_ordering:
-        current = sanitize_google_turn_ordering(current, timestamp_ms=timestamp_ms)
-    if policy.validate_gemini_turns or policy.validate_anthropic_turns:
+    if args.policy.apply_google_turn_ordering:
+        current = sanitize_google_turn_ordering(current, timestamp_ms=args.timestamp_ms)
+    if args.policy.validate_gemini_turns or args.policy.validate_anthropic_turns:
         if checks is None:
             checks = tail_checks(current)
-        if policy.validate_gemini_turns and checks.assistant_runs:
+        if args.policy.validate_gemini_turns and checks.assistant_runs:
             current = validate_gemini_turns(current)
             checks = tail_checks(current)
-        if policy.validate_anthropic_turns:
+        if args.policy.validate_anthropic_turns:
             if checks.assistant_runs:
                 current = validate_anthropic_turns(current)
             else:
@@ -396,13 +397,7 @@ def _fused_steps(
 
 def _reference_steps(
     messages: Sequence[AgentMessage],
-    *,
-    policy: ReplayPolicy,
-    timestamp_ms: int,
-    api: str | None,
-    provider: str | None,
-    allowed_tool_names: Iterable[str] | None,
-    model_changed: bool,
+    args: _StepArgs,
 ) -> tuple[Sequence[AgentMessage], list[str]]:
     """
     The steps of :func:`sanitize_replay_history` as a plain composition of the public passes.
@@ -410,43 +405,51 @@ def _reference_steps(
     Used for contexts that are not plain (unknown-shape messages, record subclasses) and, in the
     tests, as the reference the fused steps must equal.
     """
-    responses = is_openai_responses_api(api)
+    responses = is_openai_responses_api(args.api)
     current: Sequence[AgentMessage] = messages
     if has_unknown(messages):  # both steps only read or rewrite unknown-shape messages
         current = replay_view(annotate_inter_session_messages(messages))
     current = normalize_replay_content(current)
     current = sanitize_content_blocks(
         current,
-        preserve_signatures=policy.preserve_signatures,
-        base64_thought_signatures=policy.sanitize_thought_signatures,
+        preserve_signatures=args.policy.preserve_signatures,
+        base64_thought_signatures=args.policy.sanitize_thought_signatures,
     )
-    signed = _signed_thinking(provider)
-    if signed or policy.preserve_signatures:
+    signed = _signed_thinking(args.provider)
+    if signed or args.policy.preserve_signatures:
         preserve_latest = should_preserve_latest_assistant_thinking(current)
         current = strip_stale_thinking_signatures(current)
         current = strip_invalid_thinking_signatures(current, preserve_latest_assistant=preserve_latest)
-    current = _drop_thinking(current, policy)
-    owned_thinking = _owned_thinking(policy, api, signed)
+    current = _drop_thinking(current, args.policy)
+    owned_thinking = _owned_thinking(args.policy, args.api, signed)
     current = repair_tool_call_inputs(
-        current, allowed_tool_names=allowed_tool_names, provider_owned_thinking_replay=owned_thinking
+        current, allowed_tool_names=args.allowed_tool_names, provider_owned_thinking_replay=owned_thinking
     )
     synthetic: list[str] = []
-    if responses and policy.repair_tool_use_result_pairing:
-        current, synthetic = _repair_pairing(current, synthetic, timestamp_ms=timestamp_ms, responses=True)
+    if responses and args.policy.repair_tool_use_result_pairing:
+        current, synthetic = _repair_pairing(
+            current, synthetic, timestamp_ms=args.timestamp_ms, responses=True
+        )
     if responses:
-        current = downgrade_openai_reasoning(current, drop_replayable=model_changed)
+        current = downgrade_openai_reasoning(current, drop_replayable=args.model_changed)
         current = downgrade_function_call_reasoning_pairs(normalize_openai_responses_ids(current))
-    current = _tool_call_ids(sanitize_tool_call_ids, current, policy, owned_thinking, allowed_tool_names)
-    if not responses and policy.repair_tool_use_result_pairing:
-        current, synthetic = _repair_pairing(current, synthetic, timestamp_ms=timestamp_ms, responses=False)
+    current = _tool_call_ids(
+        sanitize_tool_call_ids, current, args.policy, owned_thinking, args.allowed_tool_names
+    )
+    if not responses and args.policy.repair_tool_use_result_pairing:
+        current, synthetic = _repair_pairing(
+            current, synthetic, timestamp_ms=args.timestamp_ms, responses=False
+        )
     current = ensure_usage_totals(strip_stale_usage(strip_tool_result_details(current)))
-    if responses and policy.repair_tool_use_result_pairing:  # repaired again after the provider step
-        current, synthetic = _repair_pairing(current, synthetic, timestamp_ms=timestamp_ms, responses=True)
-    if policy.apply_google_turn_ordering:
-        current = sanitize_google_turn_ordering(current, timestamp_ms=timestamp_ms)
-    if policy.validate_gemini_turns:
+    if responses and args.policy.repair_tool_use_result_pairing:  # repaired again after the provider step
+        current, synthetic = _repair_pairing(
+            current, synthetic, timestamp_ms=args.timestamp_ms, responses=True
+        )
+    if args.policy.apply_google_turn_ordering:
+        current = sanitize_google_turn_ordering(current, timestamp_ms=args.timestamp_ms)
+    if args.policy.validate_gemini_turns:
         current = validate_gemini_turns(current)
-    if policy.validate_anthropic_turns:
+    if args.policy.validate_anthropic_turns:
         current = validate_anthropic_turns(current)
     return current, synthetic
 

@@ -23,6 +23,7 @@ from sessionkeeper._config import (
     parse_bool,
     parse_duration_ms,
     parse_finite_number,
+    parse_ratio_text,
     setting,
     structure_settings,
 )
@@ -68,12 +69,7 @@ def _clamped_int(value: object, key: str) -> int:
 def _clamped_ratio(value: object, key: str) -> float:
     """``Math.min(1, Math.max(0, v))``; a ``"30%"`` string is accepted too."""
     if isinstance(value, str):
-        text = value.strip()
-        try:
-            number = float(text[:-1]) / 100 if text.endswith("%") else float(text)
-        except ValueError:
-            raise ConfigError(f"invalid ratio {value!r} (e.g. 0.3 or '30%')", key=key) from None
-        value = number
+        value = parse_ratio_text(value, key=key, example=0.3)
     return min(1.0, max(0.0, parse_finite_number(value, key)))
 
 
