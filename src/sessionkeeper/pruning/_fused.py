@@ -29,8 +29,7 @@ from sessionkeeper.pruning._tool_ids import (
     _sanitized_id,
 )
 from sessionkeeper.pruning._tool_repair import (
-    _replay_safe_thinking_calls,
-    _results_displaced,
+    keep_thinking_turn,
     pairing_intact,
     repair_tool_call_inputs,
     survey_calls,
@@ -368,15 +367,8 @@ def repair_call_inputs(
         if not has_call:
             continue
         if owned and has_thinking:
-            calls = _replay_safe_thinking_calls(message, allowed)
-            displaced = _results_displaced(messages, index)
-            if calls is None or not all(
-                c.id not in preserved and (not displaced or c.id not in prior) for c in calls
-            ):
+            if not keep_thinking_turn(messages, index, message, allowed, preserved=preserved, prior=prior):
                 break
-            for c in calls:
-                preserved.add(c.id)
-                prior.add(c.id)
             continue
         if not clean:
             break

@@ -9,7 +9,7 @@ anything, what the pairing repair would fix.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Literal
 
 import attrs
@@ -138,15 +138,7 @@ def check_tool_pairing(messages: Sequence[AgentMessage]) -> tuple[HygieneFinding
     valid_names: dict[str, bool] = {}
     for index, message in enumerate(messages):
         if isinstance(message, AssistantMessage):
-            for call_id, at in open_calls.items():
-                findings.append(
-                    HygieneFinding(
-                        kind="missing-tool-result",
-                        index=at,
-                        tool_call_id=call_id,
-                        detail=f"tool call {call_id!r} has no result before the next assistant turn",
-                    )
-                )
+            findings.extend(_missing_results(open_calls, " before the next assistant turn"))
             if open_calls:
                 open_calls = {}
             other_since_assistant = False
@@ -201,16 +193,19 @@ def check_tool_pairing(messages: Sequence[AgentMessage]) -> tuple[HygieneFinding
                 )
         else:
             other_since_assistant = True
-    for call_id, at in open_calls.items():
-        findings.append(
-            HygieneFinding(
-                kind="missing-tool-result",
-                index=at,
-                tool_call_id=call_id,
-                detail=f"tool call {call_id!r} has no result",
-            )
-        )
+    findings.extend(_missing_results(open_calls, ""))
     return tuple(sorted(findings, key=lambda f: f.index))
+
+
+def _missing_results(open_calls: Mapping[str, int], until: str) -> Iterator[HygieneFinding]:
+    """A ``missing-tool-result`` finding per unanswered call (id -> index of its turn), ``until`` where."""
+    for call_id, at in open_calls.items():
+        yield HygieneFinding(
+            kind="missing-tool-result",
+            index=at,
+            tool_call_id=call_id,
+            detail=f"tool call {call_id!r} has no result{until}",
+        )
 
 
 def sanitize_replay_history(

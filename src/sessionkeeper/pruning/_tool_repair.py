@@ -38,6 +38,7 @@ __all__ = (
     "PairingRepair",
     "is_allowed_tool_call_name",
     "is_synthetic_missing_tool_result",
+    "keep_thinking_turn",
     "make_missing_tool_result",
     "pairing_intact",
     "repair_tool_call_inputs",
@@ -116,6 +117,32 @@ def _results_displaced(messages: Sequence[AgentMessage], index: int) -> bool:
     return False
 
 
+def keep_thinking_turn(
+    messages: Sequence[AgentMessage],
+    index: int,
+    message: AssistantMessage,
+    allowed: tuple[str, ...] | None,
+    *,
+    preserved: set[str],
+    prior: set[str],
+) -> bool:
+    """
+    Whether the signed thinking turn ``message`` (at ``index``) is kept whole under provider-owned
+    thinking replay: its calls are replay-safe, none of their ids was kept before (``preserved``) and,
+    when its results are displaced, none was seen before (``prior``). A kept turn's ids join both sets.
+    """
+    calls = _replay_safe_thinking_calls(message, allowed)
+    if calls is None:
+        return False
+    displaced = _results_displaced(messages, index)
+    if not all(c.id not in preserved and (not displaced or c.id not in prior) for c in calls):
+        return False
+    for c in calls:
+        preserved.add(c.id)
+        prior.add(c.id)
+    return True
+
+
 def survey_calls(
     message: AssistantMessage, valid_names: dict[str, bool], allowed: tuple[str, ...] | None
 ) -> tuple[bool, bool, bool]:
@@ -180,14 +207,7 @@ def repair_tool_call_inputs(
             out.append(message)
             continue
         if provider_owned_thinking_replay and has_thinking:
-            calls = _replay_safe_thinking_calls(message, allowed)
-            displaced = _results_displaced(messages, index)
-            if calls is not None and all(
-                c.id not in preserved and (not displaced or c.id not in prior) for c in calls
-            ):
-                for c in calls:
-                    preserved.add(c.id)
-                    prior.add(c.id)
+            if keep_thinking_turn(messages, index, message, allowed, preserved=preserved, prior=prior):
                 out.append(message)
             else:
                 changed = True
