@@ -1,7 +1,9 @@
 """
 Store maintenance of a :class:`~sessionkeeper.store.PostgresStoreBackend` as set-based SQL (issue 13):
-the model-run, age (``pruneAfter``) and count (``maxEntries``) passes are one statement each, and only
-the rows they remove are read into Python, never every entry.
+the model-run, age (``pruneAfter``) and count (``maxEntries``) passes are one statement each, then the
+transcript passes on the same store's transcript rows (``_postgres_transcripts``: archive, archive
+retention, disk budget, unreferenced transcripts), and only the rows they act on are read into Python,
+never every entry.
 
 They select exactly what :func:`~sessionkeeper.store.plan_maintenance` selects on the same entries
 (OpenClaw spec §2.2-§2.3; DESIGN D6): each row carries the planner's own verdicts, computed in Python
@@ -13,9 +15,8 @@ model-run pass, as in the planner, spares the main session and the active set. T
 ``updatedAt`` descending, missing last, ties in insertion order (the planner's stable sort).
 
 Used by :func:`~sessionkeeper.store.run_maintenance` for a PostgreSQL store without a transcripts
-directory and without a disk budget (``maxDiskBytes``): with files to archive or a budget to measure the
-planner needs every entry, and the Python plan runs (through the backend's ``load_all`` /
-``transaction``).
+directory: with files to archive the planner needs every entry, and the Python plan runs (through the
+backend's ``load_all`` / ``transaction``).
 """
 
 from __future__ import annotations
@@ -26,8 +27,14 @@ from typing import TYPE_CHECKING, Any
 
 from sessionkeeper.store._entry import session_entry_to_dict
 from sessionkeeper.store._remote import decode_entry_text
+from sessionkeeper.store.maintenance._postgres_transcripts import (
+    TRANSCRIPT_QUERIES,
+    TranscriptOutcome,
+    transcript_passes,
+)
 from sessionkeeper.store.maintenance._report import (
     EntryRemoval,
+    FileAction,
     MaintenanceReport,
     RemovalReason,
     UnreferencedArtifactsReport,
@@ -98,8 +105,7 @@ async def postgres_entry_maintenance(
 
     Args:
         backend: The store (its schema at version 2 or later).
-        settings: ``maxEntries``, ``pruneAfter`` and the model-run retention are used;
-            ``maxDiskBytes`` must be ``None`` (the caller runs the Python plan otherwise).
+        settings: Every rule (the entry passes, archive retention, the disk budget in bytes of rows).
         now_ms: The time the rules are evaluated at (ms since epoch).
         active_keys: Keys that must survive (compared case-insensitively; D6).
         on_save: The automatic maintenance of a store write (the count rules wait for the high-water mark).
@@ -117,8 +123,12 @@ async def postgres_entry_maintenance(
     async def rows(conn: AsyncConnection[TupleRow], name: str, **extra: Any) -> list[TupleRow]:
         if not queries:  # the backend imports psycopg on its first use
             sql = backend._sql_module
-            table = sql.Identifier(backend.schema, "sk_sessions")
-            queries.update({key: sql.SQL(text).format(t=table) for key, text in _QUERIES.items()})
+            tables = {
+                "t": sql.Identifier(backend.schema, "sk_sessions"),
+                "h": sql.Identifier(backend.schema, "sk_transcripts"),
+            }
+            texts = {**_QUERIES, **TRANSCRIPT_QUERIES}
+            queries.update({key: sql.SQL(text).format(**tables) for key, text in texts.items()})
         cur = await conn.execute(queries[name], {**params, **extra})
         return await cur.fetchall()
 
@@ -164,9 +174,22 @@ async def postgres_entry_maintenance(
                         f"{preserved_count} protected or active entries exceed "
                         f"maxEntries={settings.max_entries}; the store stays above the cap"
                     )
+            # (4)-(7) the transcript rows of the same store (_postgres_transcripts)
+            outcome = await transcript_passes(
+                lambda name, **extra: rows(conn, name, **extra),
+                settings=settings,
+                now_ms=now_ms,
+                on_save=on_save,
+                removed=[r.key for r in removals],
+                evict=lambda key, text: removal(key, text, "evict-budget"),
+            )
+            removals.extend(outcome.evictions)
+            warnings.extend(outcome.warnings)
             keys = [key for (key,) in await rows(conn, "keys")]
             if apply and removals:
                 await rows(conn, "delete", removed=[r.key for r in removals])
+            if apply:
+                await outcome.apply(lambda name, **extra: rows(conn, name, **extra), store=backend.store_id)
             return _report(
                 settings,
                 now_ms=now_ms,
@@ -175,6 +198,7 @@ async def postgres_entry_maintenance(
                 removals=removals,
                 warnings=warnings,
                 on_save=on_save,
+                outcome=outcome,
             )
 
     report = await backend._run(body, write=apply, turn=None)
@@ -197,6 +221,7 @@ def _report(
     removals: list[EntryRemoval],
     warnings: list[str],
     on_save: bool,
+    outcome: TranscriptOutcome | None = None,
 ) -> MaintenanceReport:
     reasons = {r.key: r.reason for r in removals}
     unreferenced = (
@@ -206,6 +231,12 @@ def _report(
             scanned_files=0, removed_files=0, freed_bytes=0, older_than_ms=settings.prune_after_ms or 0
         )
     )
+    budget = None
+    file_actions: tuple[FileAction, ...] = ()
+    if outcome is not None:
+        unreferenced = outcome.unreferenced if outcome.unreferenced is not None else unreferenced
+        budget = outcome.disk_budget
+        file_actions = tuple(outcome.file_actions)
     return MaintenanceReport(
         mode=settings.mode,
         dry_run=False,
@@ -214,11 +245,11 @@ def _report(
         before_count=count,
         after_count=count - len(removals),
         removals=tuple(removals),
-        file_actions=(),
+        file_actions=file_actions,
         actions={key: reasons.get(key, "keep") for key in keys},
-        bytes_before=0,
-        bytes_after=0,
-        disk_budget=None,
+        bytes_before=budget.total_bytes_before if budget is not None else 0,
+        bytes_after=budget.total_bytes_after if budget is not None else 0,
+        disk_budget=budget,
         unreferenced_artifacts=unreferenced,
         warnings=tuple(dict.fromkeys(warnings)),
     )

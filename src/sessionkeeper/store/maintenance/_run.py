@@ -331,8 +331,10 @@ async def run_maintenance(
         store: A sessions directory, its ``sessions.json``, a :class:`SessionStore` (any backend: JSON,
             SQLite, memory, PostgreSQL, Redis; its ``sessions_dir`` holds the transcripts), or a
             :class:`~sessionkeeper.store.StoreBackend`. Without a directory (a store URL opened without
-            ``transcripts_dir``, a bare backend) only the entry passes run, through the backend's
-            ``load_all`` / ``transaction``: no file is listed, archived or deleted.
+            ``transcripts_dir``, a bare backend) no file is listed, archived or deleted: on PostgreSQL
+            every pass runs as set-based SQL on the entries and the store's transcript rows
+            (docs/postgres.md "Maintenance"); on other backends only the entry passes run, through the
+            backend's ``load_all`` / ``transaction``.
         settings: Maintenance settings; default :class:`MaintenanceSettings` (OpenClaw's defaults).
         mode: Overrides ``settings.mode``: ``"enforce"`` applies, ``"warn"`` only reports.
         dry_run: Plan and report; change nothing.
@@ -376,11 +378,8 @@ async def run_maintenance(
             await anyio.to_thread.run_sync(
                 functools.partial(_check_not_empty, target.store_file, read_only=read_only)
             )
-        if (
-            isinstance(backend, PostgresStoreBackend)
-            and target.sessions_dir is None
-            and settings.max_disk_bytes is None
-        ):  # no files to archive, no budget to measure: the entry passes as set-based SQL
+        if isinstance(backend, PostgresStoreBackend) and target.sessions_dir is None:
+            # no files: the entries and the store's transcript rows as set-based SQL
             report = await postgres_entry_maintenance(
                 backend, settings=settings, now_ms=now, active_keys=keys, on_save=on_save, apply=not read_only
             )
