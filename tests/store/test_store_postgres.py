@@ -231,8 +231,9 @@ async def test_concurrent_first_starts_migrate_once(pg_schema: tuple[str, str]) 
         (2, "maintenance columns"),
         (3, "transcripts"),
         (4, "transcript archives"),
+        (5, "entry expiry"),
     ]
-    assert POSTGRES_SCHEMA_VERSION == 4
+    assert POSTGRES_SCHEMA_VERSION == 5
 
 
 async def test_a_schema_newer_than_the_library_is_refused(pg_schema: tuple[str, str]) -> None:

@@ -16,6 +16,7 @@ from sessionkeeper.store import (
     InMemoryStoreBackend,
     JsonFileStoreBackend,
     LiveTranscriptLines,
+    PostgresStoreBackend,
     PostgresTranscriptStorage,
     SqliteStoreBackend,
     copy_sessions,
@@ -33,6 +34,12 @@ async def store_calls() -> None:
         assert_type(await store.require("agent:main:main"), SessionEntry)
         assert_type(await store.patch("agent:main:main"), SessionEntry)
         assert_type(await store.list(), list[tuple[str, SessionEntry]])
+
+
+async def postgres_store_calls() -> None:
+    async with PostgresStoreBackend("postgresql://db/agents", store_id="main", ttl_s=86400) as backend:
+        assert_type(backend.ttl_s, float | None)
+        assert_type(await backend.sweep_expired(batch_size=100, max_batches=2), list[str])
 
 
 async def postgres_transcript_calls() -> None:

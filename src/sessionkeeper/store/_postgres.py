@@ -28,6 +28,7 @@ every method raises :class:`~sessionkeeper.exceptions.StoreError`.
 from __future__ import annotations
 
 import asyncio
+import datetime
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
@@ -45,6 +46,7 @@ from sessionkeeper.store._backend import (
     diff_entries,
 )
 from sessionkeeper.store._entry import SessionEntry
+from sessionkeeper.store._postgres_expiry import sweep_expired_entries
 from sessionkeeper.store._postgres_pool import (
     CONFLICT_ATTEMPTS,
     Unit,
@@ -115,9 +117,13 @@ class PostgresStoreBackend(RowsAlwaysLoad):
         read_only: Never create or migrate anything: a schema without our tables reads as an empty store
             until another instance creates them (every read checks again while they are missing); writes
             raise :class:`~sessionkeeper.exceptions.StoreError`.
+        ttl_s: Retention: every write that changes an entry sets its ``expires_at`` to now + ``ttl_s``
+            seconds (the server's clock; ``None``, the default: never expires); :meth:`sweep_expired`
+            removes expired entries (``_postgres_expiry``; until then they read as usual).
 
     Raises:
-        ConfigError: Neither ``dsn`` nor ``pool``, or an invalid ``schema`` / ``store_id``.
+        ConfigError: Neither ``dsn`` nor ``pool``, an invalid ``schema`` / ``store_id``, or ``ttl_s`` not
+            positive.
 
     The methods raise:
 
@@ -143,9 +149,12 @@ class PostgresStoreBackend(RowsAlwaysLoad):
         connect_timeout_s: float = 10.0,
         lock_timeout_s: float = 10.0,
         read_only: bool = False,
+        ttl_s: float | None = None,
     ) -> None:
         if dsn is None and pool is None:
             raise ConfigError("PostgresStoreBackend needs dsn= or pool=")
+        if ttl_s is not None and not ttl_s > 0:
+            raise ConfigError(f"ttl_s must be a positive number of seconds, not {ttl_s!r}", key="ttl_s")
         if SCHEMA_NAME.fullmatch(schema) is None:
             raise ConfigError(
                 f"invalid schema name {schema!r} (1-63 characters: letters, digits, _)", key="schema"
@@ -156,6 +165,9 @@ class PostgresStoreBackend(RowsAlwaysLoad):
         self.store_id = store_id
         self.schema = schema
         self.read_only = read_only
+        self.ttl_s: float | None = ttl_s
+        """Time to live of an entry after each write that changes it, in seconds (``None``: kept)."""
+        self.ttl: datetime.timedelta | None = None if ttl_s is None else datetime.timedelta(seconds=ttl_s)
         self.connect_timeout_s = connect_timeout_s
         self.lock_timeout_s = lock_timeout_s
         self._min_size = min_size
@@ -443,6 +455,7 @@ class PostgresStoreBackend(RowsAlwaysLoad):
             row.jsonb,
             *row.entry_columns,
             *row.key_columns,
+            self.ttl,
         )
 
     async def _cas(
@@ -451,7 +464,16 @@ class PostgresStoreBackend(RowsAlwaysLoad):
         return await self._rows(conn, "cas", *self._cas_params(session_key, row, revision))
 
     def _cas_params(self, session_key: str, row: RowValues, revision: int) -> tuple[Any, ...]:
-        return (row.text, row.jsonb, *row.entry_columns, row.text, self.store_id, session_key, revision)
+        return (
+            row.text,
+            row.jsonb,
+            *row.entry_columns,
+            self.ttl,
+            row.text,
+            self.store_id,
+            session_key,
+            revision,
+        )
 
     async def compare_and_swap(
         self, session_key: str, entry: SessionEntry, *, expected_revision: int | None
@@ -547,6 +569,8 @@ class PostgresStoreBackend(RowsAlwaysLoad):
             elif not await self._insert(conn, key, row):
                 raise _Retry
         return result
+
+    sweep_expired = sweep_expired_entries  # entry retention (ttl_s): _postgres_expiry
 
     async def aclose(self) -> None:
         """Close the connection pool (unless it was given); the backend is unusable afterwards."""

@@ -53,6 +53,8 @@ Schema (created and migrated by the library in ``schema``, default ``sessionkeep
         store_id text, session_id text, idem_key bytea,
         line_count bigint, byte_size bigint, generation bigint,
         PRIMARY KEY (store_id, session_id, idem_key), FOREIGN KEY ... ON DELETE CASCADE);
+    -- migration 5: ALTER TABLE sk_sessions ADD COLUMN expires_at timestamptz (ttl_s; NULL: kept),
+    --   CREATE INDEX sk_sessions_expires ON sk_sessions (store_id, expires_at) WHERE expires_at IS NOT NULL
     -- migration 4: archives (_postgres_transcript_archives); both foreign keys gain ON UPDATE CASCADE
     ALTER TABLE sk_transcripts ADD COLUMN archived_at timestamptz,  -- NULL: live
         ADD COLUMN archive_reason text,        -- "reset" or "deleted"
@@ -246,6 +248,17 @@ MIGRATIONS: Final[tuple[tuple[int, str, tuple[str, ...]], ...]] = (
             """,
         ),
     ),
+    (
+        5,
+        "entry expiry",
+        (
+            "ALTER TABLE {schema}.sk_sessions ADD COLUMN expires_at timestamptz",
+            """
+            CREATE INDEX sk_sessions_expires ON {schema}.sk_sessions (store_id, expires_at)
+                WHERE expires_at IS NOT NULL
+            """,
+        ),
+    ),
 )
 
 POSTGRES_SCHEMA_VERSION: Final = MIGRATIONS[-1][0]
@@ -263,12 +276,13 @@ QUERIES: Final[dict[str, str]] = {
     ),
     "insert": (
         "INSERT INTO {t} (store_id, session_key, entry_text, entry, updated_at, is_protected, "
-        "key_folded, is_main, is_model_run) VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s) "
-        "ON CONFLICT (store_id, session_key) DO NOTHING RETURNING revision"
+        "key_folded, is_main, is_model_run, expires_at) VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s, "
+        "now() + %s::interval) ON CONFLICT (store_id, session_key) DO NOTHING RETURNING revision"
     ),
     "cas": (
         "UPDATE {t} SET entry_text = %s, entry = %s::jsonb, updated_at = %s, is_protected = %s, "
-        "modified_at = now(), revision = revision + CASE WHEN entry_text = %s THEN 0 ELSE 1 END "
+        "expires_at = now() + %s::interval, modified_at = now(), "
+        "revision = revision + CASE WHEN entry_text = %s THEN 0 ELSE 1 END "
         "WHERE store_id = %s AND session_key = %s AND revision = %s RETURNING revision"
     ),
     "delete": "DELETE FROM {t} WHERE store_id = %s AND session_key = %s",

@@ -86,16 +86,16 @@ class SessionStore:
         Where this store's transcripts live, by session id (issue 12: the store decides, so a runtime
         never builds paths): the ``transcripts`` given, else a
         :class:`~sessionkeeper.transcript.FileTranscriptStorage` on the sessions directory
-        (``<sessions dir>/<sessionId>.jsonl``, next to ``sessions.json``), else on a PostgreSQL backend a
-        :class:`PostgresTranscriptStorage` in its database (its pool, schema and store id), else one
-        :class:`~sessionkeeper.transcript.MemoryTranscriptStorage` for the life of this store
+        (``<sessions dir>/<sessionId>.jsonl``, next to ``sessions.json``), else on a PostgreSQL backend
+        a :class:`PostgresTranscriptStorage` in its database (its pool, schema, store id and ``ttl_s``),
+        else one :class:`~sessionkeeper.transcript.MemoryTranscriptStorage` for the life of this store
         (:meth:`in_memory`, Redis). The same object on every call.
         """
         if self._transcripts is None:
             if self.sessions_dir is not None:
                 self._transcripts = FileTranscriptStorage(self.sessions_dir, clock=self.clock)
             elif isinstance(self.backend, PostgresStoreBackend):
-                self._transcripts = PostgresTranscriptStorage(backend=self.backend)
+                self._transcripts = PostgresTranscriptStorage(backend=self.backend, ttl_s=self.backend.ttl_s)
             else:
                 self._transcripts = MemoryTranscriptStorage()
         return self._transcripts
