@@ -222,9 +222,11 @@ class _Span:
             self._recording = _Recording(span)
             self._token = _current.set(self._recording)
 
-    def finish(self, result: object) -> None:
+    def succeed(self, result: object) -> None:
+        """Record what the call returned (its outcome and counts) on the span, then end the span."""
         if self._recording is not None:
             _set(self._recording.span, self._result(result))
+        self.exit(None)
 
     def exit(self, error: BaseException | None) -> None:
         recording = self._recording
@@ -272,8 +274,7 @@ def traced(operation: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
                 except BaseException as err:
                     span.exit(err)
                     raise
-                span.finish(result)
-                span.exit(None)
+                span.succeed(result)
                 return result
 
             return cast(Callable[P, R], run_async)
@@ -287,8 +288,7 @@ def traced(operation: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
             except BaseException as err:
                 span.exit(err)
                 raise
-            span.finish(result)
-            span.exit(None)
+            span.succeed(result)
             return result
 
         return run
