@@ -134,6 +134,7 @@ class _CachingCounter:
         self._cache = _EntryCache(cache_size)
 
     def count_message(self, message: AgentMessage) -> int:  # pragma: no cover - overridden
+        """Tokens of ``message`` (each concrete counter gives its own rule)."""
         raise TypeError("subclasses implement count_message")
 
     def count_entry(self, entry_id: str, message: AgentMessage) -> int:

@@ -161,8 +161,12 @@ def wire_tool_call(call_id: object, name: object, arguments: object) -> ToolCall
 
 
 class _HasMessages(Protocol):
+    """Anything with ``.messages`` (a ``ModelCallPlan``, a ``SessionContext``)."""
+
     @property
-    def messages(self) -> Sequence[AgentMessage]: ...
+    def messages(self) -> Sequence[AgentMessage]:
+        """The messages, oldest first."""
+        ...
 
 
 MessageSource: TypeAlias = _HasMessages | Iterable[AgentMessage]

@@ -68,9 +68,11 @@ class _Group(click.Group):
     """
 
     def list_commands(self, ctx: click.Context) -> list[str]:
+        """Every subcommand name, loaded or not, sorted (what ``--help`` lists)."""
         return sorted({*_LAZY_COMMANDS, *self.commands})
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """The subcommand ``cmd_name``, its module imported on first use; ``None`` for an unknown name."""
         found = self.commands.get(cmd_name)
         if found is None and cmd_name in _LAZY_COMMANDS:
             module, attribute = _LAZY_COMMANDS[cmd_name]
@@ -84,12 +86,14 @@ class _Group(click.Group):
     def make_context(
         self, info_name: str | None, args: list[str], parent: click.Context | None = None, **extra: Any
     ) -> click.Context:
+        """click's context; a usage error of the group's own options exits 2 with one stderr line."""
         try:
             return super().make_context(info_name, args, parent, **extra)
         except click.UsageError as err:  # the group's own options
             _usage_error(err)
 
     def invoke(self, ctx: click.Context) -> Any:
+        """Run the subcommand: logging set up once, output escaping lone surrogates, errors as exit codes."""
         if isinstance(ctx.obj, _Entry):  # the ``sessionkeeper`` script (not a test's CliRunner): once per run
             _configure_logging()
         # Session keys and stored strings may hold lone surrogates (JavaScript writes them): print them as

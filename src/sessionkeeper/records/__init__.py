@@ -10,8 +10,9 @@ no other part of sessionkeeper. It holds
   :class:`SessionHeader`, ... spec §3-5),
 - the codec between JSON lines and records (:func:`entry_from_line`, :func:`entry_from_json`,
   :func:`encode_entry`, ...), which keeps unknown entry types, roles and fields byte for byte,
-- the JavaScript semantics the format is defined in (:func:`utf16_len`, :func:`js_json_stringify`,
-  :func:`js_number_to_string`, :func:`iso_from_ms`, :func:`parse_iso_ms`, :func:`js_date_ms`).
+- the JavaScript semantics the format is defined in (``utf16_len``, ``js_json_stringify``,
+  ``js_number_to_string``, ``iso_from_ms``, ``parse_iso_ms``, ``js_date_ms``: importable from here for the
+  other layers, internal).
 
 On-disk keys are pi's camelCase; record fields are their snake_case form.
 """
@@ -64,9 +65,7 @@ from sessionkeeper.records._jscompat import js_json_stringify as js_json_stringi
 from sessionkeeper.records._jscompat import js_number_to_string as js_number_to_string
 from sessionkeeper.records._jscompat import parse_iso_ms as parse_iso_ms
 from sessionkeeper.records._jscompat import slice_utf16_safe as slice_utf16_safe
-from sessionkeeper.records._jscompat import (
-    utf16_len,
-)
+from sessionkeeper.records._jscompat import utf16_len as utf16_len
 from sessionkeeper.records._messages import (
     AgentMessage,
     AssistantContent,
@@ -147,7 +146,6 @@ __all__ = (
     "key_to_json",
     "message_from_json",
     "message_to_builtins",
-    "utf16_len",
 )
 
 
