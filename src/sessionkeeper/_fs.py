@@ -16,16 +16,17 @@ These are synchronous: callers in async code run them through ``anyio.to_thread`
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 import filecmp
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from glob import escape as glob_escape
 from pathlib import Path
 
 from sessionkeeper.exceptions import SymlinkRefusedError, UnsafePathError
+from sessionkeeper.records import iso_from_ms
 
 
 __all__ = (
@@ -63,11 +64,7 @@ def iso_stamp(now_ms: int | None = None) -> str:
         ``Date.toISOString()`` of that time with ``:`` and ``.`` replaced by ``-`` (the form pi and
         OpenClaw use in artifact names).
     """
-    if now_ms is None:
-        when = _dt.datetime.now(tz=_dt.UTC)
-    else:
-        when = _dt.datetime.fromtimestamp(now_ms / 1000, tz=_dt.UTC)
-    text = when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+    text = iso_from_ms(now_ms if now_ms is not None else time.time_ns() // 1_000_000)
     return text.replace(":", "-").replace(".", "-")
 
 
