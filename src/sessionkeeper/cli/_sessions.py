@@ -23,9 +23,11 @@ from rich.text import Text
 from sessionkeeper.cli._json import json_text
 from sessionkeeper.cli._main import EXIT_ERROR, fail
 from sessionkeeper.cli._output import console_for_stdout, escape_controls, print_table
+from sessionkeeper.exceptions import TranscriptNotFoundError, UnsafePathError
 from sessionkeeper.store import (
     JsonFileStoreBackend,
     PostgresStoreBackend,
+    PostgresTranscriptStorage,
     RawJsonValue,
     RedisStoreBackend,
     SessionEntry,
@@ -34,6 +36,7 @@ from sessionkeeper.store import (
     redact_url,
     session_entry_to_dict,
 )
+from sessionkeeper.transcript import MemoryTranscriptStorage
 
 
 __all__ = ("COMMANDS", "session_row", "sessions_group", "status_command", "store_options")
@@ -288,6 +291,8 @@ def status_command(*, store_path: Path | str, backend: str | None, as_json: bool
                         "exists": exists,
                         "bytes": path.stat().st_size if exists else None,
                     }
+                elif store.sessions_dir is None and isinstance(entry.session_id, str):
+                    transcript = await _stored_transcript(store, entry.session_id)
             return entry, transcript
 
     entry, transcript = anyio.run(run)
@@ -319,8 +324,29 @@ def status_command(*, store_path: Path | str, backend: str | None, as_json: bool
         table.add_row(plain(field), plain(shown))
     if transcript is not None:
         size = f"{transcript['bytes']} bytes" if transcript["exists"] else "missing"
+        if transcript.get("lines") is not None:
+            size = f"{transcript['lines']} lines, {size}"
         table.add_row("transcript", plain(f"{transcript['path']} ({size})"))
     print_table(console_for_stdout(), table)
+
+
+async def _stored_transcript(store: SessionStore, session_id: str) -> dict[str, Any] | None:
+    """
+    The ``status`` of a transcript held in the store's storage (a database store: its location, lines
+    and bytes from the head row, no line read; issue 13). ``None`` for memory: a new process has none.
+    """
+    storage = store.transcript_storage()
+    if isinstance(storage, MemoryTranscriptStorage):
+        return None
+    location = storage.location(session_id)
+    try:
+        if isinstance(storage, PostgresTranscriptStorage):
+            _, _, mark = await storage.read_tail(session_id, lines=0)
+        else:
+            _, mark = await storage.read(session_id)
+    except (TranscriptNotFoundError, UnsafePathError):
+        return {"path": location, "exists": False, "bytes": None, "lines": None}
+    return {"path": location, "exists": True, "bytes": mark.size, "lines": mark.lines}
 
 
 COMMANDS: tuple[click.Command, ...] = (sessions_group, status_command)
