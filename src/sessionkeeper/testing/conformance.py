@@ -40,6 +40,8 @@ failure, asyncio and trio alike).
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
@@ -137,20 +139,26 @@ class ConformanceCheck(ContractCheck[StoreBackend]):
     failure: ClassVar[type[SessionKeeperError]] = ConformanceError
 
 
-async def _empty(factory: BackendFactory, _reopen: BackendFactory | None) -> None:
-    b = await _expect.made(factory)
+@contextlib.asynccontextmanager
+async def _opened(factory: BackendFactory | None) -> AsyncIterator[StoreBackend]:
+    """A new backend from ``factory`` (:meth:`Expect.made`), closed when the block ends."""
+    backend = await _expect.made(factory)
     try:
+        yield backend
+    finally:
+        await backend.aclose()
+
+
+async def _empty(factory: BackendFactory, _reopen: BackendFactory | None) -> None:
+    async with _opened(factory) as b:
         _expect.that(await b.load_all() == {}, "a new backend must be empty")
         _expect.that(await b.keys() == [], "keys() of an empty backend must be []")
         _expect.that(await b.get("agent:main:main") is None, "get() of a missing key must be None")
         _expect.that(await b.delete("agent:main:main") is False, "delete() of a missing key must be False")
-    finally:
-        await b.aclose()
 
 
 async def _round_trip(factory: BackendFactory, _reopen: BackendFactory | None) -> None:
-    b = await _expect.made(factory)
-    try:
+    async with _opened(factory) as b:
         await b.put("agent:main:main", _RICH)
         got = await b.get("agent:main:main")
         _expect.that(got == _RICH, f"get() must return the stored entry, got {got!r}")
@@ -160,8 +168,6 @@ async def _round_trip(factory: BackendFactory, _reopen: BackendFactory | None) -
             "unknown fields and mistyped known fields must survive a round trip",
         )
         _expect.that((await b.load_all()) == {"agent:main:main": _RICH}, "load_all() must return the entry")
-    finally:
-        await b.aclose()
 
 
 _RAW_TEXTS: Final = ("1e400", "-1E+999", "7" * 5000, "[" * 300 + "]" * 300)
@@ -176,8 +182,7 @@ def _raw_entries() -> dict[str, SessionEntry]:
 
 
 async def _raw_values(factory: BackendFactory, reopen: BackendFactory | None) -> None:
-    b = await _expect.made(factory)
-    try:
+    async with _opened(factory) as b:
         entries = _raw_entries()
         for key, entry in entries.items():
             await b.put(key, entry)
@@ -187,18 +192,12 @@ async def _raw_values(factory: BackendFactory, reopen: BackendFactory | None) ->
                 got == entry, f"values JSON.parse reads but Python cannot hold must round-trip ({key})"
             )
         if reopen is not None:
-            other = await _expect.made(reopen)
-            try:
+            async with _opened(reopen) as other:
                 _expect.that(await other.load_all() == entries, "raw values must read back from storage")
-            finally:
-                await other.aclose()
-    finally:
-        await b.aclose()
 
 
 async def _order(factory: BackendFactory, _reopen: BackendFactory | None) -> None:
-    b = await _expect.made(factory)
-    try:
+    async with _opened(factory) as b:
         for i, key in enumerate(["k:c", "k:a", "k:b"]):
             await b.put(key, _entry(f"s{i}", 1000 + i))
         await b.put("k:a", _entry("s1", 5000))
@@ -210,13 +209,10 @@ async def _order(factory: BackendFactory, _reopen: BackendFactory | None) -> Non
         await b.delete("k:a")
         await b.put("k:a", _entry("s9", 1))
         _expect.that(await b.keys() == ["k:c", "k:b", "k:a"], "a re-created key goes last")
-    finally:
-        await b.aclose()
 
 
 async def _update(factory: BackendFactory, _reopen: BackendFactory | None) -> None:
-    b = await _expect.made(factory)
-    try:
+    async with _opened(factory) as b:
         seen: list[SessionEntry | None] = []
 
         def create(current: SessionEntry | None) -> SessionEntry:
@@ -233,13 +229,10 @@ async def _update(factory: BackendFactory, _reopen: BackendFactory | None) -> No
         _expect.that(await b.keys() == ["k"], "returning None must not create a key")
         await b.update("k", lambda cur: _entry("s1", 20, label="x") if cur is not None else None)
         _expect.that(await b.get("k") == _entry("s1", 20, label="x"), "update() must store the new entry")
-    finally:
-        await b.aclose()
 
 
 async def _update_raises(factory: BackendFactory, _reopen: BackendFactory | None) -> None:
-    b = await _expect.made(factory)
-    try:
+    async with _opened(factory) as b:
         await b.put("k", _entry("s1", 10))
 
         def boom(current: SessionEntry | None) -> SessionEntry:
@@ -249,25 +242,19 @@ async def _update_raises(factory: BackendFactory, _reopen: BackendFactory | None
         _expect.that(await b.get("k") == _entry("s1", 10), "a failed update must leave the entry unchanged")
         bad: Any = {"sessionId": "x"}
         await _expect.raises(TypeError, "put() of a non-SessionEntry", lambda: b.put("k", bad))
-    finally:
-        await b.aclose()
 
 
 async def _unset_fields(factory: BackendFactory, _reopen: BackendFactory | None) -> None:
-    b = await _expect.made(factory)
-    try:
+    async with _opened(factory) as b:
         legacy = session_entry_from_dict({"label": "no id, no updatedAt"})
         await b.put("legacy", legacy)
         got = await b.get("legacy")
         _expect.that(got == legacy, "an entry without sessionId/updatedAt must be stored as is")
         _expect.that(got is not None and got.updated_at is UNSET, "absent updatedAt must stay absent")
-    finally:
-        await b.aclose()
 
 
 async def _transaction(factory: BackendFactory, _reopen: BackendFactory | None) -> None:
-    b = await _expect.made(factory)
-    try:
+    async with _opened(factory) as b:
         for i in range(5):
             await b.put(f"k{i}", _entry(f"s{i}", i))
 
@@ -295,13 +282,10 @@ async def _transaction(factory: BackendFactory, _reopen: BackendFactory | None) 
         snapshot = await b.load_all()
         snapshot.clear()
         _expect.that(len(await b.keys()) == 4, "load_all() must return a copy")
-    finally:
-        await b.aclose()
 
 
 async def _maintenance(factory: BackendFactory, _reopen: BackendFactory | None) -> None:
-    b = await _expect.made(factory)
-    try:
+    async with _opened(factory) as b:
         dropped: object = b.dropped_keys  # checked at run time: a user backend may return anything
         _expect.that(dropped == (), f"a new store has no dropped rows (an empty tuple), got {dropped!r}")
         store_file = b.store_file
@@ -349,14 +333,11 @@ async def _maintenance(factory: BackendFactory, _reopen: BackendFactory | None) 
                 isinstance(data, dict) and list(data) == ["k0", "k2", "k5"],
                 f"store_file {store_file} must hold exactly the stored keys as one JSON object",
             )
-    finally:
-        await b.aclose()
 
 
 async def _concurrent_tasks(factory: BackendFactory, _reopen: BackendFactory | None) -> None:
-    b = await _expect.made(factory)
     tasks = 40
-    try:
+    async with _opened(factory) as b:
         await b.put("counter", _entry("s", 0, compaction_count=0))
 
         def bump(current: SessionEntry | None) -> SessionEntry:
@@ -374,17 +355,13 @@ async def _concurrent_tasks(factory: BackendFactory, _reopen: BackendFactory | N
             f"{tasks} concurrent updates must all count, got {got!r}",
         )
         _expect.that(len(await b.keys()) == tasks + 1, "concurrent puts of distinct keys must all land")
-    finally:
-        await b.aclose()
 
 
 async def _persistence(factory: BackendFactory, reopen: BackendFactory | None) -> None:
-    b = await _expect.made(factory)
-    try:
+    async with _opened(factory) as b:
         await b.put("a", _RICH)
         await b.put("b", _entry("s2", 2))
-        other = await _expect.made(reopen)
-        try:
+        async with _opened(reopen) as other:
             _expect.that(await other.load_all() == {"a": _RICH, "b": _entry("s2", 2)}, "data must persist")
             await other.update("b", lambda cur: _entry("s2", 3))
             await b.update("a", lambda cur: _entry("s1", 4))
@@ -394,10 +371,6 @@ async def _persistence(factory: BackendFactory, reopen: BackendFactory | None) -
             _expect.that(await other.get("a") == _entry("s1", 4), "updates from two instances must both land")
             await other.delete("b")
             _expect.that(await b.keys() == ["a"], "a delete by another instance must be visible")
-        finally:
-            await other.aclose()
-    finally:
-        await b.aclose()
 
 
 CONFORMANCE_CHECKS: tuple[ConformanceCheck, ...] = (
