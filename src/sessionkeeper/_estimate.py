@@ -44,6 +44,7 @@ __all__ = (
     "estimate_context_tokens",
     "estimate_tokens",
     "estimate_tokens_pi16",
+    "reported_usage",
 )
 
 IMAGE_CHARS = 4800
@@ -269,7 +270,12 @@ class ContextEstimate:
         }
 
 
-def _usage_of(message: AgentMessage) -> Usage | dict[str, Any] | None:
+def reported_usage(message: AgentMessage) -> Usage | dict[str, Any] | None:
+    """
+    The usage an assistant reply reported (a typed reply's, or the raw ``usage`` object of an assistant
+    message of unknown shape); ``None`` for other messages, replies with ``stopReason`` ``error`` or
+    ``aborted``, and a missing or empty raw usage (pi spec §12).
+    """
     if isinstance(message, AssistantMessage):
         if message.stop_reason in ("aborted", "error"):
             return None
@@ -298,7 +304,7 @@ def estimate_context_tokens(
     """
     estimate = estimate_tokens_pi16 if pi16 else estimate_tokens
     for index in range(len(messages) - 1, -1, -1):
-        usage = _usage_of(messages[index])
+        usage = reported_usage(messages[index])
         if usage is not None:
             usage_tokens = calculate_context_tokens(usage)
             if pi16 and usage_tokens <= 0:

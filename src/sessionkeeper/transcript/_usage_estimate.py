@@ -14,10 +14,9 @@ from typing import Literal
 
 import attrs
 
-from sessionkeeper._estimate import calculate_context_tokens, estimate_tokens
+from sessionkeeper._estimate import calculate_context_tokens, estimate_tokens, reported_usage
 from sessionkeeper.records import (
     AgentMessage,
-    AssistantMessage,
     CompactionSummaryMessage,
     UnknownMessage,
 )
@@ -59,17 +58,8 @@ def _timestamp(message: AgentMessage) -> float | None:
 
 def _usable_usage_tokens(message: AgentMessage) -> int | None:
     """Context tokens reported by an assistant reply, or ``None`` (error/aborted, no usage, all zero)."""
-    if isinstance(message, AssistantMessage):
-        if message.stop_reason in ("error", "aborted"):
-            return None
-        tokens = calculate_context_tokens(message.usage)
-    elif isinstance(message, UnknownMessage) and message.raw.get("role") == "assistant":
-        usage = message.raw.get("usage")
-        if message.raw.get("stopReason") in ("error", "aborted") or not isinstance(usage, dict):
-            return None
-        tokens = calculate_context_tokens(usage)
-    else:
-        return None
+    usage = reported_usage(message)
+    tokens = calculate_context_tokens(usage) if usage is not None else 0
     return tokens if tokens > 0 else None
 
 
