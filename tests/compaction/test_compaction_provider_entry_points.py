@@ -1,24 +1,20 @@
 """
-Compaction providers from installed packages: ``CompactionProviderRegistry.from_entry_points`` and the
-CLI's ``compact --provider`` (entry point group ``sessionkeeper.compaction_providers``).
+Compaction providers from installed packages: ``CompactionProviderRegistry.from_entry_points`` (entry point
+group ``sessionkeeper.compaction_providers``). The CLI's ``compact --provider`` on a really installed one:
+``tests/cli/test_cli_compact_providers.py``.
 """
 
 from __future__ import annotations
 
-import json
-import shutil
 import sys
 import types
 from importlib.metadata import EntryPoint
-from pathlib import Path
 
 import pytest
-from tests._helpers import run_cli
 
 from sessionkeeper.compaction import ENTRY_POINT_GROUP, CompactionProviderRegistry, SummaryRequest
 from sessionkeeper.compaction import _providers as providers_module
 from sessionkeeper.exceptions import DuplicateProviderError, ProviderError
-from sessionkeeper.transcript import CompactionEntry, load_transcript
 
 
 class _Plugin:
@@ -78,30 +74,3 @@ def test_a_broken_entry_point_is_a_provider_error_naming_it(monkeypatch: pytest.
     _points(monkeypatch, broken="sk_no_such_module_here:provider")
     with pytest.raises(ProviderError, match="'broken'"):
         CompactionProviderRegistry.from_entry_points()
-
-
-def test_cli_compact_uses_an_installed_provider(
-    monkeypatch: pytest.MonkeyPatch, plugin_module: types.ModuleType, pi_samples: Path, tmp_path: Path
-) -> None:
-    _points(monkeypatch, mine="sk_test_plugin:factory")
-    file = tmp_path / "s.jsonl"
-    shutil.copy(pi_samples / "large-2000.jsonl", file)
-    out = run_cli("compact", str(file), "--json", "--keep-recent-tokens", "500", "--provider", "from-factory")
-    assert out.exit_code == 0, out.output
-    data = json.loads(out.stdout)
-    assert data["status"] == "compacted" and data["provider"] == "from-factory"
-    written = [e for e in load_transcript(file).entries() if isinstance(e, CompactionEntry)]
-    assert "summary by from-factory" in written[-1].summary
-
-
-def test_cli_compact_with_an_unknown_provider_is_bad_input_and_writes_nothing(
-    monkeypatch: pytest.MonkeyPatch, plugin_module: types.ModuleType, pi_samples: Path, tmp_path: Path
-) -> None:
-    _points(monkeypatch, mine="sk_test_plugin:factory")
-    file = tmp_path / "s.jsonl"
-    shutil.copy(pi_samples / "large-2000.jsonl", file)
-    before = file.read_bytes()
-    out = run_cli("compact", str(file), "--json", "--provider", "nope")
-    assert out.exit_code == 2
-    assert "no compaction provider 'nope' is installed (installed: from-factory)" in out.stderr
-    assert file.read_bytes() == before
