@@ -25,7 +25,16 @@ from sessionkeeper.records import (
 )
 
 
-__all__ = ("SdkModelClient", "SdkWire", "SseDecoder", "TextCallback", "run_abortable")
+__all__ = (
+    "FromReply",
+    "SdkModelClient",
+    "SdkWire",
+    "SseDecoder",
+    "StreamAccumulator",
+    "TextCallback",
+    "ToRequest",
+    "run_abortable",
+)
 
 _log = logging.getLogger("sessionkeeper.adapters")
 
@@ -33,7 +42,9 @@ TextCallback = Callable[[str], Awaitable[None] | None]
 """Receives each delivered piece of a streamed reply (after :class:`SilentReplyStreamFilter`)."""
 
 
-class _Accumulator(Protocol):
+class StreamAccumulator(Protocol):
+    """A wire's stream accumulator: ``feed`` an event (its text delta), ``message`` the reply so far."""
+
     def feed(self, event: object, /) -> str: ...
 
     def message(
@@ -41,7 +52,9 @@ class _Accumulator(Protocol):
     ) -> AssistantMessage: ...
 
 
-class _FromReply(Protocol):
+class FromReply(Protocol):
+    """A wire's converter of a whole (non-streamed) reply into an ``AssistantMessage``."""
+
     def __call__(
         self, response: object, /, *, provider: str, model: str | None, timestamp: float | None
     ) -> AssistantMessage: ...
@@ -51,7 +64,9 @@ class _Translate(Protocol):
     def __call__(self, err: BaseException, /, *, provider: str) -> ModelProviderError | None: ...
 
 
-class _ToRequest(Protocol):
+class ToRequest(Protocol):
+    """A wire's request-body converter (``to_anthropic_request``, ...): the fields every wire takes."""
+
     def __call__(
         self,
         source: MessageSource,
@@ -93,9 +108,9 @@ class SdkWire:
     provider: str
     new_client: Callable[..., Any]
     endpoint: str
-    to_request: _ToRequest
-    accumulator: Callable[[], _Accumulator]
-    from_reply: _FromReply
+    to_request: ToRequest
+    accumulator: Callable[[], StreamAccumulator]
+    from_reply: FromReply
     translate: _Translate
 
 
@@ -275,7 +290,7 @@ class SdkModelClient(abc.ABC, Generic[ClientT]):
         """The SDK's raw streaming response for ``body`` (``with_streaming_response.create``)."""
         return self._endpoint().with_streaming_response.create(**body)  # type: ignore[no-any-return]
 
-    def _accumulator(self) -> _Accumulator:
+    def _accumulator(self) -> StreamAccumulator:
         """A fresh stream accumulator of this wire."""
         return self._wire.accumulator()
 
@@ -313,7 +328,10 @@ class SdkModelClient(abc.ABC, Generic[ClientT]):
                 await result
 
     async def _consume_stream(
-        self, body: dict[str, Any], accumulator: _Accumulator, silent_filter: SilentReplyStreamFilter | None
+        self,
+        body: dict[str, Any],
+        accumulator: StreamAccumulator,
+        silent_filter: SilentReplyStreamFilter | None,
     ) -> None:
         """Send ``body`` as a stream and feed every event to ``accumulator`` (text through the filter)."""
         async with self._open_stream(body) as response:

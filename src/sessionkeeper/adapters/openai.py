@@ -16,7 +16,7 @@ for an agent loop's ``after_turn``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import openai
@@ -27,7 +27,14 @@ from sessionkeeper.adapters._chat import (
     from_chat_completion,
     to_chat_completions_request,
 )
-from sessionkeeper.adapters._client import SdkModelClient, SdkWire, TextCallback
+from sessionkeeper.adapters._client import (
+    FromReply,
+    SdkModelClient,
+    SdkWire,
+    StreamAccumulator,
+    TextCallback,
+    ToRequest,
+)
 from sessionkeeper.adapters._common import str_or_none
 from sessionkeeper.adapters._responses import (
     RESPONSES_API,
@@ -71,6 +78,24 @@ def translate_openai_error(err: BaseException, *, provider: str = "openai") -> M
     return None
 
 
+def _openai_wire(
+    endpoint: str,
+    to_request: ToRequest,
+    accumulator: Callable[[], StreamAccumulator],
+    from_reply: FromReply,
+) -> SdkWire:
+    """The wire of an ``openai.AsyncOpenAI`` resource: provider ``"openai"``, its errors translated."""
+    return SdkWire(
+        provider="openai",
+        new_client=openai.AsyncOpenAI,
+        endpoint=endpoint,
+        to_request=to_request,
+        accumulator=accumulator,
+        from_reply=from_reply,
+        translate=translate_openai_error,
+    )
+
+
 class OpenAIChatModelClient(SdkModelClient[openai.AsyncOpenAI]):
     """
     A ``ModelClient`` over ``client.chat.completions.create`` (streamed by default).
@@ -93,14 +118,8 @@ class OpenAIChatModelClient(SdkModelClient[openai.AsyncOpenAI]):
     """
 
     api = CHAT_COMPLETIONS_API
-    _wire = SdkWire(
-        provider="openai",
-        new_client=openai.AsyncOpenAI,
-        endpoint="chat.completions",
-        to_request=to_chat_completions_request,
-        accumulator=ChatCompletionsStream,
-        from_reply=from_chat_completion,
-        translate=translate_openai_error,
+    _wire = _openai_wire(
+        "chat.completions", to_chat_completions_request, ChatCompletionsStream, from_chat_completion
     )
 
     def __init__(
@@ -157,12 +176,4 @@ class OpenAIResponsesModelClient(SdkModelClient[openai.AsyncOpenAI]):
     """
 
     api = RESPONSES_API
-    _wire = SdkWire(
-        provider="openai",
-        new_client=openai.AsyncOpenAI,
-        endpoint="responses",
-        to_request=to_responses_request,
-        accumulator=ResponsesStream,
-        from_reply=from_openai_response,
-        translate=translate_openai_error,
-    )
+    _wire = _openai_wire("responses", to_responses_request, ResponsesStream, from_openai_response)
