@@ -109,3 +109,51 @@ async def test_a_cycle_of_parent_ids_ends_the_walk(pg_schema: tuple[str, str]) -
         with anyio.fail_after(10):
             live = await pg.read_live("s")
         assert (live.header, live.start, live.lines) == (header, 1, looped)  # no compaction: every line
+
+
+async def test_the_live_read_uses_the_indexes_on_statistics_taken_before_a_burst(
+    pg_schema: tuple[str, str],
+) -> None:
+    # issue 13: context rebuild right after a fast fill must not wait for autovacuum's ANALYZE; the
+    # statements' shapes (probes on the primary key and the entry-id index, LIMIT 1 steps behind an
+    # OFFSET 0 fence) keep their plans on the indexes whatever the statistics say
+    import psycopg
+    from psycopg import sql
+
+    from sessionkeeper.store._postgres_transcript_reads import _READS
+
+    dsn, schema = pg_schema
+    async with PostgresTranscriptStorage(dsn, schema=schema) as pg:
+        manager = await TranscriptManager.create_in(pg, cwd="/w")
+        sid = manager.session_id
+        await manager.append_message(user("first"))
+        with psycopg.connect(dsn, autocommit=True) as conn:  # statistics of a near-empty table
+            conn.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(schema, "sk_transcript_lines")))
+            conn.execute(
+                sql.SQL("ALTER TABLE {} SET (autovacuum_enabled = false)").format(
+                    sql.Identifier(schema, "sk_transcript_lines")
+                )
+            )
+        written = await manager.append_messages([user(f"burst {i}") for i in range(3000)])
+        await Compactor().compact(manager, keep_recent_tokens=50)
+        await manager.append_message(user("after"))
+        live = await pg.read_live(sid)
+        assert live.start > 2000  # only the live lines
+        params = {
+            "store": pg.store_id,
+            "session": sid,
+            "max_depth": 1_000_000,
+            "entry": written[-1].id,
+            "before": live.start + 5,
+            "start": live.start,
+            "also": 0,
+        }
+        tables = {
+            "h": sql.Identifier(schema, "sk_transcripts"),
+            "l": sql.Identifier(schema, "sk_transcript_lines"),
+        }
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for name in ("live_start", "entry_seq", "from"):
+                query = sql.SQL("EXPLAIN " + _READS[name]).format(**tables)  # pyright: ignore[reportArgumentType]
+                plan = "\n".join(row[0] for row in conn.execute(query, params).fetchall())
+                assert "Seq Scan on sk_transcript_lines" not in plan, (name, plan)
