@@ -1,13 +1,15 @@
 """
 Our PostgreSQL backend side by side with the peers' PostgreSQL sessions on the same server (issue 13).
 
-Run: ``python -m benchmarks postgres_peers [--turns T] [--workers 1,8,64] [--history 2000,20000] [--json]``.
+Run: ``python -m benchmarks postgres_peers [--turns T] [--workers 1,8,64] [--history 2000,20000]
+[--repeat R] [--json]``.
 
 The peers are pinned (``PEER_REQUIREMENTS``) and installed on first use into their own venv,
 ``benchmarks/.data/pg-peers-venv`` (git-ignored; rebuilt when a pin changes); their side runs in a
-subprocess of that venv, ours in this process, one after the other on the same PostgreSQL
-(``$SESSIONKEEPER_TEST_POSTGRES_DSN``, default ``postgresql://127.0.0.1:5432/test``), each in a schema of
-its own, dropped afterwards. Every side gets a pool of 16 connections.
+subprocess of that venv, ours in this process, one after the other (with ``--repeat``, R runs of each,
+alternating, in a rotated order) on the same PostgreSQL (``$SESSIONKEEPER_TEST_POSTGRES_DSN``, default
+``postgresql://127.0.0.1:5432/test``), each in a schema of its own, dropped afterwards. Every side gets
+a pool of 16 connections.
 
 - **Turns.** W concurrent workers (asyncio tasks, one session each), T turns each. A turn is what a
   host does per model call, durably: ours, the real ``SessionRuntime`` turn (``open`` the key: store
@@ -26,49 +28,65 @@ its own, dropped afterwards. Every side gets a pool of 16 connections.
 Ratios: throughput ours / theirs (above 1 is faster); latency and rebuild ours / theirs (under 1 is faster).
 Target (issue 13): at least 2x their turn throughput at 8 workers; rebuild flat in history.
 
-A run on the shared 2-core box (``--turns 10``, 2026-12-02 09:10 UTC, load average 12-14 from other
-jobs: absolute numbers are several times a quiet machine's; ratios within one run are what carries)::
+A run on the shared 2-core box (``--turns 10 --repeat 3``: each side three times per worker count,
+alternating, medians shown; 2026-12-02 11:40-11:47 UTC, load average 5-8 from other jobs: absolute
+numbers are several times a quiet machine's, and two single runs on the same box an hour apart gave
+0.85x-1.17x SQLAlchemySession and 1.19x-1.25x AsyncPostgresSaver at 8 workers: ratios move by about
+a third between runs)::
 
-    PostgreSQL postgresql://127.0.0.1:5432/test; 10 turns per worker; pool 16
+    PostgreSQL postgresql://127.0.0.1:5432/test; 10 turns per worker; pool 16; medians of 3 run(s)
     openai-agents==0.24.0, SQLAlchemy==2.1.9, langgraph-checkpoint-postgres==3.2.0
     row                       |      ours | SQLAlchemy | LangGraph | vs SQLA |  vs LG
     ---------------------------------------------------------------------------------
-    turns/s, 1 workers        |       8.9 |       22.8 |      26.6 |   0.39x |  0.34x
-    appends/s, 1 workers      |      17.8 |       45.6 |      53.2 |   0.39x |  0.34x
-    p50 turn ms, 1 w          |     104.5 |       44.3 |      36.8 |   2.36x |  2.84x
-    p99 turn ms, 1 w          |     210.6 |       81.1 |      70.8 |   2.60x |  2.97x
-    turns/s, 8 workers        |      21.6 |       41.7 |     117.5 |   0.52x |  0.18x
-    appends/s, 8 workers      |      43.1 |       83.5 |     234.9 |   0.52x |  0.18x
-    p50 turn ms, 8 w          |     333.5 |      138.0 |      54.8 |   2.42x |  6.09x
-    p99 turn ms, 8 w          |     834.3 |      718.6 |     154.2 |   1.16x |  5.41x
-    turns/s, 64 workers       |      29.7 |       34.0 |      51.2 |   0.87x |  0.58x
-    appends/s, 64 workers     |      59.4 |       68.0 |     102.4 |   0.87x |  0.58x
-    p50 turn ms, 64 w         |    2147.9 |      605.7 |    1181.2 |   3.55x |  1.82x
-    p99 turn ms, 64 w         |    2939.1 |    16609.9 |    2063.3 |   0.18x |  1.42x
-    rebuild ms, 2000 entries  |      12.0 |      124.5 |      28.8 |   0.10x |  0.42x
-    rebuild ms, 20000 entries |     163.4 |     1208.7 |     359.4 |   0.14x |  0.45x
+    turns/s, 1 workers        |      30.2 |       65.7 |      68.8 |   0.46x |  0.44x
+    appends/s, 1 workers      |      60.3 |      131.4 |     137.6 |   0.46x |  0.44x
+    p50 turn ms, 1 w          |      29.1 |       16.0 |      15.4 |   1.81x |  1.88x
+    p99 turn ms, 1 w          |      54.7 |       24.6 |      28.3 |   2.22x |  1.93x
+    turns/s, 8 workers        |      92.6 |      112.8 |     105.5 |   0.82x |  0.88x
+    appends/s, 8 workers      |     185.2 |      225.6 |     211.1 |   0.82x |  0.88x
+    p50 turn ms, 8 w          |      81.2 |       45.2 |      73.3 |   1.80x |  1.11x
+    p99 turn ms, 8 w          |     143.4 |      320.7 |     117.5 |   0.45x |  1.22x
+    turns/s, 64 workers       |      75.2 |      104.1 |     101.3 |   0.72x |  0.74x
+    appends/s, 64 workers     |     150.3 |      208.2 |     202.7 |   0.72x |  0.74x
+    p50 turn ms, 64 w         |     877.4 |      180.9 |     586.1 |   4.85x |  1.50x
+    p99 turn ms, 64 w         |    1206.8 |     5033.9 |     919.3 |   0.24x |  1.31x
+    rebuild ms, 2000 entries  |       7.1 |       28.3 |      19.8 |   0.25x |  0.36x
+    rebuild ms, 20000 entries |       9.3 |      527.0 |     174.7 |   0.02x |  0.05x
 
-**The throughput target is missed**: ours is 0.52x SQLAlchemySession and 0.18x AsyncPostgresSaver at 8
-workers (0.34-0.39x at 1, 0.58-0.87x at 64), not 2x. Where the time goes (the statements of 20
-one-worker turns, counted on psycopg's cursor, and a cProfile of 30): a runtime turn sends about 14
-statements and commits 4 transactions, each a WAL flush: the store entry's ``resolve`` and the turn's
-usage update (each a ``SELECT ... FOR UPDATE`` and an ``UPDATE``), the prompt's and the reply's appends
-(each ``pg_advisory_xact_lock`` and the compare-and-swap statement), one read of every line of the
-transcript (``open``: ``TranscriptManager.open_in``), and 5 of the 14 are the pool's connection checks
-(``PostgresStoreBackend`` checks every connection it takes, one round trip each). Theirs: one read and
-one commit per turn (and their turn does less: no entry resolution, no context rebuild, no usage on a
-session entry). What would close it: no check per checkout (check idle connections in the background),
-``resolve`` and the prompt's append in one transaction, the reply and the usage update in one, and
-``open`` from ``read_live`` instead of every line.
+**The throughput target is still missed**: ours is 0.82x SQLAlchemySession and 0.88x AsyncPostgresSaver
+at 8 workers (0.44-0.46x at 1, 0.72-0.74x at 64), not 2x; the run before the changes below measured
+0.52x and 0.18x at 8 workers (09:10 UTC, one run each, load average 12-14).
 
-**Context rebuild** is 0.10-0.14x SQLAlchemySession and 0.42-0.45x AsyncPostgresSaver, but not yet flat:
-``read_live`` itself takes 13.6 ms at 2k and 161 ms at 20k entries (same 40 live lines; the load and
-``build_context`` of them 0.4-0.5 ms at both). It is the planner's statistics: the rows are measured
-right after a fast fill (2k, then 20k lines into the same tables), before autovacuum analysed them; its
-three statements run alone take 0.6, 0.2 and 1-6 ms at 20k (``EXPLAIN ANALYZE``: index scans), and
-after an ``ANALYZE`` of ``sk_transcript_lines`` ``read_live`` takes 9.4 ms at 2k and 7.5 ms at 20k
-(checked by hand, same box, 09:28 UTC): flat. A statement shape whose plan does not depend on fresh
-statistics would make it flat right after a burst as well.
+What changed (statements counted on psycopg, ``tests/_pg_statements.py``; a turn is pinned at 7 round
+trips by ``tests/runtime/test_runtime_postgres_round_trips.py``): a runtime turn sent 14 statements and 8
+``BEGIN``/``COMMIT`` (22 round trips), 5 of the statements the pool's connection check; it now sends 7
+round trips and no check (the pool polls the socket instead, ``store/_postgres_pool.py``): the store
+entry's ``resolve`` and the turn's usage update 2 each (``BEGIN`` sent with the ``SELECT ... FOR
+UPDATE``, the ``UPDATE`` with ``COMMIT``, in pipeline mode), the transcript read 1, the prompt's and the
+reply's appends 1 each (the advisory lock taken inside the compare-and-swap statement). It still commits
+4 write transactions per turn, and those are where the time goes: a commit (a WAL flush) takes 6.4 ms on
+this box (median of 200 one-row autocommit ``UPDATE`` statements, 11:47 UTC) against 0.03 ms for a read
+round trip, so 4 commits are about 25 of our 29 ms per one-worker turn (a cProfile of 40 turns: 77 % of
+the wall time waiting on the server, a few ms of Python). Theirs write once per turn (SQLAlchemySession's
+``add_items`` is one transaction, AsyncPostgresSaver's ``aput`` one pipeline of upserts), and their turn
+does less: no entry resolution before the model call, no durable prompt before it, no usage on a session
+entry. What would close more of it: the reply's append and the usage update in one transaction (both in
+one database when ``SessionStore.open("postgresql://...")``), 3 commits instead of 4; that needs a joint
+write across the store and the transcript storage at the runtime's turn end, not built. ``open`` still
+reads every line of the transcript (one statement; the benchmark's transcripts are 20-60 lines): reading
+only the live part (``read_live``) into the runtime's ``TranscriptManager`` is not exact yet: new entry
+ids are drawn unique against the loaded entries (an id used before the kept entry could be drawn again),
+the cache-TTL pruning reads the newest ``openclaw.cache-ttl`` marker and prune records of the whole
+transcript (right after a compaction they can precede the kept entry), and hosts get
+``session.transcript`` with the whole history.
+
+**Context rebuild** is 0.25x SQLAlchemySession and 0.36x AsyncPostgresSaver at 2k entries, 0.02-0.05x at
+20k, and flat in history (7.1 and 9.3 ms, the same 40 live lines; noise of the box). Right after a
+fast fill it stays flat too: with the lines table's statistics taken on a 100-entry transcript and its
+autovacuum off, ``read_live`` took 5.1 ms at 2k and 5.8 ms at 20k (11:34 UTC); the plans are index
+probes (``tests/store/test_store_postgres_transcript_reads.py`` checks none of its statements plans a
+sequential scan on statistics older than a burst). The 161 ms at 20k of the earlier run was not seen
+again with these statement shapes.
 """
 
 from __future__ import annotations
@@ -388,21 +406,38 @@ def main() -> int:
     parser.add_argument("--turns", type=int, default=20, help="turns per worker")
     parser.add_argument("--workers", default="1,8,64", help="concurrent workers, comma-separated")
     parser.add_argument("--history", default="2000,20000", help="entries of the rebuild rows")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="runs of each side per worker count, alternating, the order rotated (medians are shown)",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     python = ensure_peer_venv()
     counts = [int(w) for w in args.workers.split(",")]
     history = [int(h) for h in args.history.split(",")]
-    results: dict[str, dict[str, Any]] = {"ours": {}, "sqlalchemy": {}, "langgraph": {}}
+    kinds = ["ours", "sqlalchemy", "langgraph"]
+    results: dict[str, dict[str, Any]] = {kind: {} for kind in kinds}
     for index, workers in enumerate(counts):
-        rebuild = history if index == 0 else []
-        results["ours"][str(workers)] = _ours(workers, args.turns, rebuild)
-        for kind in ("sqlalchemy", "langgraph"):
-            results[kind][str(workers)] = _theirs(python, kind, workers, args.turns, rebuild)
+        runs: dict[str, list[dict[str, Any]]] = {kind: [] for kind in kinds}
+        for repeat in range(args.repeat):
+            rebuild = history if index == 0 and repeat == 0 else []
+            for kind in kinds[repeat % 3 :] + kinds[: repeat % 3]:  # drift of the box spread over sides
+                if kind == "ours":
+                    runs[kind].append(_ours(workers, args.turns, rebuild))
+                else:
+                    runs[kind].append(_theirs(python, kind, workers, args.turns, rebuild))
+        for kind in kinds:
+            turns = {
+                stat: statistics.median(run["turns"][stat] for run in runs[kind])
+                for stat in ("turns_s", "p50", "p99")
+            }
+            results[kind][str(workers)] = {**runs[kind][0], "turns": turns}
     if args.json:
         print(json.dumps(results, indent=2))
         return 0
-    print(f"PostgreSQL {DSN}; {args.turns} turns per worker; pool {POOL}")
+    print(f"PostgreSQL {DSN}; {args.turns} turns per worker; pool {POOL}; medians of {args.repeat} run(s)")
     print(", ".join(PEER_REQUIREMENTS[:2] + PEER_REQUIREMENTS[5:6]))
     header = f"{'row':<26}|{'ours':>10} |{'SQLAlchemy':>11} |{'LangGraph':>10} |{'vs SQLA':>8} |{'vs LG':>7}"
     print(header)
