@@ -13,6 +13,7 @@ import sessionkeeper.compaction
 
 # where the library itself uses each protocol (annotations and isinstance checks import from these)
 _INTERNAL = {
+    "ArchivingTranscriptStorage": "sessionkeeper.transcript._storage",
     "Clock": "sessionkeeper._clock",
     "CompactionClaimStorage": "sessionkeeper.transcript._storage",
     "CompactionProvider": "sessionkeeper.compaction._providers",
