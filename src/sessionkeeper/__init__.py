@@ -144,6 +144,7 @@ if TYPE_CHECKING:
     from sessionkeeper.transcript import TranscriptInfo as TranscriptInfo
     from sessionkeeper.transcript import TranscriptManager as TranscriptManager
     from sessionkeeper.transcript import TranscriptStorage as TranscriptStorage
+    from sessionkeeper.transcript import ArchivingTranscriptStorage as ArchivingTranscriptStorage
     from sessionkeeper.transcript import UnknownEntry as UnknownEntry
     from sessionkeeper.transcript import UnknownMessage as UnknownMessage
     from sessionkeeper.transcript import Usage as Usage
