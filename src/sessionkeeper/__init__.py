@@ -114,6 +114,7 @@ if TYPE_CHECKING:
     from sessionkeeper.store import resolve_session as resolve_session
     from sessionkeeper.store import run_maintenance as run_maintenance
     from sessionkeeper.transcript import AgentMessage as AgentMessage
+    from sessionkeeper.transcript import ArchivingTranscriptStorage as ArchivingTranscriptStorage
     from sessionkeeper.transcript import AssistantMessage as AssistantMessage
     from sessionkeeper.transcript import BashExecutionMessage as BashExecutionMessage
     from sessionkeeper.transcript import BranchSummaryEntry as BranchSummaryEntry
@@ -144,7 +145,6 @@ if TYPE_CHECKING:
     from sessionkeeper.transcript import TranscriptInfo as TranscriptInfo
     from sessionkeeper.transcript import TranscriptManager as TranscriptManager
     from sessionkeeper.transcript import TranscriptStorage as TranscriptStorage
-    from sessionkeeper.transcript import ArchivingTranscriptStorage as ArchivingTranscriptStorage
     from sessionkeeper.transcript import UnknownEntry as UnknownEntry
     from sessionkeeper.transcript import UnknownMessage as UnknownMessage
     from sessionkeeper.transcript import Usage as Usage
