@@ -198,7 +198,7 @@ def _turn(i: int) -> list[Any]:
 
 
 def _full_parsed(path: Path) -> int:
-    index = load_transcript(path)
+    index = load_transcript(path, decode_all=True)
     return sum(1 for _ in index.entries())
 
 

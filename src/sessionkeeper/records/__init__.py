@@ -33,6 +33,7 @@ from sessionkeeper.records._codec import encode_header as encode_header
 from sessionkeeper.records._codec import has_lone_surrogate as has_lone_surrogate
 from sessionkeeper.records._codec import header_from_json as header_from_json
 from sessionkeeper.records._codec import scrub_surrogates as scrub_surrogates
+from sessionkeeper.records._codec import typed_entries_from_lines as typed_entries_from_lines
 from sessionkeeper.records._codec import typed_entry_from_line as typed_entry_from_line
 from sessionkeeper.records._entries import (
     CURRENT_SESSION_VERSION,

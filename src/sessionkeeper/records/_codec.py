@@ -76,6 +76,7 @@ __all__ = (
     "message_from_json",
     "message_to_builtins",
     "scrub_surrogates",
+    "typed_entries_from_lines",
     "typed_entry_from_line",
 )
 
@@ -455,6 +456,36 @@ def typed_entry_from_line(line: bytes) -> TranscriptEntry | None:
             id=value.id, parent_id=value.parent_id, timestamp=value.timestamp, message=value.message
         )
     return value  # type: ignore[no-any-return]
+
+
+def typed_entries_from_lines(lines: list[bytes]) -> tuple[list[TranscriptEntry | None], bool]:
+    """
+    :func:`typed_entry_from_line` of every line, in order, and whether none is ``None``: in one pass
+    at C speed when every line is a typed record (one decoder call per line from C, one check of the
+    defaults counter for the batch, one rebuild per message entry), for the loader and the readers.
+
+    A batch where a line does not decode, or where some field was defaulted, is decoded again line by
+    line, so each item is exactly :func:`typed_entry_from_line` of its line (``None`` for a line to
+    read the careful way, :func:`entry_from_line`).
+    """
+    counter = _DEFAULTS
+    before = counter.count
+    try:
+        values: list[Any] = list(map(_LINE_DECODER.decode, lines))
+    except (msgspec.DecodeError, RecursionError):
+        values = []
+    else:
+        if counter.count == before:
+            wire = _WireMessageEntry
+            return [
+                MessageEntry(id=v.id, parent_id=v.parent_id, timestamp=v.timestamp, message=v.message)
+                if type(v) is wire
+                else v
+                for v in values
+            ], True
+    del values
+    entries = list(map(typed_entry_from_line, lines))
+    return entries, all(entry is not None for entry in entries)
 
 
 def entry_from_line(line: bytes) -> TranscriptEntry:

@@ -79,11 +79,11 @@ from sessionkeeper.transcript._load import (
     TranscriptIndex,
     load_transcript,
     load_transcript_bytes,
-    scan_transcript,
 )
-from sessionkeeper.transcript._load import find_orphan_tool_results as find_orphan_tool_results
 from sessionkeeper.transcript._manager import Durability, TranscriptManager
 from sessionkeeper.transcript._memory_storage import MemoryTranscriptStorage
+from sessionkeeper.transcript._orphans import find_orphan_tool_results as find_orphan_tool_results
+from sessionkeeper.transcript._orphans import scan_transcript
 from sessionkeeper.transcript._storage import (
     ArchiveReason,
     ArchivingTranscriptStorage,

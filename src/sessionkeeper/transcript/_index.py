@@ -25,6 +25,7 @@ from sessionkeeper.records import (
     decode_json_line,
     entry_from_line,
     entry_key,
+    typed_entries_from_lines,
 )
 from sessionkeeper.transcript._context import (
     EMPTY_CONTEXT,
@@ -67,6 +68,7 @@ def new_entry_id(taken: set[str] | dict[str, Any]) -> str:
 
 
 _ANY_DECODER: Final = msgspec.json.Decoder()
+_BATCH: Final = 256  # entries decoded per batch by TranscriptIndex.entries
 _STAMPED_KINDS: Final = frozenset({"compaction", "branch_summary", "custom_message"})
 
 
@@ -175,9 +177,25 @@ class TranscriptIndex:
         return entry
 
     def entries(self) -> Iterator[TranscriptEntry]:
-        """Every entry in file order (duplicates included), decoding as it goes."""
-        for pos in range(len(self.kinds)):
-            yield self.entry_at(pos)
+        """Every entry in file order (duplicates included), decoding as it goes (256 at a time)."""
+        count = len(self.kinds)
+        for start in range(0, count, _BATCH):
+            yield from self._entries_in(start, min(start + _BATCH, count))
+
+    def _entries_in(self, start: int, stop: int) -> list[TranscriptEntry]:
+        """The entries at ``[start, stop)``; those not yet decoded decoded in one batch and cached."""
+        cache = self._cache
+        found = list(map(cache.get, range(start, stop)))
+        if len(cache) == len(self.kinds) or all(entry is not None for entry in found):
+            return found  # type: ignore[return-value]
+        missing = [pos for pos, entry in zip(range(start, stop), found, strict=True) if entry is None]
+        lines = self.lines
+        typed, _ = typed_entries_from_lines([lines[pos] for pos in missing])
+        for pos, entry in zip(missing, typed, strict=True):
+            decoded = entry if entry is not None else entry_from_line(lines[pos])
+            cache[pos] = decoded
+            found[pos - start] = decoded
+        return found  # type: ignore[return-value]
 
     def get(self, entry_id: str) -> TranscriptEntry | None:
         """The entry with ``entry_id`` (the later one for duplicated ids), or ``None``."""
