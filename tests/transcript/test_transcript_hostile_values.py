@@ -144,7 +144,8 @@ def test_js_date_ms_is_new_date_get_time() -> None:
     assert js_date_ms([2020]) == 1577836800000
     assert js_date_ms([[["2020"]]]) == 1577836800000
     assert js_date_ms(8.64e15) == 8.64e15
-    for nan in ([], {}, 8.64e15 + 1, math.inf, "x", [1, 2], 10**400):
+    assert js_date_ms([1, 2]) == 978393600000  # "1,2": V8's legacy rules read 2001-01-02, as node does
+    for nan in ([], {}, 8.64e15 + 1, math.inf, "x", [1, 2, 3, 4], 10**400):
         assert math.isnan(js_date_ms(nan))
 
 

@@ -10,11 +10,12 @@ JavaScript compatibility: the one place where pi's and OpenClaw's JavaScript sem
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import math
 import re
 from typing import Any
+
+from sessionkeeper.records._jsdate import parse_date_fields
 
 
 __all__ = (
@@ -27,57 +28,94 @@ __all__ = (
     "utf16_len",
 )
 
-_ISO = re.compile(
-    r"^(?P<y>[+-]\d{6}|\d{4})(?:-(?P<mo>\d{2})(?:-(?P<d>\d{2}))?)?"
-    r"(?:T(?P<h>\d{2}):(?P<mi>\d{2})(?::(?P<s>\d{2})(?:[.,](?P<f>\d+))?)?"
-    r"(?P<tz>Z|[+-]\d{2}:\d{2})?)?$"
-)
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 _MAX_TIME_MS = 8.64e15  # ECMAScript TimeClip: |t| above 100,000,000 days is an invalid date
+_DAY_MS = 86_400_000
+_CANONICAL_ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)\.(\d{3})Z", re.ASCII)
+
+
+def _days_from_civil(year: int, month: int, day: int) -> int:
+    """Days from 1970-01-01 to ``year-month-day`` of the proleptic Gregorian calendar (any year)."""
+    year -= month <= 2
+    era = year // 400
+    yoe = year - era * 400
+    doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146_097 + doe - 719_468
+
+
+def _civil_from_days(days: int) -> tuple[int, int, int]:
+    """The proleptic Gregorian ``(year, month, day)`` ``days`` after 1970-01-01 (the inverse of the above)."""
+    days += 719_468
+    era = days // 146_097
+    doe = days - era * 146_097
+    yoe = (doe - doe // 1460 + doe // 36_524 - doe // 146_096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = mp + (3 if mp < 10 else -9)
+    return yoe + era * 400 + (month <= 2), month, day
 
 
 def iso_from_ms(ms: int) -> str:
-    """Return ``new Date(ms).toISOString()``: ``2026-05-07T10:11:12.345Z``."""
-    when = _EPOCH + _dt.timedelta(milliseconds=ms)
-    return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z"
+    """
+    Return ``new Date(ms).toISOString()``: ``2026-05-07T10:11:12.345Z``.
+
+    Years 0-9999 have four digits; others the expanded form with a sign and six digits
+    (``+275760-09-13T00:00:00.000Z``, ``-000001-12-31T00:00:00.000Z``). A fractional ``ms`` is
+    truncated toward zero (TimeClip).
+
+    Raises:
+        ValueError: ``ms`` is not finite or beyond +-8.64e15 (JavaScript's ``RangeError: Invalid time
+            value``).
+    """
+    if isinstance(ms, float):
+        if not math.isfinite(ms):
+            raise ValueError(f"invalid time value: {ms!r}")
+        ms = int(ms)
+    if abs(ms) > _MAX_TIME_MS:
+        raise ValueError(f"invalid time value: {ms!r} ms is beyond +-8.64e15")
+    days, rest = divmod(ms, _DAY_MS)
+    year, month, day = _civil_from_days(days)
+    seconds, millis = divmod(rest, 1000)
+    text_year = f"{year:04d}" if 0 <= year <= 9999 else f"{'+' if year > 0 else '-'}{abs(year):06d}"
+    return (
+        f"{text_year}-{month:02d}-{day:02d}T{seconds // 3600:02d}:{seconds // 60 % 60:02d}:"
+        f"{seconds % 60:02d}.{millis:03d}Z"
+    )
 
 
 def parse_iso_ms(text: str) -> float | int:
     """
-    Return ``Date.parse(text)`` in ms since the epoch, for the ECMAScript date-time string format.
+    Return ``Date.parse(text)`` in ms since the epoch, as V8 (Node 20, pi's runtime) computes it.
 
-    Accepted: ``YYYY``, ``YYYY-MM``, ``YYYY-MM-DD``, optionally followed by ``THH:mm``, ``:ss``,
-    ``.sss`` (extra digits truncated, as V8 does) and ``Z`` or ``±HH:mm``. A form without an offset
-    is read as UTC (JavaScript reads a date-time without offset as local time; transcripts always carry
-    ``Z``). Anything else gives NaN, which is written as ``null`` like ``JSON.stringify`` does.
+    The ECMAScript date-time string format first: ``YYYY``, ``YYYY-MM``, ``YYYY-MM-DD`` (or a signed
+    six-digit year, ``-000000`` excluded), optionally ``THH:mm``, ``:ss``, ``.s+`` (first three digits
+    kept) and ``Z`` or ``+-HH:mm`` / ``+-HHmm``, nothing after (a trailing newline makes it invalid).
+    What stops short of that form goes on through V8's legacy rules (``2026-01-01 10:00Z``,
+    ``2026-1-1``, ``Jan 5 2026 10:00 PM GMT+2``, a date-only form followed by a newline). Digits are
+    ASCII only (a full-width digit is a letter to V8); a NUL character ends the text. A form without an
+    offset is read as UTC (JavaScript reads a date-time without offset as local time; transcripts always carry
+    ``Z``). Days past a month's end roll over (``2026-02-30`` is March 2), as in V8. Beyond
+    +-8.64e15 ms the date is invalid.
 
     Returns:
-        An ``int`` number of ms, or ``float("nan")`` when the text is not a valid date.
+        An ``int`` number of ms, or ``float("nan")`` when the text is not a valid date (``JSON.stringify``
+        writes NaN as ``null``).
     """
-    match = _ISO.match(text)
-    if match is None:
-        return float("nan")
-    try:
-        year = int(match["y"])
-        month = int(match["mo"] or 1)
-        day = int(match["d"] or 1)
-        hour = int(match["h"] or 0)
-        minute = int(match["mi"] or 0)
-        second = int(match["s"] or 0)
-        millis = int((match["f"] or "0")[:3].ljust(3, "0"))
-        if hour == 24 and minute == 0 and second == 0 and millis == 0:
-            base = _dt.datetime(year, month, day, tzinfo=_dt.UTC) + _dt.timedelta(days=1)
-        else:
-            base = _dt.datetime(year, month, day, hour, minute, second, tzinfo=_dt.UTC)
-    except (ValueError, OverflowError):
-        return float("nan")
-    ms = (base - _EPOCH) // _dt.timedelta(milliseconds=1) + millis
-    tz = match["tz"]
-    if tz and tz != "Z":
-        sign = 1 if tz[0] == "+" else -1
-        ms -= sign * (int(tz[1:3]) * 60 + int(tz[4:6])) * 60_000
-    return ms
+    canonical = _CANONICAL_ISO.fullmatch(text)  # what toISOString writes: the common case, fast
+    if canonical is not None:
+        year, month, day, hour, minute, second, millis = map(int, canonical.groups())
+        if 1 <= month <= 12 and 1 <= day <= 31 and hour <= 23 and minute <= 59 and second <= 59:
+            days = _days_from_civil(year, month, 1) + day - 1
+            return days * _DAY_MS + ((hour * 60 + minute) * 60 + second) * 1000 + millis
+    fields = parse_date_fields(text)
+    if fields is None:
+        return math.nan
+    year, month, day, hour, minute, second, millis, offset_s = fields
+    ms = (_days_from_civil(year, month, 1) + day - 1) * _DAY_MS
+    ms += ((hour * 60 + minute) * 60 + second) * 1000 + millis - offset_s * 1000
+    return ms if abs(ms) <= _MAX_TIME_MS else math.nan
 
 
 def js_date_ms(value: Any) -> float | int:
@@ -89,8 +127,8 @@ def js_date_ms(value: Any) -> float | int:
     A string is :func:`parse_iso_ms`; ``null`` is ``0``; a boolean ``0``/``1``; a number is clipped as
     ECMAScript's TimeClip does (truncated toward zero, NaN beyond +-8.64e15 ms or when not finite); an
     array is read as the string its elements joined by ``,`` make (``[2020]`` -> ``"2020"``); an object
-    is NaN. V8 also parses some non-ISO strings (``"1,2"``) with a legacy parser: those are NaN here,
-    as for string timestamps (see :func:`parse_iso_ms`).
+    is NaN (``"[object Object]"`` holds no date). Strings go through V8's whole grammar, legacy forms
+    included (``"1,2"`` is 2001-01-02; see :func:`parse_iso_ms`).
 
     Returns:
         ms since the epoch (``int``), or ``float("nan")`` for an invalid date.
@@ -116,7 +154,7 @@ def js_date_ms(value: Any) -> float | int:
 
 
 def _js_join(values: list[Any], depth: int = 0) -> str | None:
-    """``Array.prototype.join(",")`` of JSON values (``None`` for what no date string can come from)."""
+    """``Array.prototype.join(",")`` of JSON values (``None`` past 100 nested arrays)."""
     if depth > 100:
         return None
     parts: list[str] = []
@@ -133,13 +171,28 @@ def _js_join(values: list[Any], depth: int = 0) -> str | None:
         elif isinstance(item, bool):
             parts.append("true" if item else "false")
         elif isinstance(item, int | float):
-            number = float(item) if isinstance(item, float) or abs(item) < 10**21 else math.inf
-            if not math.isfinite(number) or abs(number) >= 1e21 or number != int(number):
-                return None  # "1.5", "1e+21", "NaN", "Infinity": no ISO date string contains them
-            parts.append(str(int(number)))  # String(2020.0) is "2020" (below 1e21 no exponent form)
+            parts.append(_js_string_of_number(item))
         else:
-            return None  # objects ("[object Object]"), numbers in a list: no ISO date string
+            parts.append("[object Object]")
     return ",".join(parts)
+
+
+def _js_number(value: int | float) -> float:
+    """The JavaScript number a JSON number becomes: the nearest double (beyond the doubles: +-Infinity)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
+def _js_string_of_number(value: int | float) -> str:
+    """``String(n)`` of a JSON number: ``"NaN"`` and ``"Infinity"`` included."""
+    number = _js_number(value)
+    if math.isnan(number):
+        return "NaN"
+    if math.isinf(number):
+        return "Infinity" if number > 0 else "-Infinity"
+    return js_number_to_string(number)
 
 
 def utf16_len(text: str) -> int:
