@@ -275,10 +275,23 @@ def js_number_to_string(value: float) -> str:
     return sign + text
 
 
+def _is_array_index(key: str) -> bool:
+    """Whether JavaScript reads ``key`` as an array index (``"0"``, ``"42"``; not ``"01"``, ``"2**32-1"``)."""
+    if not key.isascii() or not key.isdigit() or (key[0] == "0" and len(key) > 1) or len(key) > 10:
+        return False
+    return int(key) < 2**32 - 1
+
+
 def js_json_stringify(value: Any) -> str:
     """
-    Return ``JSON.stringify(value)`` for a JSON value: compact, key order kept, non-ASCII raw, numbers
+    Return ``JSON.stringify(value)`` for a JSON value: compact, key order kept (but for the keys that are
+    array indexes, ``"0"`` to ``"4294967294"``, which a JavaScript object lists first, in ascending
+    order), non-ASCII raw, numbers
     in JavaScript's form (``1`` not ``1.0``, ``1e-7``, ``1e+21``), lone surrogates as ``\\udXXX``.
+
+    A Python ``int`` is written as JavaScript writes the number ``JSON.parse`` makes of it: the nearest
+    double, so past 2**53 digits are lost (``2**53 + 1`` -> ``9007199254740992``), from 10**21 on the
+    exponent form (``10**21`` -> ``1e+21``), and past the doubles ``null`` (Infinity).
 
     Used for the length of tool-call arguments in :func:`estimate_tokens` (spec §12).
     """
@@ -294,15 +307,17 @@ def js_json_stringify(value: Any) -> str:
     if value is None:
         return "null"
     if isinstance(value, int):
-        return str(value)
+        # JavaScript has doubles only: an integer read from JSON is the nearest double (beyond 2**53 it
+        # loses digits, from 1e21 it prints with an exponent, past the doubles it is Infinity: "null")
+        return str(value) if -(2**53) <= value <= 2**53 else js_number_to_string(_js_number(value))
     if isinstance(value, float):
         return js_number_to_string(value)
     if isinstance(value, dict):
-        return (
-            "{"
-            + ",".join(f"{js_json_stringify(str(k))}:{js_json_stringify(v)}" for k, v in value.items())
-            + "}"
-        )
+        items = [(str(k), v) for k, v in value.items()]
+        if any(_is_array_index(k) for k, _ in items):  # JavaScript lists those keys first, ascending
+            indexes = sorted((item for item in items if _is_array_index(item[0])), key=lambda i: int(i[0]))
+            items = indexes + [item for item in items if not _is_array_index(item[0])]
+        return "{" + ",".join(f"{js_json_stringify(k)}:{js_json_stringify(v)}" for k, v in items) + "}"
     if isinstance(value, list | tuple):
         return "[" + ",".join(js_json_stringify(v) for v in value) + "]"
     return "null"
