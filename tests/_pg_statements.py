@@ -30,6 +30,11 @@ class Sent:
     lone_commands: int = 0
 
     @property
+    def lazy_commits(self) -> int:
+        """Statements that turn ``synchronous_commit`` off for their transaction (a commit not waited on)."""
+        return sum("set_config('synchronous_commit', 'off', true)" in s for s in self.statements)
+
+    @property
     def round_trips(self) -> int:
         """Statements plus the commands sent outside a pipeline."""
         return len(self.statements) + self.lone_commands
@@ -54,7 +59,7 @@ def count_statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[Sent]:
 
     async def counting_execute(self: Any, query: Any, params: Any = None, **kwargs: Any) -> Any:
         text = query if isinstance(query, str) else query.as_string(self.connection)
-        sent.statements.append(" ".join(str(text).split())[:160])
+        sent.statements.append(" ".join(str(text).split()))
         idle = self.connection.pgconn.transaction_status == pq.TransactionStatus.IDLE
         if idle and self.connection._pipeline is None and text:
             sent.transactions += 1  # autocommit: the statement is a transaction of its own

@@ -7,6 +7,9 @@ again) while one that may have committed raises ``StoreUnavailableError``.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 import psycopg
 import pytest
 from psycopg import sql
@@ -15,7 +18,7 @@ from tests._pg_statements import count_statements
 from tests._servers import pg_schema
 
 from sessionkeeper.exceptions import StoreUnavailableError
-from sessionkeeper.store import SessionEntry
+from sessionkeeper.store import SessionEntry, SessionResolution, SessionStore, resolve_session
 from sessionkeeper.store._postgres import PostgresStoreBackend
 
 
@@ -64,6 +67,49 @@ async def test_an_update_is_two_round_trips_in_one_transaction(
         assert sent.commands == ["BEGIN", "COMMIT"]
         assert sent.transactions == 1
         assert await backend.get("k") == SessionEntry(session_id="s1", updated_at=2)
+
+
+async def test_a_resolve_that_reuses_the_entry_commits_its_stamp_without_waiting_for_the_flush(
+    pg_schema: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the reuse writes only the activity stamp (updatedAt, lastInteractionAt): visible to every other
+    # writer at once, durable with the next durable commit; a new key and a rollover commit durably
+    dsn, schema = pg_schema
+    now = [int(time.time() * 1000) - 3_600_000]  # an hour ago, then a minute later each time
+
+    def decide(body: str) -> Callable[[SessionEntry | None, Callable[[], str]], SessionResolution]:
+        def run(current: SessionEntry | None, new_id: Callable[[], str]) -> SessionResolution:
+            return resolve_session(
+                current, session_key="agent:main:main", now_ms=now[0], body=body, new_session_id=new_id
+            )
+
+        return run
+
+    async with (
+        SessionStore(PostgresStoreBackend(dsn, schema=schema, max_size=2)) as store,
+        PostgresStoreBackend(dsn, schema=schema, max_size=1) as other,
+    ):
+        with count_statements(monkeypatch) as sent:
+            created, _ = await store.resolve("agent:main:main", decide("hi"))
+            assert sent.lazy_commits == 0
+            sent.clear()
+            now[0] += 60_000
+            reused, resolution = await store.resolve("agent:main:main", decide("hi"))
+            assert not resolution.is_new
+            assert sent.lazy_commits == 1
+            assert sent.round_trips == 2  # the locking read, the write with COMMIT
+            sent.clear()
+            seen = await other.get("agent:main:main")  # another backend, another connection
+            assert seen is not None
+            assert seen == reused
+            assert seen.last_interaction_at == now[0]
+            assert reused.session_id == created.session_id
+            sent.clear()
+            now[0] += 60_000
+            rolled, resolution = await store.resolve("agent:main:main", decide("/new"))
+            assert resolution.is_new
+            assert rolled.session_id != created.session_id
+            assert sent.lazy_commits == 0
 
 
 async def test_a_dead_connection_runs_the_operation_again_only_when_nothing_was_committed(

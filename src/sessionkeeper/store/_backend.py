@@ -30,6 +30,7 @@ from sessionkeeper.store._entry_shape import is_safe_store_session_id
 
 __all__ = (
     "EntryUpdater",
+    "LazyStampBackend",
     "LoadReport",
     "RowsAlwaysLoad",
     "StoreBackend",
@@ -205,6 +206,33 @@ class StoreBackend(Protocol):
 
     async def aclose(self) -> None:
         """Release resources (connections, file handles). The backend is unusable afterwards."""
+        ...
+
+
+@runtime_checkable
+class LazyStampBackend(Protocol):
+    """
+    A backend whose entry update can commit without waiting for its own durability when the write is
+    only an activity stamp (issue 13: a commit's WAL flush is most of a database turn).
+
+    :meth:`SessionStore.resolve <sessionkeeper.store.SessionStore.resolve>` uses it when the decision
+    reuses the stored entry (no new key, no rollover): the write then changes ``updatedAt`` and
+    ``lastInteractionAt`` (and a missing ``sessionStartedAt`` derived from stored facts), nothing a
+    later step relies on being on disk before its own durable write. Such a commit is atomic and visible
+    to every other writer at once, as any other (same row lock, same compare-and-swap); only its
+    durability waits for the next durable commit on the same server, which writes the log up to and
+    past it (or for the server's own log flush, a fraction of a second later). A server crash in
+    between forgets the stamp, and with it nothing else. Backends without this capability write the
+    stamp with :meth:`StoreBackend.update` (durably).
+    """
+
+    async def update_lazily(
+        self, session_key: str, fn: EntryUpdater, *, lazy: Callable[[], bool]
+    ) -> SessionEntry | None:
+        """
+        :meth:`StoreBackend.update`, except that when ``lazy()`` (asked after ``fn`` ran, under the same
+        lock) is true, the commit does not wait for its durability (class docstring).
+        """
         ...
 
 

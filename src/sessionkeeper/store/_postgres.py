@@ -408,6 +408,16 @@ class PostgresStoreBackend(RowsAlwaysLoad):
         locked: keep it quick and free of I/O. It may run again if another writer creates the key first
         (deviation ``DB-RETRY``).
         """
+        return await self.update_lazily(session_key, fn, lazy=None)
+
+    async def update_lazily(
+        self, session_key: str, fn: EntryUpdater, *, lazy: Callable[[], bool] | None
+    ) -> SessionEntry | None:
+        """
+        :meth:`update`; when ``lazy()`` (asked after ``fn`` ran, the row still locked) is true, the write
+        commits with ``synchronous_commit`` off for its transaction (``LazyStampBackend``: visible at once,
+        durable with the next durable commit on the server or its WAL writer's next flush).
+        """
         check_pg_key(session_key)
 
         async def body(conn: AsyncConnection[TupleRow], unit: Unit) -> SessionEntry | None:
@@ -416,14 +426,19 @@ class PostgresStoreBackend(RowsAlwaysLoad):
                     # pipeline mode: BEGIN goes with the locking read, the write with COMMIT (two round
                     # trips, one transaction)
                     async with conn.pipeline(), conn.transaction():
-                        return await self._update_locked(conn, session_key, fn, unit)
+                        return await self._update_locked(conn, session_key, fn, unit, lazy)
                 except _Retry:
                     continue
 
         return await self._run_unit(body, write=True, turn=session_key)
 
     async def _update_locked(
-        self, conn: AsyncConnection[TupleRow], session_key: str, fn: EntryUpdater, unit: Unit
+        self,
+        conn: AsyncConnection[TupleRow],
+        session_key: str,
+        fn: EntryUpdater,
+        unit: Unit,
+        lazy: Callable[[], bool] | None,
     ) -> SessionEntry | None:
         rows = await self._rows(conn, "get_locked", self.store_id, session_key)
         current = None if not rows else decode_entry_text(session_key, rows[0][0], where=self.where)
@@ -440,7 +455,9 @@ class PostgresStoreBackend(RowsAlwaysLoad):
             return new
         old_text, revision = rows[0]
         if old_text != row.text:  # the row is locked: the swap cannot miss (its result is not read)
-            await conn.execute(self._sql["cas"], self._cas_params(session_key, row, revision))
+            # the lazy variant turns synchronous_commit off for this transaction in the same statement
+            statement = self._sql["cas_lazy" if lazy is not None and lazy() else "cas"]
+            await conn.execute(statement, self._cas_params(session_key, row, revision))
         return new
 
     async def _insert(

@@ -285,6 +285,13 @@ QUERIES: Final[dict[str, str]] = {
         "revision = revision + CASE WHEN entry_text = %s THEN 0 ELSE 1 END "
         "WHERE store_id = %s AND session_key = %s AND revision = %s RETURNING revision"
     ),
+    "cas_lazy": (  # "cas" committing without waiting for its WAL flush (LazyStampBackend)
+        "UPDATE {t} SET entry_text = %s, entry = %s::jsonb, updated_at = %s, is_protected = %s, "
+        "expires_at = now() + %s::interval, modified_at = now(), "
+        "revision = revision + CASE WHEN entry_text = %s THEN 0 ELSE 1 END "
+        "WHERE store_id = %s AND session_key = %s AND revision = %s "
+        "RETURNING revision, set_config('synchronous_commit', 'off', true)"
+    ),
     "delete": "DELETE FROM {t} WHERE store_id = %s AND session_key = %s",
     "delete_many": "DELETE FROM {t} WHERE store_id = %s AND session_key = ANY(%s)",
 }

@@ -410,6 +410,11 @@ class SessionStore:
 
         - Reuse (``is_new`` false) or a new key: the resolution's entry is merged into the stored one
           (``patch``); an unsafe ``sessionFile`` raises before anything is written (issue 15, F1).
+          On a backend that offers it (:class:`~sessionkeeper.store.PostgresStoreBackend`), a reuse's
+          write (the activity stamp: ``updatedAt``, ``lastInteractionAt``) commits without waiting for
+          its own durability: visible to every writer at once, durable with the next durable commit on
+          the server (the turn's first append) or within a fraction of a second; a server crash before
+          then forgets only the stamp (docs/postgres.md "Commits per turn").
         - Rollover (``is_new`` with an existing entry): as :meth:`reset` (the next id of the factory,
           cleared per-session fields, header written before the store changes, old transcript archived
           as ``<file>.reset.<stamp>`` afterwards), only by the caller whose decision won.

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import anyio.to_thread
 
 from sessionkeeper.exceptions import SessionNotFoundError, UnsafePathError
+from sessionkeeper.store._backend import LazyStampBackend
 from sessionkeeper.store._entry import SessionEntry
 from sessionkeeper.store._reset import SessionResolution
 from sessionkeeper.store._rollover import ReplayedIds
@@ -138,9 +139,18 @@ async def resolve_entry(
         if current is not None and decide(current, ids).is_new:
             header_entry = store._rollover_entry(current, rollover_id(), now, {})
             created = await anyio.to_thread.run_sync(store._write_header, header_entry, now, cwd)
+
+    def stamp_only() -> bool:
+        # the decision reused the stored entry: the write is its activity stamp (LazyStampBackend)
+        return not decided["resolution"].is_new
+
     rolled = False
     try:
-        result = await store.backend.update(session_key, apply)
+        backend = store.backend
+        if isinstance(backend, LazyStampBackend):
+            result = await backend.update_lazily(session_key, apply, lazy=stamp_only)
+        else:
+            result = await backend.update(session_key, apply)
         assert result is not None
         rolled = "previous" in decided
         if rolled and store.sessions_dir is not None and store.transcript_file(result) != created:
