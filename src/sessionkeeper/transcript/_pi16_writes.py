@@ -9,23 +9,27 @@ the same checks; :attr:`pi_generation` says which pi generation's conventions th
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+import math
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
 from sessionkeeper._clock import Clock
-from sessionkeeper.exceptions import EntryNotFoundError
+from sessionkeeper.exceptions import EntryNotFoundError, InvalidEntryError
 from sessionkeeper.records import (
     ContentBlock,
     ContextEditEntry,
     ContextEditReplacement,
     CustomMessageEntry,
+    ImageContent,
     MessageEntry,
     SystemMessage,
     SystemSections,
     TextContent,
+    ThinkingContent,
+    ToolCall,
     ToolDeclaration,
     ToolReference,
     TranscriptEntry,
@@ -40,6 +44,37 @@ from sessionkeeper.transcript._system import PiGeneration, current_system_messag
 
 __all__ = ("Pi16Appends",)
 
+_S = TypeVar("_S", bound=msgspec.Struct)
+_BLOCK_TYPES = (TextContent, ThinkingContent, ImageContent, ToolCall)
+
+
+def _checked(value: object, kind: type[_S], what: str) -> _S:
+    """
+    ``value`` when it is a ``kind`` whose fields hold values of their declared types (what a reader
+    decodes back as that record), else :class:`InvalidEntryError`: msgspec structs do not check their
+    fields when made, and a wrong value would be written as is.
+    """
+    if not isinstance(value, kind):
+        raise InvalidEntryError(f"{what} must be a {kind.__name__}, not {type(value).__name__}")
+    try:
+        msgspec.convert(msgspec.to_builtins(value), type=kind)
+    except (msgspec.ValidationError, TypeError, ValueError) as err:
+        raise InvalidEntryError(f"{what} holds a value of the wrong type: {err}") from err
+    return value
+
+
+def _text(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidEntryError(f"{what} must be a string, not {type(value).__name__}")
+    return value
+
+
+def _items(value: object, kind: type[_S], what: str) -> list[_S]:
+    """A list of checked ``kind`` records from a sequence (not a string, bytes or mapping)."""
+    if isinstance(value, str | bytes | bytearray | Mapping) or not isinstance(value, Sequence):
+        raise InvalidEntryError(f"{what} must be a sequence of {kind.__name__}, not {type(value).__name__}")
+    return [_checked(item, kind, f"{what}[{n}]") for n, item in enumerate(value)]
+
 
 def _role(entry: TranscriptEntry) -> str | None:
     if isinstance(entry, CustomMessageEntry):
@@ -48,6 +83,20 @@ def _role(entry: TranscriptEntry) -> str | None:
         message = entry.message
         return message.role
     return None
+
+
+def _sections(value: object) -> SystemSections:
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in value.items()
+    ):
+        raise InvalidEntryError("sections must map section names to strings (or None to remove)")
+    return dict(value)
+
+
+def _timestamp_ms(value: object) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidEntryError(f"timestamp must be a finite number of ms, not {value!r}")
+    return value
 
 
 class Pi16Appends:
@@ -138,7 +187,18 @@ class Pi16Appends:
         Append a ``usage`` entry (pi 1.6 ``appendUsage``): usage billed outside a reply, e.g. a cache
         keep-alive (``kind="cache_warm"``). It adds nothing to the context. An empty ``note`` is
         omitted, as pi does.
+
+        Raises:
+            InvalidEntryError: ``kind``, ``provider``, ``model`` or ``note`` is not a string, or
+                ``usage`` is not a :class:`Usage` of numbers (pi's ``appendUsage`` types); nothing
+                was written.
         """
+        _text(kind, "kind")
+        _text(provider, "provider")
+        _text(model, "model")
+        _checked(usage, Usage, "usage")
+        if note is not None:
+            _text(note, "note")
         value: str | UnsetType = note if note else UNSET
         result: UsageEntry = await self._append(
             lambda i, p, t: UsageEntry(
@@ -174,13 +234,29 @@ class Pi16Appends:
             tools_added: Tools that become available here.
             tools_removed: Tools that stop being available here.
             timestamp: Unix ms; default now.
+
+        Raises:
+            InvalidEntryError: A value of another type than these (pi 1.6's ``SystemMessage``): content
+                neither a string nor text blocks, sections not strings (or ``None``) by name, tools
+                not :class:`ToolDeclaration` / :class:`ToolReference` records, a timestamp that is
+                not a finite number; nothing was written.
         """
+        if not isinstance(content, str):
+            content = _items(content, TextContent, "content")
         message = SystemMessage(
             content=content,
-            sections=dict(sections) if not isinstance(sections, UnsetType) else UNSET,
-            timestamp=timestamp if timestamp is not None else self._clock.now_ms(),
-            tools_added=list(tools_added) if not isinstance(tools_added, UnsetType) else UNSET,
-            tools_removed=list(tools_removed) if not isinstance(tools_removed, UnsetType) else UNSET,
+            sections=_sections(sections) if not isinstance(sections, UnsetType) else UNSET,
+            timestamp=_timestamp_ms(timestamp) if timestamp is not None else self._clock.now_ms(),
+            tools_added=(
+                _items(tools_added, ToolDeclaration, "tools_added")
+                if not isinstance(tools_added, UnsetType)
+                else UNSET
+            ),
+            tools_removed=(
+                _items(tools_removed, ToolReference, "tools_removed")
+                if not isinstance(tools_removed, UnsetType)
+                else UNSET
+            ),
         )
         result: MessageEntry = await self._append(
             lambda i, p, t: MessageEntry(id=i, parent_id=p, timestamp=t, message=message)
@@ -198,19 +274,37 @@ class Pi16Appends:
 
         Raises:
             EntryNotFoundError: ``target_id`` is not in the transcript.
-            ValueError: The target is not on the active branch, or is not a user, assistant,
-                tool-result or custom message (pi's refusals).
+            InvalidEntryError: The replacement is not ``None``, a string or content blocks (pi:
+                "must be null or contain string/array content"), or the target is not on the active
+                branch, or is not a user, assistant, tool-result or custom message (pi's refusals);
+                nothing was written.
         """
+        blocks: list[ContentBlock] | None = None
+        if replacement is not None and not isinstance(replacement, str):
+            if isinstance(replacement, str | bytes | bytearray | Mapping) or not isinstance(
+                replacement, Sequence
+            ):
+                raise InvalidEntryError(
+                    "a context edit replacement must be None, a string or content blocks, not "
+                    f"{type(replacement).__name__}"
+                )
+            blocks = []
+            for n, block in enumerate(replacement):
+                if not isinstance(block, _BLOCK_TYPES):
+                    raise InvalidEntryError(
+                        f"replacement[{n}] must be a content block, not {type(block).__name__}"
+                    )
+                blocks.append(_checked(block, type(block), f"replacement[{n}]"))
         if target_id not in self._index.by_id:
             await self.refresh()
             if target_id not in self._index.by_id:
                 raise EntryNotFoundError(target_id)
         target = self._index.entry_at(self._index.by_id[target_id])
         if all(entry.id != target_id for entry in self.get_branch()):
-            raise ValueError(f"Entry {target_id} is not on the active branch")
+            raise InvalidEntryError(f"Entry {target_id} is not on the active branch")
         role = _role(target)
         if role not in EDITABLE_ROLES:
-            raise ValueError(f"Entry {target_id} does not contribute editable model content")
+            raise InvalidEntryError(f"Entry {target_id} does not contribute editable model content")
         value: ContextEditReplacement | None
         if replacement is None:
             value = None
@@ -220,7 +314,7 @@ class Pi16Appends:
             )
             value = ContextEditReplacement(content=content)
         else:
-            value = ContextEditReplacement(content=list(replacement))
+            value = ContextEditReplacement(content=blocks if blocks is not None else [])
         result: ContextEditEntry = await self._append(
             lambda i, p, t: ContextEditEntry(
                 id=i, parent_id=p, timestamp=t, target_id=target_id, replacement=value
