@@ -166,6 +166,45 @@ asyncio.run(main())
 """
 
 
+_PEAK_PROBE = r"""
+import asyncio, sys
+
+def peak_kb():  # VmHWM: this process's peak RSS
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
+
+async def main():
+    if sys.argv[1] == "theirs":
+        from agents import SQLiteSession
+        session = SQLiteSession("bench", sys.argv[2])
+        await session.get_items(limit=1)
+        before = peak_kb()
+        items = await session.get_items()
+    else:
+        from sessionkeeper.transcript import load_transcript
+        before = peak_kb()
+        items = list(load_transcript(sys.argv[2], decode_all=True).entries())
+    print(peak_kb() - before, len(items))
+
+asyncio.run(main())
+"""
+
+
+def peak_growth_kb(python: Path, side: str, target: Path) -> int:
+    """Peak RSS growth (VmHWM, KiB) of a fresh process reading the whole history once."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    out = subprocess.run(
+        [str(python), "-c", _PEAK_PROBE, side, str(target)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    return int(out.stdout.split()[0])
+
+
 def ensure_peer_venv() -> Path:
     """The peers venv's python, built (``venv`` + ``pip install PEER_REQUIREMENT``) when missing."""
     python = PEER_VENV / "bin" / "python"
@@ -418,11 +457,19 @@ def main() -> int:
                 mine = asyncio.run(ours(path, workdir / f"round-{round_no}", args.repeat, args.appends))
             for key, samples in mine.items():
                 ours_samples.setdefault(key, []).extend(samples)
+        peaks = {"ours": 0, "theirs": 0}
+        if python is not None:
+            peaks["ours"] = peak_growth_kb(Path(sys.executable), "ours", path)
+            peaks["theirs"] = peak_growth_kb(python, "theirs", workdir / "agents.db")
     load_after = _load()
     us = {key: statistics.median(samples) for key, samples in ours_samples.items()}
     them = {key: statistics.median(values) for key, values in theirs_medians.items()}
     if args.json:
-        print(json.dumps({"ours": us, "theirs": them, "items": items, "load": [load_before, load_after]}))
+        print(
+            json.dumps(
+                {"ours": us, "theirs": them, "items": items, "load": [load_before, load_after], "peak_kb": peaks}
+            )
+        )
         return 0
     print(f"load average {load_before} before, {load_after} after; {args.rounds} rounds")
     if python is not None:
@@ -439,6 +486,11 @@ def main() -> int:
         for label, mine_ms, anchor, anchor_ms in rows:
             ratio = mine_ms / anchor_ms
             print(f"{label:<38} {mine_ms:>8.3f} | {anchor:<34} {anchor_ms:>8.3f} | {ratio:>5.2f}x")
+        print(
+            f"{'full parsed history, peak RSS+ (MB)':<38} {peaks['ours'] / 1024:>8.1f} | "
+            f"{'openai-agents get_items()':<34} {peaks['theirs'] / 1024:>8.1f} | "
+            f"{peaks['ours'] / peaks['theirs']:>5.2f}x"
+        )
         print()
     share = us["inline_share"] * 100
     print("durable turn append (~3 KB, 3 messages, one write + fsync); median of paired ratios")

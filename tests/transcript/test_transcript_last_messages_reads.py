@@ -25,6 +25,7 @@ from sessionkeeper.transcript import (
 from sessionkeeper.transcript.file._tail_messages import (
     DEFAULT_MAX_TAIL_BYTES,
     _last_messages_walk,
+    _linear_tail_messages,
     aread_last_messages,
     last_messages_of_index,
     read_last_messages,
@@ -92,3 +93,34 @@ async def test_async_read_raises_the_loader_errors(tmp_path: Path) -> None:
     with pytest.raises(TranscriptNotFoundError):
         await aread_last_messages(tmp_path / "missing.jsonl", 5)
     assert await aread_last_messages(tmp_path / "missing.jsonl", 0) == ()
+
+
+def _linear(path: Path, n: int) -> tuple[object, ...] | None:
+    with path.open("rb") as handle:
+        found = _linear_tail_messages(handle, n, max_tail_bytes=DEFAULT_MAX_TAIL_BYTES, first_chunk=4096)
+    return None if found is None else found[0]
+
+
+async def test_a_linear_tail_is_read_by_the_one_decode_walk_and_a_branched_one_is_not(tmp_path: Path) -> None:
+    """The one-decode walk answers only a tail where each line is its successor's parent (the common
+    case); a line of another branch, a repeated id or an unknown line leave it to the general walk, and
+    the answer is the full loader's either way."""
+    path = tmp_path / "s.jsonl"
+    manager = await TranscriptManager.create(path, cwd="/w", durability="none")
+    for i in range(30):
+        await manager.append_message(UserMessage(content=f"{i} " + "x" * 300, timestamp=i))
+    entries = manager.entries()
+    expected = last_messages_of_index(load_transcript(path), 10)
+    assert _linear(path, 10) == expected and len(expected) == 10
+    assert _linear(path, 100) == last_messages_of_index(load_transcript(path), 100)  # up to the root
+    manager.branch(entries[-5].id)  # the last four lines become an abandoned branch
+    await manager.append_message(UserMessage(content="on the branch", timestamp=99))
+    await manager.append_custom("ext", data={"x": 1})  # a typed line that is not a message
+    expected = last_messages_of_index(load_transcript(path), 10)
+    assert expected[-1] == UserMessage(content="on the branch", timestamp=99)
+    assert _linear(path, 10) is None
+    assert read_last_messages(path, 10) == expected
+    with path.open("ab") as out:  # an entry of a type this library does not know becomes the leaf
+        out.write(b'{"type":"future","id":"f1","parentId":"' + entries[-1].id.encode() + b'"}\n')
+    assert _linear(path, 10) is None
+    assert read_last_messages(path, 10) == last_messages_of_index(load_transcript(path), 10)

@@ -124,8 +124,7 @@ def _walk_tail(
     try:
         while True:
             end = reader.unread_end
-            lines = reader.previous_lines()
-            for line in reversed(lines):
+            for line in reader.previous_lines_reversed():
                 start = end - len(line)
                 end = start - 1
                 record = parse(line)

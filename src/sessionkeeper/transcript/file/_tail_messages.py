@@ -5,6 +5,7 @@ The last messages of a transcript's current branch with a bounded tail read (DES
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import IO, Final
 
@@ -12,21 +13,24 @@ import anyio
 import anyio.lowlevel
 
 from sessionkeeper.records import (
+    CURRENT_SESSION_VERSION,
     AgentMessage,
     MessageEntry,
     TranscriptEntry,
     UnknownEntry,
     message_from_json,
+    typed_entry_from_line,
 )
 from sessionkeeper.transcript._index import TranscriptIndex
 from sessionkeeper.transcript._lines import TailRecord
-from sessionkeeper.transcript._load import load_transcript
+from sessionkeeper.transcript._load import _header_version, load_transcript
 from sessionkeeper.transcript.file._tail import _walk_tail
 from sessionkeeper.transcript.file._tail_reader import (
     DEFAULT_MAX_TAIL_BYTES,
     MAX_CHUNK,
     TailReader,
     open_transcript_file,
+    read_header,
 )
 
 
@@ -135,15 +139,69 @@ def _last_messages_walk(
     handle: IO[bytes], n: int, *, max_tail_bytes: int, chunk_bytes: int | None
 ) -> tuple[tuple[AgentMessage, ...], TailReader | None] | None:
     """The tail walk of :func:`read_last_messages` and its reader; ``None``: the full loader decides."""
+    first = first_read_for(n) if chunk_bytes is None else chunk_bytes
+    linear = _linear_tail_messages(handle, n, max_tail_bytes=max_tail_bytes, first_chunk=first)
+    if linear is not None:
+        return linear
     walk = _MessageWalk(n)
     readers: list[TailReader] = []
-    first = first_read_for(n) if chunk_bytes is None else chunk_bytes
     outcome = _walk_tail(
         handle, max_bytes=max_tail_bytes, first_chunk=first, visit=walk, reader_out=readers, typed=True
     )
     if outcome == "full":
         return None
     return tuple(reversed(walk.messages)), readers[0] if readers else None
+
+
+def _linear_tail_messages(
+    handle: IO[bytes], n: int, *, max_tail_bytes: int, first_chunk: int
+) -> tuple[tuple[AgentMessage, ...], TailReader] | None:
+    """
+    The last ``n`` messages (and the reader) when the tail is the common case: every line met going backwards is a
+    typed record (blank lines aside) and the parent of the one after it, from the leaf up to the
+    ``n``-th message or the root. One decode per line and no per-line objects beyond the records.
+    ``None`` as soon as anything else is met (a line of another branch, a repeated id, an unknown or
+    odd line, a legacy file...): the general walk (:func:`._tail._walk_tail`) then decides from the
+    start, so the answer is always the one it gives.
+    """
+    size = os.fstat(handle.fileno()).st_size
+    found = read_header(handle, size)
+    if found is None or _header_version(found.raw) < CURRENT_SESSION_VERSION:
+        return None
+    reader = TailReader(handle, start=found.entries_offset, end=size, first_chunk=first_chunk)
+    sizing = _MessageWalk(n)
+    messages = sizing.messages
+    seen: set[str] = set()
+    want: str | None = None
+    leaf = True
+    decode = typed_entry_from_line
+    while True:
+        for line in reader.previous_lines_reversed():
+            if not line:
+                continue
+            entry = decode(line)
+            if entry is None:
+                return None
+            entry_id = entry.id
+            if leaf:
+                if not entry_id:
+                    return None
+                leaf = False
+            elif entry_id != want or entry_id in seen:
+                return None
+            seen.add(entry_id)
+            if type(entry) is MessageEntry:
+                messages.append(entry.message)
+                if len(messages) >= n:
+                    return tuple(reversed(messages)), reader
+            want = entry.parent_id
+            if not want:
+                return tuple(reversed(messages)), reader  # the root
+        if reader.exhausted or reader.bytes_read > max_tail_bytes:
+            return None
+        wanted = sizing.next_chunk(reader.bytes_read)
+        if wanted is not None:
+            reader.size_next(wanted)
 
 
 _INLINE_TAIL_BYTES: Final = 256 << 10

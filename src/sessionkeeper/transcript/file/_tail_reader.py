@@ -6,7 +6,7 @@ complete lines in growing chunks (the building blocks of :mod:`._tail` and :mod:
 from __future__ import annotations
 
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -125,8 +125,22 @@ class TailReader:
     def previous_lines(self) -> list[bytes]:
         """The next complete lines going backwards, in file order (possibly empty); sets
         :attr:`exhausted` once the start was reached."""
+        data, first = self._next_chunk()
+        return data[first:].split(b"\n") if first >= 0 else []
+
+    def previous_lines_reversed(self) -> Iterator[bytes]:
+        """
+        :meth:`previous_lines` last line first, each cut out (``rfind``) only when asked for: a walk
+        that stops within the chunk does not split the rest of it. The chunk is read (and
+        :attr:`exhausted` set) before the first line is returned.
+        """
+        data, first = self._next_chunk()
+        return _lines_backwards(data, first) if first >= 0 else iter(())
+
+    def _next_chunk(self) -> tuple[bytes, int]:
+        """Read the next chunk backwards: its bytes and where its complete lines start (``-1``: none)."""
         if self.exhausted:
-            return []
+            return b"", -1
         size = min(self._chunk, self._pos - self._start)
         self._pos -= size
         self._chunk = min(self._chunk * 2, self._max_chunk)
@@ -140,13 +154,22 @@ class TailReader:
             cut = data.find(b"\n")
             if cut < 0:
                 self._carry = data
-                return []
+                return b"", -1
             self._carry = data[:cut]
-            data = data[cut + 1 :]
-        else:
-            self._carry = b""
-            self.exhausted = True
-        return data.split(b"\n")
+            return data, cut + 1
+        self._carry = b""
+        self.exhausted = True
+        return data, 0
+
+
+def _lines_backwards(data: bytes, first: int) -> Iterator[bytes]:
+    """``data[first:].split(b"\\n")`` in reverse order, lazily."""
+    end = len(data)
+    rfind = data.rfind
+    while (cut := rfind(b"\n", first, end)) >= 0:
+        yield data[cut + 1 : end]
+        end = cut
+    yield data[first:end]
 
 
 def open_transcript_file(path: Path) -> IO[bytes]:
