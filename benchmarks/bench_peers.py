@@ -465,11 +465,8 @@ def main() -> int:
     us = {key: statistics.median(samples) for key, samples in ours_samples.items()}
     them = {key: statistics.median(values) for key, values in theirs_medians.items()}
     if args.json:
-        print(
-            json.dumps(
-                {"ours": us, "theirs": them, "items": items, "load": [load_before, load_after], "peak_kb": peaks}
-            )
-        )
+        load = [load_before, load_after]
+        print(json.dumps({"ours": us, "theirs": them, "items": items, "load": load, "peak_kb": peaks}))
         return 0
     print(f"load average {load_before} before, {load_after} after; {args.rounds} rounds")
     if python is not None:
