@@ -201,3 +201,29 @@ def test_a_pruned_result_never_changes_back(steps: list[tuple[int, int]], hard_r
             else:
                 assert before is None or before[0] == "whole"
                 sent[original.tool_call_id] = ("whole", wire)
+
+
+def test_a_decision_is_not_reapplied_to_a_newer_result_reusing_its_id_in_the_protected_tail() -> None:
+    # A model server that reuses tool call ids (the agent-loop tutorial's stand-in did): the decision
+    # recorded for the old "c1" was applied to every result called "c1", the one just read too.
+    ledger = read_prune_ledger([_record("a1", **_data(["c1"], []))])
+    messages = [
+        user("go"),
+        assistant(call("c1"), stop="toolUse"),
+        result("c1", "A" * 2000),
+        assistant("read it"),
+        user("again"),
+        assistant(call("c1"), stop="toolUse"),
+        result("c1", "Z" * 2000),  # from the last assistant on: protected (keep_last_assistants=1)
+    ]
+    r = Pruner(settings=ON).prune(
+        messages, context_window_tokens=100_000, last_cache_touch_at=NOW, now_ms=NOW, ledger=ledger
+    )
+    assert r.reapplied == ("c1",)
+    assert "of 2000 chars" in r.messages[2].content[0].text  # type: ignore[union-attr]
+    assert r.messages[6] is messages[6]  # sent whole
+    unique = [*messages[:6], result("c2", "Z" * 2000)]
+    assert apply_prune_ledger(unique, ledger, protected_from=5).reapplied == ("c1",)
+    # an id used once keeps its decision wherever it is (D11: bytes once sent never change back)
+    only = [user("go"), assistant(call("c1"), stop="toolUse"), result("c1", "A" * 2000)]
+    assert apply_prune_ledger(only, ledger, protected_from=0).reapplied == ("c1",)

@@ -113,6 +113,23 @@ class PruneResult:
         return self.chars_before - self.chars_after
 
 
+def protected_tail_start(messages: Sequence[AgentMessage], keep_last_assistants: int) -> int | None:
+    """
+    Index of the ``keep_last_assistants``-th last assistant message: results from there on are never
+    pruned; ``len(messages)`` when ``keep_last_assistants <= 0``, ``None`` when there are fewer
+    assistants (nothing is pruned then).
+    """
+    if keep_last_assistants <= 0:
+        return len(messages)
+    remaining = keep_last_assistants
+    for index in range(len(messages) - 1, -1, -1):
+        if message_role(messages[index]) == "assistant":
+            remaining -= 1
+            if remaining == 0:
+                return index
+    return None
+
+
 def resolve_context_window_tokens(
     *,
     configured: int | None = None,
@@ -214,17 +231,7 @@ def prune_context_messages(
     if window is None:
         return unchanged("no-context-window")
     char_window = window * 4
-    keep = settings.keep_last_assistants
-    cutoff: int | None = len(messages)
-    if keep > 0:
-        cutoff = None
-        remaining = keep
-        for index in range(len(messages) - 1, -1, -1):
-            if message_role(messages[index]) == "assistant":
-                remaining -= 1
-                if remaining == 0:
-                    cutoff = index
-                    break
+    cutoff = protected_tail_start(messages, settings.keep_last_assistants)
     if cutoff is None:
         return unchanged("too-few-assistants")
     start = next((i for i, m in enumerate(messages) if message_role(m) == "user"), len(messages))
@@ -387,11 +394,11 @@ class Pruner:
             drop_thinking_for_estimate = policy.drop_thinking_blocks
         drop = drop_thinking_for_estimate
         weigher = char_weigher(self.token_counter)
-        again = (
-            apply_prune_ledger(messages, ledger)
-            if ledger and skip != "mode-off"
-            else ReappliedPruning(messages=tuple(messages))
-        )
+        if ledger and skip != "mode-off":
+            tail = protected_tail_start(messages, self.settings.keep_last_assistants)
+            again = apply_prune_ledger(messages, ledger, protected_from=0 if tail is None else tail)
+        else:
+            again = ReappliedPruning(messages=tuple(messages))
         if skip is not None:
             chars = weigher.context(drop_thinking_blocks(messages) if drop else messages)
             sent = again.messages

@@ -6,6 +6,7 @@ decisions (:func:`apply_prune_ledger`, deviation D11).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 import attrs
@@ -196,7 +197,9 @@ class ReappliedPruning:
     indexes: frozenset[int] = frozenset()
 
 
-def apply_prune_ledger(messages: Sequence[AgentMessage], ledger: PruneLedger) -> ReappliedPruning:
+def apply_prune_ledger(
+    messages: Sequence[AgentMessage], ledger: PruneLedger, *, protected_from: int | None = None
+) -> ReappliedPruning:
     """
     Prune again, byte for byte, every tool result an earlier prune decided on (deviation D11).
 
@@ -205,9 +208,15 @@ def apply_prune_ledger(messages: Sequence[AgentMessage], ledger: PruneLedger) ->
     the recorded placeholder. Results whose recorded trim would not change them are left as they are.
     No gate applies: the point is that the bytes sent for an old result never change back.
 
+    A decision names its result by tool call id. When several results of the context carry that id (a
+    model server that reuses ids), it is not applied to those from ``protected_from`` on: the protected
+    tail, where no prune decides, holds a newer result that only shares the id (the one the model has
+    just read, say).
+
     Args:
         messages: The rebuilt context, oldest first. Never modified.
         ledger: The session's recorded decisions (:func:`read_prune_ledger`).
+        protected_from: Index where the protected tail starts (``keepLastAssistants``); ``None``: no tail.
     """
     if not ledger:
         return ReappliedPruning(messages=tuple(messages))
@@ -215,13 +224,15 @@ def apply_prune_ledger(messages: Sequence[AgentMessage], ledger: PruneLedger) ->
     ids: list[str] = []
     indexes: set[int] = set()
     decisions = ledger.decisions
-    for index, message in enumerate(messages):
-        if message_role(message) != "toolResult":
-            continue
-        call_id = tool_call_id_of(message)
+    results = [(i, tool_call_id_of(m)) for i, m in enumerate(messages) if message_role(m) == "toolResult"]
+    counts = Counter(call_id for _, call_id in results)
+    for index, call_id in results:
         decision = decisions.get(call_id)
         if decision is None:
             continue
+        if protected_from is not None and index >= protected_from and counts[call_id] > 1:
+            continue  # a newer result reusing a decided id
+        message = messages[index]
         if decision.kind == "hard":
             updated: AgentMessage | None = with_text(message, decision.placeholder)
         else:
