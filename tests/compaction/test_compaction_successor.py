@@ -22,6 +22,7 @@ from sessionkeeper.testing import FakeClock
 from sessionkeeper.transcript import (
     AssistantMessage,
     CompactionEntry,
+    MemoryTranscriptStorage,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -113,6 +114,34 @@ def test_successor_drops_summarised_and_keeps_the_last_assistant_pair(tmp_path: 
         assert context.messages[0].__class__.__name__ == "CompactionSummaryMessage"
         for entry in entries:
             assert entry["parentId"] is None or entry["parentId"] in kept
+
+    anyio.run(run)
+
+
+def test_a_storage_transcript_rotates_to_a_successor_in_the_same_storage(tmp_path: Path) -> None:
+    # issue 13: the storage form of the successor file, the same lines after its header
+    async def run() -> None:
+        transcript, _ = await _compacted_file(tmp_path)
+        new_id = "0190a000-0000-7000-8000-000000000001"
+        storage = MemoryTranscriptStorage()
+        old_lines = (tmp_path / "old.jsonl").read_bytes().splitlines()
+        await storage.create(transcript.session_id, old_lines)
+        stored = await TranscriptManager.open_in(storage, transcript.session_id)
+        successor = await rotate_after_compaction(stored, clock=FakeClock(), session_id=new_id)
+        assert successor is not None and successor.path is None
+        assert successor.location == storage.location(new_id) == f"memory:{new_id}"
+        as_file = await rotate_after_compaction(transcript, clock=FakeClock(), session_id=new_id)
+        assert as_file is not None and as_file.path is not None
+        file_lines = as_file.path.read_bytes().splitlines()
+        lines, _ = await storage.read(new_id)
+        assert lines[1:] == file_lines[1:]
+        header = json.loads(lines[0])
+        assert header["parentSession"] == storage.location(transcript.session_id)
+        assert {k: v for k, v in header.items() if k != "parentSession"} == {
+            k: v for k, v in json.loads(file_lines[0]).items() if k != "parentSession"
+        }
+        assert (await storage.read(transcript.session_id))[0] == old_lines  # the old one stays
+        assert (successor.leaf_id, successor.entries_written) == (as_file.leaf_id, as_file.entries_written)
 
     anyio.run(run)
 

@@ -43,13 +43,24 @@ async def test_delete_by_cleanup_mid_turn_is_a_typed_error(tmp_path: Path) -> No
     assert await store.get(KEY) is None
 
 
-async def test_delete_where_the_transcript_outlives_the_entry_never_recreates_the_key() -> None:
-    # a store whose transcripts are not archived with the entry (in memory here; a database too): the
-    # turn's appends still land in the old transcript, then the entry patch finds the key gone
+async def test_delete_in_a_storage_mid_turn_is_a_typed_error() -> None:
+    # transcripts in the store's storage (memory here; a database too) go with their entry (issue 13)
     runtime, store, _ = make_runtime()
     session = await runtime.open(KEY, body="hi")
     await runtime.before_model_call(session, prompt="hi")
     await store.delete(KEY)
+    with pytest.raises(TranscriptNotFoundError):
+        await runtime.after_turn(session, messages=[reply("answer", input_tokens=900, output_tokens=5)])
+    assert await store.get(KEY) is None
+
+
+async def test_delete_where_the_transcript_outlives_the_entry_never_recreates_the_key() -> None:
+    # a delete that leaves the transcript (archive_transcript=False): the turn's appends still land in
+    # the old transcript, then the entry patch finds the key gone
+    runtime, store, _ = make_runtime()
+    session = await runtime.open(KEY, body="hi")
+    await runtime.before_model_call(session, prompt="hi")
+    await store.delete(KEY, archive_transcript=False)
     with pytest.raises(SessionNotFoundError):
         await runtime.after_turn(session, messages=[reply("answer", input_tokens=900, output_tokens=5)])
     assert await store.get(KEY) is None  # not brought back under a new session id without a transcript

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Literal, assert_type
 
 from sessionkeeper import CompactionResult, Compactor, Pruner, TranscriptEntry, TranscriptManager
@@ -38,6 +39,9 @@ async def compact(transcript: TranscriptManager) -> None:
     )
     if result.entry is not None:
         assert_type(result.entry.first_kept_entry_id, str)
+    if result.successor is not None:  # a file's successor has a path; a storage's only a location
+        assert_type(result.successor.path, Path | None)
+        assert_type(result.successor.location, str)
 
 
 def cut(entries: Sequence[TranscriptEntry]) -> None:

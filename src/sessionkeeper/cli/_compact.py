@@ -204,10 +204,9 @@ async def record_compaction_in_store(file: Path, outcome: CompactionResult) -> d
                 else:
                     fields["totalTokensFresh"] = False
                 if outcome.successor is not None:
-                    fields |= {
-                        "sessionId": outcome.successor.session_id,
-                        "sessionFile": str(outcome.successor.path),
-                    }
+                    fields["sessionId"] = outcome.successor.session_id
+                    if outcome.successor.path is not None:  # a file transcript's (this command's)
+                        fields["sessionFile"] = str(outcome.successor.path)
                 return fields
 
             updated = await store.update_entry(key, bump)

@@ -123,9 +123,11 @@ class CompactionResult:
         if self.hook_errors:
             out["hookErrors"] = [error.to_json() for error in self.hook_errors]
         if self.successor is not None:
+            path = self.successor.path
             out["successor"] = {
                 "sessionId": self.successor.session_id,
-                "sessionFile": str(self.successor.path),
+                "sessionFile": str(path) if path is not None else None,
+                "location": self.successor.location,
             }
         return out
 

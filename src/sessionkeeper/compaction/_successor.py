@@ -35,6 +35,7 @@ from sessionkeeper.transcript import (
     ToolResultMessage,
     TranscriptEntry,
     TranscriptManager,
+    TranscriptStorage,
     UserMessage,
     encode_entry,
     entry_from_json,
@@ -245,54 +246,73 @@ class SuccessorTranscript:
     A successor transcript written by :func:`rotate_after_compaction`.
 
     Attributes:
-        path: The new file.
+        path: The new file; ``None`` for a transcript held in a storage (memory, a database), whose
+            successor is the transcript ``session_id`` in the same storage (issue 13).
         session_id: Its session id (a UUID v7).
         compaction_entry_id: The compaction it starts from.
         leaf_id: The leaf on reload (the last entry written).
         entries_written: Number of entries (header excluded).
+        location: Where it lives: the file's path as text, or the storage's location of ``session_id``
+            (``TranscriptStorage.location``). Default: ``str(path)``.
     """
 
-    path: Path
+    path: Path | None
     session_id: str
     compaction_entry_id: str
     leaf_id: str | None
     entries_written: int
+    location: str = attrs.field(
+        default=attrs.Factory(lambda self: str(self.path) if self.path is not None else "", takes_self=True)
+    )
 
 
 async def rotate_after_compaction(
     transcript: TranscriptManager, *, clock: Clock = SYSTEM_CLOCK, session_id: str | None = None
 ) -> SuccessorTranscript | None:
     """
-    Write the successor of a compacted file transcript (OpenClaw spec §5.8); the old file is kept.
+    Write the successor of a compacted transcript (OpenClaw spec §5.8); the old one is kept.
 
-    Runs under the transcript's write lock (taken unless the manager already holds it, as inside a
-    compaction's landing), after picking up what other writers appended (issue #7): the successor
-    holds every entry the old file holds at that moment.
+    A file transcript's successor is a new file next to it, written atomically under the transcript's
+    write lock (taken unless the manager already holds it, as inside a compaction's landing). A
+    transcript held in a storage (:meth:`TranscriptManager.open_in`: memory, a database; issue 13) gets
+    the storage equivalent: a new transcript ``<new session id>`` created in the same storage under the
+    old one's writer claim, its header's ``parentSession`` the old one's location. Either way other
+    writers' lines are picked up first (issue #7): the successor holds every entry the old transcript
+    holds at that moment.
 
     Args:
-        transcript: A file transcript whose branch ends at (or after) a compaction.
+        transcript: A file or storage transcript whose branch ends at (or after) a compaction.
         clock: Time of the new header and file name.
         session_id: The new session id; default a UUID v7.
 
     Returns:
-        The :class:`SuccessorTranscript`, or ``None`` for an in-memory transcript, a branch without a
-        compaction, or nothing to write.
+        The :class:`SuccessorTranscript`, or ``None`` for a transcript only in memory
+        (:meth:`TranscriptManager.in_memory`), a branch without a compaction, or nothing to write.
 
     Raises:
-        SessionBusyError: The write lock was not acquired in time.
-        TranscriptChangedError: The old file shrank or was replaced since the manager read it.
+        SessionBusyError: The write lock (or the storage's writer claim) was not acquired in time.
+        TranscriptChangedError: The old transcript shrank or was replaced since the manager read it.
         OSError: The file could not be written (nothing is left behind: the write is atomic).
+        FileExistsError: A storage already holds a transcript under the new session id (nothing written).
     """
     if transcript.path is None:
-        return None
+        storage = transcript.storage
+        if storage is None:
+            return None
+        claim = await storage.claim(transcript.session_id)
+        try:
+            await transcript.refresh()
+            return await _rotate(transcript, clock=clock, session_id=session_id, storage=storage)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await claim.release()
     async with locked_and_current(transcript):
-        return await _rotate(transcript, clock=clock, session_id=session_id)
+        return await _rotate(transcript, clock=clock, session_id=session_id, storage=None)
 
 
 async def _rotate(
-    transcript: TranscriptManager, *, clock: Clock, session_id: str | None
+    transcript: TranscriptManager, *, clock: Clock, session_id: str | None, storage: TranscriptStorage | None
 ) -> SuccessorTranscript | None:
-    assert transcript.path is not None
     branch = transcript.get_branch()
     entries = build_successor_entries(transcript.entries(), branch)
     if not entries:
@@ -300,20 +320,33 @@ async def _rotate(
     now = clock.now_ms()
     timestamp = iso_from_ms(now)
     new_id = session_id or uuid7(now)
-    # absolute paths, as OpenClaw writes them: the store's sessionFile and the header's parentSession
-    # name this file from anywhere (a relative one would be read from the sessions dir, or another cwd)
-    parent = transcript.path.absolute()
-    target = parent.parent / f"{re.sub(r'[:.]', '-', timestamp)}_{new_id}.jsonl"
+    target: Path | None = None
+    if storage is None:
+        assert transcript.path is not None
+        # absolute paths, as OpenClaw writes them: the store's sessionFile and the header's parentSession
+        # name this file from anywhere (a relative one would be read from the sessions dir, or another cwd)
+        parent = str(transcript.path.absolute())
+        target = transcript.path.absolute().parent / f"{re.sub(r'[:.]', '-', timestamp)}_{new_id}.jsonl"
+    else:
+        parent = storage.location(transcript.session_id)
     header = {
         "type": "session",
         "version": 3,
         "id": new_id,
         "timestamp": timestamp,
         "cwd": transcript.cwd,
-        "parentSession": str(parent),
+        "parentSession": parent,
     }
-    payload = b"".join(line + b"\n" for line in [encode_header(header), *(encode_entry(e) for e in entries)])
-    await anyio.to_thread.run_sync(lambda: atomic_write_bytes(target, payload))
+    lines = [encode_header(header), *(encode_entry(e) for e in entries)]
+    if storage is not None:
+        await storage.create(new_id, lines)
+        location = storage.location(new_id)
+    else:
+        assert target is not None
+        written = target
+        payload = b"".join(line + b"\n" for line in lines)
+        await anyio.to_thread.run_sync(lambda: atomic_write_bytes(written, payload))
+        location = str(target)
     compaction_id = next(e.id for e in reversed(branch) if entry_kind(e) == "compaction")
     return SuccessorTranscript(
         path=target,
@@ -321,6 +354,7 @@ async def _rotate(
         compaction_entry_id=compaction_id,
         leaf_id=entries[-1].id,
         entries_written=len(entries),
+        location=location,
     )
 
 

@@ -188,10 +188,13 @@ class CompactionStep:
                 )
             return
         # truncateAfterCompaction (OpenClaw §5.8): the store entry adopts the successor's
-        # sessionId and sessionFile (absolute, as OpenClaw writes it); the old file stays.
+        # sessionId and sessionFile (absolute, as OpenClaw writes it); the old file stays. A successor
+        # in the store's transcript storage (issue 13) is named by its sessionId alone.
         rotated_id = session.transcript.session_id
-        session.switch_transcript(await self._transcripts.open_successor(successor.path))
-        fields |= {"sessionId": successor.session_id, "sessionFile": str(successor.path)}
+        session.switch_transcript(await self._transcripts.open_successor(successor))
+        fields["sessionId"] = successor.session_id
+        if successor.path is not None:
+            fields["sessionFile"] = str(successor.path)
 
         def adopt(current: SessionEntry) -> dict[str, Any] | None:
             # only while the entry still names the rotated session: after another writer's

@@ -5,15 +5,18 @@ the successor another writer's rotation gave the entry (OpenClaw §5.8).
 
 from __future__ import annotations
 
+import json
 import os
+import weakref
 from pathlib import Path
 
 import anyio
 
+from sessionkeeper.compaction import SuccessorTranscript
 from sessionkeeper.exceptions import TranscriptNotFoundError, UnsafePathError
 from sessionkeeper.runtime._parts import RuntimeParts
 from sessionkeeper.runtime._runtime_session import RuntimeSession
-from sessionkeeper.store import SessionEntry
+from sessionkeeper.store import PostgresTranscriptStorage, SessionEntry
 from sessionkeeper.transcript import TranscriptManager, read_header
 
 
@@ -59,6 +62,9 @@ class TranscriptSource:
 
     def __init__(self, parts: RuntimeParts) -> None:
         self._parts = parts
+        # storage transcripts: how many entries each had at its last successor check
+        self._seen: weakref.WeakKeyDictionary[TranscriptManager, int] = weakref.WeakKeyDictionary()
+        self._rejected: weakref.WeakKeyDictionary[TranscriptManager, str] = weakref.WeakKeyDictionary()
 
     async def open(self, entry: SessionEntry) -> TranscriptManager:
         """
@@ -95,9 +101,15 @@ class TranscriptSource:
         except FileExistsError:  # another runtime on the same key created it meanwhile
             return await TranscriptManager.open(path, clock=parts.clock)
 
-    async def open_successor(self, path: Path) -> TranscriptManager:
-        """The successor transcript a compaction of this runtime rotated to (``truncateAfterCompaction``)."""
-        return await TranscriptManager.open(path, clock=self._parts.clock)
+    async def open_successor(self, successor: SuccessorTranscript) -> TranscriptManager:
+        """
+        The successor transcript a compaction of this runtime rotated to (``truncateAfterCompaction``):
+        its file, or its session id in the store's transcript storage.
+        """
+        if successor.path is not None:
+            return await TranscriptManager.open(successor.path, clock=self._parts.clock)
+        storage = self._parts.store.transcript_storage()
+        return await TranscriptManager.open_in(storage, successor.session_id, clock=self._parts.clock)
 
     async def follow_successor(self, session: RuntimeSession) -> None:
         """
@@ -113,6 +125,7 @@ class TranscriptSource:
         """
         current = session.transcript.path
         if current is None:
+            await self._follow_stored_successor(session)
             return
         store = self._parts.store
         entry = await store.get(session.session_key)
@@ -127,3 +140,49 @@ class TranscriptSource:
         if not await anyio.to_thread.run_sync(same_lineage, target, current):
             return
         session.switch_transcript(await TranscriptManager.open(target, clock=self._parts.clock), entry=entry)
+
+    async def _follow_stored_successor(self, session: RuntimeSession) -> None:
+        """
+        :meth:`follow_successor` for a transcript held in the store's storage (issue 13), without a
+        round trip on most turns: the store entry is read only when this transcript picked up a
+        compaction since the last check (another writer's rotation appends one first); otherwise the
+        entry the session last read (at :meth:`SessionRuntime.open`, at each turn's usage update)
+        decides. Followed when the entry's session id names a transcript whose header's
+        ``parentSession`` is this one's location (its successor) or this one's own ``parentSession``
+        (another writer's successor of the same parent).
+        """
+        transcript = session.transcript
+        storage = transcript.storage
+        if storage is None:
+            return
+        kinds = transcript.index.kinds
+        seen = self._seen.get(transcript)
+        self._seen[transcript] = len(kinds)
+        entry: SessionEntry | None = session.entry
+        if seen is not None and "compaction" in kinds[seen:]:
+            entry = await self._parts.store.get(session.session_key)
+        target = entry.session_id if entry is not None else None
+        if entry is None or not isinstance(target, str) or target == transcript.session_id:
+            return
+        if self._rejected.get(transcript) == target:  # checked already: another session (a reset)
+            return
+        self._rejected[transcript] = target
+        try:
+            # the header alone decides; on PostgreSQL read with the live lines only (O(live context))
+            if isinstance(storage, PostgresTranscriptStorage):
+                header = (await storage.read_live(target)).header
+            else:
+                header = (await storage.read(target))[0][0]
+            parent = json.loads(header).get("parentSession")
+        except (TranscriptNotFoundError, UnsafePathError, ValueError, IndexError, AttributeError):
+            return
+        own_parent = transcript.header.parent_session
+        if parent != storage.location(transcript.session_id) and not (
+            isinstance(parent, str) and parent == own_parent
+        ):
+            return
+        try:
+            candidate = await TranscriptManager.open_in(storage, target, clock=self._parts.clock)
+        except TranscriptNotFoundError:
+            return
+        session.switch_transcript(candidate, entry=entry)
