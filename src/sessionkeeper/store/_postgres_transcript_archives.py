@@ -28,8 +28,10 @@ if TYPE_CHECKING:
 
     from psycopg import AsyncConnection
 
+    from sessionkeeper.store._postgres import PostgresStoreBackend
 
-__all__ = ("PostgresTranscriptArchives", "archive_name")
+
+__all__ = ("PostgresTranscriptArchives", "archive_name", "entry_using")
 
 R = TypeVar("R")
 
@@ -47,6 +49,26 @@ _ARCHIVES: Final[dict[str, str]] = {
     ),
     "delete": "DELETE FROM {h} WHERE store_id = %s AND session_id = %s AND archived_at IS NOT NULL",
 }
+
+
+_USER: Final = "SELECT session_key FROM {t} WHERE store_id = %s AND session_id = %s ORDER BY seq LIMIT 1"
+
+
+async def entry_using(backend: PostgresStoreBackend, session_id: str) -> str | None:
+    """
+    The key of an entry of ``backend``'s store whose ``sessionId`` is ``session_id`` (the first in
+    insertion order), or ``None``: one probe of the ``(store_id, session_id)`` index, so a reset
+    checks whether its old transcript is still used without reading the store.
+    """
+
+    async def body(conn: AsyncConnection[Any]) -> str | None:
+        sql = backend._sql_module
+        query = sql.SQL(_USER).format(t=sql.Identifier(backend.schema, "sk_sessions"))
+        cur = await conn.execute(query, (backend.store_id, session_id))
+        row = await cur.fetchone()
+        return None if row is None else str(row[0])
+
+    return await backend._run(body, write=False, turn=None)
 
 
 def archive_name(session_id: str, reason: ArchiveReason, now_ms: int) -> str:

@@ -17,6 +17,8 @@ import anyio.to_thread
 from sessionkeeper.exceptions import SessionNotFoundError, UnsafePathError
 from sessionkeeper.store._backend import LazyStampBackend
 from sessionkeeper.store._entry import SessionEntry
+from sessionkeeper.store._postgres import PostgresStoreBackend
+from sessionkeeper.store._postgres_transcript_archives import entry_using
 from sessionkeeper.store._reset import SessionResolution
 from sessionkeeper.store._rollover import ReplayedIds
 from sessionkeeper.store._store_files import unlink_quietly, warn_refused_reset
@@ -204,16 +206,24 @@ async def _archive_stored_transcript(store: SessionStore, previous: SessionEntry
     if not isinstance(session_id, str) or not isinstance(storage, ArchivingTranscriptStorage):
         return
     extra = {"session_id": session_id, "reason": "reset"}
-    for key, other in (await store.backend.load_all()).items():
-        if other.session_id == session_id:
-            _log.warning(
-                "transcript %s not archived: the live entry %r uses it",
-                session_id,
-                key,
-                extra={**extra, "session_key": key},
-            )
-            return
+    key = await _entry_using(store, session_id)
+    if key is not None:
+        _log.warning(
+            "transcript %s not archived: the live entry %r uses it",
+            session_id,
+            key,
+            extra={**extra, "session_key": key},
+        )
+        return
     try:
         await storage.archive(session_id, reason="reset", now_ms=store.clock.now_ms())
     except (UnsafePathError, FileExistsError) as err:
         _log.warning("transcript not archived: %s", err, extra=extra)
+
+
+async def _entry_using(store: SessionStore, session_id: str) -> str | None:
+    """The key of a live entry whose ``sessionId`` is ``session_id`` (PostgreSQL: one index probe)."""
+    backend = store.backend
+    if isinstance(backend, PostgresStoreBackend):
+        return await entry_using(backend, session_id)
+    return next((k for k, e in (await backend.load_all()).items() if e.session_id == session_id), None)
