@@ -330,6 +330,44 @@ def status_command(*, store_path: Path | str, backend: str | None, as_json: bool
     print_table(console_for_stdout(), table)
 
 
+_DELETE_EPILOG = """\b
+Examples:
+  sessionkeeper sessions delete --store ~/.openclaw/agents/main/sessions agent:main:direct:old
+  sessionkeeper sessions delete --store postgresql://db/agents agent:main:direct:old --json
+"""
+
+
+@sessions_group.command("delete", epilog=_DELETE_EPILOG)
+@_store_or_url_options
+@click.option(
+    "--keep-transcript", is_flag=True, help="Leave the transcript as it is (default: archive or remove it)."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: {key, deleted}.")
+@click.argument("key")
+def delete_command(
+    *, store_path: Path | str, backend: str | None, keep_transcript: bool, as_json: bool, key: str
+) -> None:
+    """
+    Remove one session's entry. Its transcript, unless another entry uses it, is archived as
+    <file>.deleted.<stamp> in a sessions directory and removed from a database (docs/postgres.md).
+    Exit 1 when the key is not in the store.
+    """
+
+    async def run() -> bool:
+        async with SessionStore.open(store_path, backend=backend) as store:  # type: ignore[arg-type]
+            return await store.delete(key, archive_transcript=not keep_transcript)
+
+    deleted = anyio.run(run)
+    if as_json:
+        click.echo(json_text({"key": key, "deleted": deleted}, indent=2))
+        if not deleted:
+            raise SystemExit(EXIT_ERROR)
+        return
+    if not deleted:
+        fail(f"no session for key {key!r} in {redact_url(str(store_path))}", code=EXIT_ERROR)
+    console_for_stdout().print(Text("deleted ") + plain(key))
+
+
 async def _stored_transcript(store: SessionStore, session_id: str) -> dict[str, Any] | None:
     """
     The ``status`` of a transcript held in the store's storage (a database store: its location, lines
