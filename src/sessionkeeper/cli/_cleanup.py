@@ -1,7 +1,7 @@
 """
 ``sessionkeeper sessions cleanup``: store maintenance on a sessions directory, or on a store URL
-(``postgresql://``, ``redis://``; its transcripts in ``--transcripts-dir``, else only the entries are
-maintained) (OpenClaw spec §2; DESIGN D6, "CLI JSON" item 6).
+(``postgresql://``, ``redis://``; its transcripts in ``--transcripts-dir``, else PostgreSQL maintains its
+transcript rows and Redis only the entries) (OpenClaw spec §2; DESIGN D6, "CLI JSON" item 6).
 
 Flags combine as in ``openclaw sessions cleanup``: ``--dry-run`` previews without changing anything,
 ``--enforce`` forces ``mode: enforce`` (otherwise the configured ``session.maintenance.mode`` applies, default
@@ -219,7 +219,10 @@ Examples:
     "--transcripts-dir",
     type=click.Path(path_type=Path, exists=True, file_okay=False),
     default=None,
-    help="With a store URL: the directory of its transcripts (without it only entries are maintained).",
+    help=(
+        "With a store URL: the directory of its transcripts (without it PostgreSQL maintains its "
+        "transcript rows, Redis only the entries)."
+    ),
 )
 @click.option("--dry-run", is_flag=True, help="Preview: report what would be removed, change nothing.")
 @click.option("--enforce", is_flag=True, help="Apply in enforce mode even when the configured mode is warn.")
