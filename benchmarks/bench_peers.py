@@ -14,8 +14,10 @@ Rows (ms, medians; ratio = ours / theirs or ours / floor; under 1 is faster):
 
 - ``last 50 messages``: :func:`read_last_messages` (sync; and ``aread_last_messages``, through a worker
   thread like theirs) vs ``await session.get_items(limit=50)``. Target: at most 0.5x.
-- ``full parsed history``: ``load_transcript`` + every entry decoded to its typed record vs
-  ``await session.get_items()`` (dicts). Target: at most 0.5x.
+- ``full parsed history``: ``load_transcript(path, decode_all=True)`` + every entry (its typed record)
+  vs ``await session.get_items()`` (dicts). Target: at most 0.5x, and a peak memory at most theirs:
+  the ``peak RSS+`` row is the peak RSS growth (VmHWM) of a fresh process of each side reading the
+  whole history once.
 - ``durable turn append``: one ~3 KB turn (reply, tool result, reply) as one
   ``TranscriptManager.append_messages`` (one write + fsync) inside a ``SessionRuntime`` turn (the
   runtime holds the write lock from ``before_model_call`` to ``after_turn``): with the manager's
@@ -33,6 +35,21 @@ Rows (ms, medians; ratio = ours / theirs or ours / floor; under 1 is faster):
 
 The load average is printed with the table: on this 2-core box shared with other jobs, the load
 changes the absolute times several-fold, and the ratios within one run are what carries.
+Three runs of the read rows after issue 16's decode-once slices (2026-12-02, 12:05-12:17 UTC, load
+average 2.5-4.6; the first in full, the ratios of the other two beside it)::
+
+    ours                         ms | openai-agents SQLiteSession     ms | ratio | other runs
+    ------------------------------------------------------------------------------------------
+    last 50 messages (sync)    0.120 | get_items(limit=50)          0.366 | 0.33x | 0.38x, 0.39x
+    last 50 messages (async)   0.125 | get_items(limit=50)          0.366 | 0.34x | 0.39x, 0.41x
+    full parsed history      145.759 | get_items()                357.536 | 0.41x | 0.46x, 0.65x
+    full history peak RSS+   58.9 MB | get_items()                74.0 MB | 0.80x | 0.79x, 0.79x
+
+The full history's wall time swings with the load (one process of ours used 85-95 ms of CPU, a
+third of it in the kernel faulting in fresh pages, for 86-293 ms of wall time in the same minute);
+its instruction ratio, below, does not. The run below (for the append rows) predates these slices:
+its read rows are the code before them.
+
 A run (``--rounds 3 --repeat 3 --appends 200``, 2026-12-02)::
 
     load average 3.0 (5 min 6.8) before, 2.8 (5 min 6.6) after; 3 rounds
@@ -54,12 +71,29 @@ A run (``--rounds 3 --repeat 3 --appends 200``, 2026-12-02)::
     runtime turn, default gate                      0.408 | encode + write + fsync floor    0.227 |  1.84x
     runtime turn, gate pinned inline                0.374 | encode + write + fsync floor    0.227 |  1.70x
 
-Where the time goes (CPU, this box): the full parsed history is about 20 % reading and splitting the
-file, 13 % the head decode of the open, 46 % msgspec's typed decode of the lines, the rest building
-the index and the records; the typed decode alone is 0.3-0.4x the stdlib ``json.loads`` of the same
-lines (the peer's main cost), so 0.5x leaves little room. The last 50 messages decode each line met
-once, straight into its record; the async variant walks on the event loop's thread (a worker-thread
-trip cost 2.5 ms here).
+Where the time goes (instructions, ``valgrind --tool=callgrind``, which counts the same under any
+load; per call, the 20k sample, 2026-12-02 12:10 UTC):
+
+==================================  ===========  =====================================  =====
+ours                                instructions theirs (openai-agents 0.24.0)          ratio
+==================================  ===========  =====================================  =====
+last 50 messages                    1.35 M       ``get_items(limit=50)``: 3.06 M        0.44x
+full parsed history (decode_all)    501 M        ``get_items()``: 1,110 M               0.45x
+==================================  ===========  =====================================  =====
+
+Before issue 16's last slices they were 2.40 M (0.78x) and 779 M (0.70x); the wall-time ratios of
+loaded runs came out close to these instruction ratios, those of quiet runs lower (0.35x and 0.46x
+then). The last 50 messages cost the same at 1 MB, 18.5 MB and 1 GB (1.42 M, 1.35 M, 1.35 M: the
+tail walk does not depend on the file's size): 0.79 M of it is msgspec's typed decode of the 53
+lines met, the rest the open, the header and the walk (lines cut with ``rfind`` as the walk asks
+for them; a linear tail needs no per-line object beyond its record). The full parsed history is
+355 M of typed decode (msgspec, 19 instructions per byte; the peer's whole ``get_items()`` takes
+60), 26 M rebuilding message entries from their wire records, 43 M splitting the lines
+(``BytesIO.readlines``: ``bytes.split`` took 108 M) and the index; ``decode_all`` spares the scan
+of every line's ``type``/``id``/``parentId`` (164 M) that the lazy load needs. One msgspec call for
+many lines (a JSON array of the lines, or ``decode_lines``) was measured and not kept: a decoder
+call costs about 65 ns, and joining the lines costs more than it saves. The async variant walks on
+the event loop's thread (a worker-thread trip cost 2.5 ms here).
 
 A turn append under the runtime's lock makes these system calls (``strace`` of runtime turns):
 ``lstat`` of the lock file (still ours), then ``open``, ``fstat``, a 1-byte ``pread`` (the torn-tail
