@@ -182,7 +182,7 @@ def test_tutorial_page_renders_with_its_main_elements(site: Path, tmp_path: Path
         "1. A model on loopback",
         "2. A store, a client and a runtime",
         "3. The loop",
-        "4. Ten turns",
+        "4. Nine turns",
     ):
         assert heading in dom, heading
     assert dom.count('class="highlight-python') >= 6  # the runnable blocks, highlighted
