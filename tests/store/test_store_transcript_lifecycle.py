@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 
+import anyio
 import psycopg
 import pytest
 from psycopg import sql
@@ -143,3 +145,17 @@ async def test_reset_keeps_a_transcript_another_entry_uses(
         await store.reset("agent:main:a")
     assert len((await store.transcript_storage().read(old_id))[0]) == 2
     assert any("not archived" in r.getMessage() for r in caplog.records)
+
+
+async def test_delete_on_postgres_with_a_transcripts_dir_archives_the_file(
+    pg_schema: tuple[str, str], tmp_path: Path
+) -> None:
+    dsn, schema = pg_schema
+    async with SessionStore.open(f"{dsn}?schema={schema}", transcripts_dir=tmp_path) as store:
+        session_id = await _session(store, "agent:main:a")
+        await store.patch("agent:main:b", label="y")
+        assert await store.delete("agent:main:a")
+        assert not await store.delete("agent:main:a")
+        archived = [p.name async for p in anyio.Path(tmp_path).glob("*.deleted.*")]
+        assert [name.split(".deleted.")[0] for name in archived] == [f"{session_id}.jsonl"]
+        assert list(await store.backend.keys()) == ["agent:main:b"]

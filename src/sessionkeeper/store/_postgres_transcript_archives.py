@@ -19,7 +19,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from sessionkeeper.exceptions import TranscriptNotFoundError
-from sessionkeeper.store._remote import storable_key
+from sessionkeeper.store._entry import SessionEntry
+from sessionkeeper.store._remote import decode_entry_text, storable_key
 from sessionkeeper.transcript import ArchiveReason, TranscriptArchive, archive_stamp
 
 
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from sessionkeeper.store._postgres import PostgresStoreBackend
 
 
-__all__ = ("PostgresTranscriptArchives", "archive_name", "entry_using")
+__all__ = ("PostgresTranscriptArchives", "archive_name", "delete_returning", "entry_using")
 
 R = TypeVar("R")
 
@@ -69,6 +70,28 @@ async def entry_using(backend: PostgresStoreBackend, session_id: str) -> str | N
         return None if row is None else str(row[0])
 
     return await backend._run(body, write=False, turn=None)
+
+
+_DELETE: Final = "DELETE FROM {t} WHERE store_id = %s AND session_key = %s RETURNING entry_text"
+
+
+async def delete_returning(backend: PostgresStoreBackend, session_key: str) -> SessionEntry | None:
+    """
+    Delete ``session_key``'s row and return the entry it held (``None``: there was none), one
+    statement on the primary key, so ``SessionStore.delete`` neither reads nor locks the other rows.
+    """
+    if not storable_key(session_key, nul_ok=False):
+        return None
+
+    async def body(conn: AsyncConnection[Any]) -> SessionEntry | None:
+        sql = backend._sql_module
+        query = sql.SQL(_DELETE).format(t=sql.Identifier(backend.schema, "sk_sessions"))
+        async with conn.transaction():  # a row that does not decode is not deleted (StoreCorruptError)
+            cur = await conn.execute(query, (backend.store_id, session_key))
+            row = await cur.fetchone()
+            return None if row is None else decode_entry_text(session_key, row[0], where=backend.where)
+
+    return await backend._run(body, write=True, turn=session_key)
 
 
 def archive_name(session_id: str, reason: ArchiveReason, now_ms: int) -> str:

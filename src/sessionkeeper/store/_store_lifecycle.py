@@ -18,7 +18,7 @@ from sessionkeeper.exceptions import SessionNotFoundError, UnsafePathError
 from sessionkeeper.store._backend import LazyStampBackend
 from sessionkeeper.store._entry import SessionEntry
 from sessionkeeper.store._postgres import PostgresStoreBackend
-from sessionkeeper.store._postgres_transcript_archives import entry_using
+from sessionkeeper.store._postgres_transcript_archives import delete_returning, entry_using
 from sessionkeeper.store._reset import SessionResolution
 from sessionkeeper.store._rollover import ReplayedIds
 from sessionkeeper.store._store_files import unlink_quietly, warn_refused_reset
@@ -36,6 +36,22 @@ _log = logging.getLogger("sessionkeeper.store")
 
 async def delete_entry(store: SessionStore, session_key: str, *, archive_transcript: bool) -> bool:
     """:meth:`SessionStore.delete <sessionkeeper.store.SessionStore.delete>`."""
+    backend = store.backend
+    if isinstance(backend, PostgresStoreBackend):  # one row deleted, one index probe: no store read
+        gone = await delete_returning(backend, session_key)
+        if gone is None:
+            return False
+        session_id = gone.session_id
+        if (
+            archive_transcript
+            and isinstance(session_id, str)
+            and await entry_using(backend, session_id) is None
+        ):
+            if store.sessions_dir is not None:
+                await store._archive_transcript(gone, "deleted")
+            else:
+                await _delete_stored_transcript(store, session_id)
+        return True
     removed: dict[str, SessionEntry] = {}
     remaining_ids: set[str] = set()
 
