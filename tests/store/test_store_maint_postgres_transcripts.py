@@ -8,7 +8,9 @@ one schema per test.
 from __future__ import annotations
 
 import datetime
+import os
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -211,3 +213,66 @@ async def test_cleanup_deletes_unreferenced_transcripts_older_than_prune_after(s
 
 def _stamp(ms: int) -> str:
     return archive_stamp(ms)
+
+
+_DAYS = {"fresh": 1, "stale": 40, "older": 80}
+
+
+@pytest.mark.parametrize(
+    "rules",
+    [
+        {"pruneAfter": "30d"},
+        {"pruneAfter": "30d", "resetArchiveRetention": "10d"},
+        {"pruneAfter": "60d", "resetArchiveRetention": False},
+        {"pruneAfter": 0},
+    ],
+)
+async def test_the_sql_passes_act_on_the_rows_the_planner_acts_on_as_files(
+    store: SessionStore, tmp_path: Path, rules: dict[str, object]
+) -> None:
+    # the same sessions as a sessions directory (files, mtimes, archive names) and as rows (updated_at,
+    # archived_at): the archive, retention and unreferenced passes pick the same transcripts
+    directory = SessionStore.open(tmp_path / "sessions", clock=FakeClock(now_ms=NOW_MS), durable=False)
+    files = tmp_path / "sessions"
+    files.mkdir()
+    entries = {
+        "agent:main:direct:stale": ("s-stale", "stale"),
+        "agent:main:direct:older": ("s-older", "older"),
+        "agent:main:direct:fresh": ("s-fresh", "fresh"),
+        "agent:main:direct:twin-old": ("s-shared", "older"),
+        "agent:main:direct:twin-new": ("s-shared", "fresh"),
+    }
+    for key, (sid, age) in entries.items():
+        for target in (store, directory):
+            await _entry(target, key, sid, age_days=_DAYS[age])
+    transcripts = {"s-stale": 40, "s-older": 80, "s-fresh": 1, "s-shared": 1, "orphan-a": 70, "orphan-b": 3}
+    for sid, age in transcripts.items():
+        await _transcript(store, sid, age_days=age)
+        _file(files / f"{sid}.jsonl", age)
+    archives = [("d-a", "deleted", 45), ("d-b", "deleted", 5), ("r-a", "reset", 20), ("r-b", "reset", 2)]
+    for sid, reason, age in archives:
+        when = NOW_MS - age * DAY_MS
+        await _transcript(store, sid, age_days=age)
+        await _storage(store).archive(sid, reason=reason, now_ms=when)  # type: ignore[arg-type]
+        _file(files / f"{sid}.jsonl.{reason}.{_stamp(when)}", age)
+    settings = MaintenanceSettings.from_mapping(rules)
+    got = await run_maintenance(store, settings=settings, now_ms=NOW_MS)
+    expected = await run_maintenance(directory, settings=settings, now_ms=NOW_MS)
+    await directory.aclose()
+    assert got.removed_keys == expected.removed_keys
+
+    def acted(actions: object, *, rows: bool) -> set[tuple[str, str, str]]:
+        out = set()
+        for a in actions:  # type: ignore[attr-defined]
+            sid = a.name.split("/")[0] if rows else a.name.split(".jsonl")[0]
+            out.add((sid, a.action, a.reason))
+        return out
+
+    assert acted(got.file_actions, rows=True) == acted(expected.file_actions, rows=False)
+    assert bool(got.file_actions) == (settings.prune_after_ms is not None)  # pruneAfter 0: none
+
+
+def _file(path: Path, age_days: float) -> None:
+    path.write_bytes(HEADER + b"\n")
+    when = (NOW_MS - age_days * DAY_MS) / 1000
+    os.utime(path, (when, when))
