@@ -121,3 +121,15 @@ async def test_sweep_expired_goes_in_batches(pg_schema: tuple[str, str]) -> None
         assert await backend.keys() == []
         with pytest.raises(ValueError, match="positive"):
             await backend.sweep_expired(batch_size=0)
+
+
+async def test_an_expired_archive_is_swept_with_the_transcripts(pg_schema: tuple[str, str]) -> None:
+    dsn, schema = pg_schema
+    async with PostgresTranscriptStorage(dsn, schema=schema, ttl_s=60) as storage:
+        await storage.create("s-1", [HEADER])
+        await storage.create("s-2", [HEADER])
+        archived = await storage.archive("s-1", reason="reset", now_ms=1_790_000_000_000)
+        assert archived is not None
+        _sql(dsn, schema, "UPDATE {h} SET expires_at = now() - interval '1 hour'")
+        assert await storage.sweep_expired() == sorted([archived.name, "s-2"])
+        assert await storage.list_archives() == [] and await storage.list_sessions() == []

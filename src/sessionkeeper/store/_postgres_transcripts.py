@@ -540,7 +540,8 @@ class PostgresTranscriptStorage(PostgresTranscriptReads, PostgresTranscriptArchi
         short or ``max_batches`` batches ran (``None``: no limit).
 
         Returns:
-            The session ids removed, sorted (their store entries are the caller's to remove).
+            The session ids removed, sorted (their store entries are the caller's to remove); an expired
+            archive is removed too and listed by its name, ``<id>/<reason>/<stamp>``.
 
         Raises:
             ValueError: ``batch_size`` or ``max_batches`` is not a positive integer.
