@@ -126,14 +126,10 @@ class RequestStep:
         Append an ``openclaw.cache-ttl`` marker after a clean attempt (no compaction in the turn, no
         error or aborted reply) on a cache-TTL-eligible provider (OpenClaw §7); ``None`` when none is due.
         """
+        if not self.cache_touch_due(session, clean_attempt=clean_attempt):
+            return None
         parts = self._parts
         model = parts.model
-        if (
-            session.compacted_this_turn
-            or not clean_attempt
-            or not parts.pruner.is_cache_ttl_eligible(model.provider, model.model_id, model.api)
-        ):
-            return None
         marker = await session.transcript.append_custom(
             CACHE_TTL_CUSTOM_TYPE,
             data=cache_ttl_marker_data(
@@ -142,6 +138,15 @@ class RequestStep:
         )
         session.note_custom_entry(marker)
         return marker
+
+    def cache_touch_due(self, session: RuntimeSession, *, clean_attempt: bool) -> bool:
+        """Whether :meth:`mark_cache_touch` would append a marker now."""
+        model = self._parts.model
+        return (
+            not session.compacted_this_turn
+            and clean_attempt
+            and self._parts.pruner.is_cache_ttl_eligible(model.provider, model.model_id, model.api)
+        )
 
     def _last_cache_touch(self, transcript: TranscriptManager) -> int | None:
         """The newest ``openclaw.cache-ttl`` marker of this provider and model (decodes markers only)."""

@@ -164,14 +164,23 @@ class RuntimeSession:
         """A reply of the turn: a clean one re-arms recovery (pi §15.2); its usage is summed."""
         if message.stop_reason not in ("error", "aborted"):
             self.recovery = self.recovery.after_reply()
-        usage = message.usage
-        for key, value in (
-            ("inputTokens", usage.input),
-            ("outputTokens", usage.output),
-            ("cacheRead", usage.cache_read),
-            ("cacheWrite", usage.cache_write),
-        ):
-            self.turn_usage[key] = self.turn_usage.get(key, 0) + value
+        self.turn_usage = self.usage_with([message])
+
+    def usage_with(self, messages: Sequence[AgentMessage]) -> dict[str, int]:
+        """The turn's usage sums as they will be once ``messages``' replies are noted (nothing changes)."""
+        sums = dict(self.turn_usage)
+        for message in messages:
+            if not isinstance(message, AssistantMessage):
+                continue
+            usage = message.usage
+            for key, value in (
+                ("inputTokens", usage.input),
+                ("outputTokens", usage.output),
+                ("cacheRead", usage.cache_read),
+                ("cacheWrite", usage.cache_write),
+            ):
+                sums[key] = sums.get(key, 0) + value
+        return sums
 
     def note_auto_compaction(self, *, effective: bool) -> None:
         """An automatic compaction (or a joined one) ran this turn; ``effective``: it restored headroom."""

@@ -59,8 +59,9 @@ from sessionkeeper.runtime._runtime_types import (
 )
 from sessionkeeper.runtime._stamp import stamped
 from sessionkeeper.runtime._transcripts import TranscriptSource
-from sessionkeeper.runtime._turn_end_step import TurnEndStep, reply_delivery
+from sessionkeeper.runtime._turn_end_step import TurnEnd, TurnEndStep, reply_delivery
 from sessionkeeper.store import (
+    EntryRider,
     ResetContext,
     SessionEntry,
     SessionEvent,
@@ -449,20 +450,27 @@ class SessionRuntime:
         await session.hold_turn_lock(start=False)
         now_ms = self.clock.now_ms()
         messages = [stamped(message, now_ms) for message in messages]
+        replies = [message for message in messages if isinstance(message, AssistantMessage)]
+        last_reply = replies[-1] if replies else None
+        # when the turn's end would only write the store entry, the write rides on the reply's append
+        # (one transaction on a database holding both; transcript._riders), for the context expected
+        rider, expected = self._entry_rider(session, messages, last_reply) if turn_complete else (None, 0)
         # one write and one fsync for the whole reply (the turn's durable unit)
-        appended: list[TranscriptEntry] = list(await session.transcript.append_messages(messages))
-        last_reply: AssistantMessage | None = None
-        for message in messages:
-            if isinstance(message, AssistantMessage):
-                last_reply = message
-                session.note_reply(message)
+        written = await session.transcript.append_messages(messages, rider=rider)
+        appended: list[TranscriptEntry] = list(written)
+        for message in replies:
+            session.note_reply(message)
         tokens = estimate_context_usage(session.context_after_append(appended)).tokens
         if not turn_complete:
             return TurnOutcome(
                 entries=tuple(appended), delivered_text=None, silent=False, context_tokens=tokens
             )
         delivered, silent = reply_delivery(last_reply)
-        end = await self._turn_end.finish(session, tokens=tokens, last_reply=last_reply)
+        if rider is not None and tokens == expected:
+            session.adopt_entry(rider.result())  # SessionNotFoundError: as the patch would
+            end = TurnEnd(memory_flush=None, compaction=None, tokens=tokens, marker=None)
+        else:  # more to do than the entry write, or other writers' lines changed the context estimate
+            end = await self._turn_end.finish(session, tokens=tokens, last_reply=last_reply)
         return TurnOutcome(
             entries=tuple(appended),
             delivered_text=delivered,
@@ -472,6 +480,19 @@ class SessionRuntime:
             compaction=end.compaction,
             cache_ttl_marker=end.marker,
         )
+
+    def _entry_rider(
+        self, session: RuntimeSession, messages: Sequence[AgentMessage], last_reply: AssistantMessage | None
+    ) -> tuple[EntryRider | None, int]:
+        """
+        The end-of-turn entry write as a rider of the reply's append, and the context estimate it was
+        computed for, when the turn's end would do nothing else (``TurnEndStep.records_only``).
+        """
+        tokens = estimate_context_usage([*session.current_context(), *messages]).tokens
+        if not self._turn_end.records_only(session, tokens=tokens, last_reply=last_reply):
+            return None, tokens
+        fields = self._turn_end.record_fields(session.usage_with(messages), tokens)
+        return EntryRider(self.store, session.session_key, fields), tokens
 
     # ------------------------------------------------------------------ errors
 

@@ -17,7 +17,7 @@ from sessionkeeper.runtime._parts import RuntimeParts
 from sessionkeeper.runtime._request_step import RequestStep
 from sessionkeeper.runtime._runtime_session import RuntimeSession, patch_session_entry
 from sessionkeeper.runtime._runtime_types import CompactionOutcome, MemoryFlushOutcome
-from sessionkeeper.runtime._triggers import decide_threshold_compaction
+from sessionkeeper.runtime._triggers import CompactionDecision, decide_threshold_compaction
 from sessionkeeper.transcript import AssistantMessage, TextContent, TranscriptEntry
 
 
@@ -91,19 +91,9 @@ class TurnEndStep:
             OSError: A write failed.
             TimeoutError: The compaction took longer than ``timeoutSeconds``.
         """
-        parts = self._parts
-        settings = parts.settings
         flush_outcome: MemoryFlushOutcome | None = None
         compaction: CompactionOutcome | None = None
-        decision = decide_threshold_compaction(
-            context_tokens=tokens,
-            context_window=parts.context_window,
-            settings=settings.compaction,
-            max_output_tokens=parts.model.max_output_tokens,
-            reply_aborted=last_reply is not None and last_reply.stop_reason == "aborted",
-            ineffective_compactions=session.ineffective_compactions,
-            recovery=settings.recovery,
-        )
+        decision = self._decide(session, tokens, last_reply)
         if decision.compact:
             flush_outcome = await self._flush.maybe_flush(
                 session, context_tokens=tokens, pending_compaction=True, trigger="threshold"
@@ -115,20 +105,53 @@ class TurnEndStep:
         elif decision.reason == "compaction_ineffective":
             compaction = self._compaction.refused(trigger="threshold", tokens=tokens)
         # on the successor, if a compaction rotated the transcript
-        marker = await self._request.mark_cache_touch(
-            session, clean_attempt=last_reply is None or last_reply.stop_reason not in ("error", "aborted")
-        )
-        await self._record(session, tokens)
+        marker = await self._request.mark_cache_touch(session, clean_attempt=_clean(last_reply))
+        await patch_session_entry(self._parts.store, session, self.record_fields(session.turn_usage, tokens))
         return TurnEnd(memory_flush=flush_outcome, compaction=compaction, tokens=tokens, marker=marker)
 
-    async def _record(self, session: RuntimeSession, tokens: int) -> None:
-        """The turn's usage sums, the context estimate after it, the window and the model, on the entry."""
+    def _decide(
+        self, session: RuntimeSession, tokens: int, last_reply: AssistantMessage | None
+    ) -> CompactionDecision:
+        parts = self._parts
+        return decide_threshold_compaction(
+            context_tokens=tokens,
+            context_window=parts.context_window,
+            settings=parts.settings.compaction,
+            max_output_tokens=parts.model.max_output_tokens,
+            reply_aborted=last_reply is not None and last_reply.stop_reason == "aborted",
+            ineffective_compactions=session.ineffective_compactions,
+            recovery=parts.settings.recovery,
+        )
+
+    def records_only(
+        self, session: RuntimeSession, *, tokens: int, last_reply: AssistantMessage | None
+    ) -> bool:
+        """
+        Whether :meth:`finish` with these ``tokens`` would do nothing but write the store entry (no
+        threshold compaction nor its refusal, no cache-TTL marker due): the entry write may then ride on
+        the reply's append (``transcript._riders``).
+        """
+        decision = self._decide(session, tokens, last_reply)
+        if decision.compact or decision.reason == "compaction_ineffective":
+            return False
+        return not self._request.cache_touch_due(session, clean_attempt=_clean(last_reply))
+
+    def record_fields(self, usage: dict[str, int], tokens: int) -> dict[str, Any]:
+        """
+        What the entry gets at the end of a turn: the turn's ``usage`` sums, the context estimate after it
+        (``tokens``), the window and the model.
+        """
         parts = self._parts
         model = parts.model
-        fields: dict[str, Any] = dict(session.turn_usage)
+        fields: dict[str, Any] = dict(usage)
         fields.update(totalTokens=tokens, totalTokensFresh=True, contextTokens=parts.context_window)
         if model.provider:
             fields["modelProvider"] = model.provider
         if model.model_id:
             fields["model"] = model.model_id
-        await patch_session_entry(parts.store, session, fields)
+        return fields
+
+
+def _clean(last_reply: AssistantMessage | None) -> bool:
+    """A clean attempt: no reply, or one that did not end in an error or abort (OpenClaw §7)."""
+    return last_reply is None or last_reply.stop_reason not in ("error", "aborted")

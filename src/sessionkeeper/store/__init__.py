@@ -30,6 +30,7 @@ from sessionkeeper.store._entry_merge import (
 from sessionkeeper.store._entry_merge import (
     rewrite_session_file_for_new_session_id as rewrite_session_file_for_new_session_id,
 )
+from sessionkeeper.store._entry_rider import EntryRider
 from sessionkeeper.store._entry_shape import is_safe_store_session_id as is_safe_store_session_id
 from sessionkeeper.store._entry_shape import is_valid_transcript_session_id as is_valid_transcript_session_id
 from sessionkeeper.store._entry_shape import normalize_persisted_entry as normalize_persisted_entry
@@ -180,6 +181,7 @@ __all__ = (
     "CopyReport",
     "DmScope",
     "EffectiveResetPolicy",
+    "EntryRider",
     "EntryUpdater",
     "Freshness",
     "InMemoryStoreBackend",

@@ -56,6 +56,7 @@ from sessionkeeper.store._postgres_transcript_parts import (
     line_columns,
 )
 from sessionkeeper.store._postgres_transcript_reads import PostgresTranscriptReads
+from sessionkeeper.store._postgres_transcript_riders import append_carrying, append_params, carries
 from sessionkeeper.store._remote import require_asyncio, storable_key
 from sessionkeeper.transcript import (
     StorageMark,
@@ -80,8 +81,10 @@ class PostgresTranscriptStorage(PostgresTranscriptReads, PostgresTranscriptArchi
     """
     Transcripts in PostgreSQL; a :class:`~sessionkeeper.abc.TranscriptStorage` (module docstring: the
     tables and how marks, claims and idempotency keys are kept) and a
-    :class:`~sessionkeeper.abc.CompactionClaimStorage` (``_postgres_compaction_claims``) and an
-    :class:`~sessionkeeper.abc.ArchivingTranscriptStorage` (``_postgres_transcript_archives``).
+    :class:`~sessionkeeper.abc.CompactionClaimStorage` (``_postgres_compaction_claims``), an
+    :class:`~sessionkeeper.abc.ArchivingTranscriptStorage` (``_postgres_transcript_archives``) and a
+    :class:`~sessionkeeper.transcript.RidingStorage` (``_postgres_transcript_riders``: an append that
+    carries a store entry patch in its transaction).
 
     Every instance on the same database, schema and store id (threads, processes, machines) shares the
     transcripts, their marks, claims and idempotency keys. Lines are stored as their exact bytes (``bytea``:
@@ -398,24 +401,7 @@ class PostgresTranscriptStorage(PostgresTranscriptReads, PostgresTranscriptArchi
                 )
             held = claim
         generation = self._token(session_id, mark)
-        columns = [line_columns(line) for line in content]
-        size = sum(len(line) + 1 for line in content)
-        params = {
-            "store": self.store_id,
-            "session": session_id,
-            "generation": generation,
-            "seen_lines": mark.lines,
-            "seen_size": mark.size,
-            "lines": len(content),
-            "size": size,
-            "ttl": self.ttl,
-            "first": mark.lines,
-            "data": content,
-            "types": [c[0] for c in columns],
-            "ids": [c[1] for c in columns],
-            "parents": [c[2] for c in columns],
-            "key": key,
-        }
+        params = append_params(self, session_id, content, mark=mark, generation=generation, key=key)
 
         phase = ["statements"]
 
@@ -531,6 +517,8 @@ class PostgresTranscriptStorage(PostgresTranscriptReads, PostgresTranscriptArchi
         return taken
 
     claim_compaction = claim_compaction  # CompactionClaimStorage: _postgres_compaction_claims
+    carries = carries  # RidingStorage: _postgres_transcript_riders
+    append_carrying = append_carrying
 
     async def sweep_expired(self, *, batch_size: int = 500, max_batches: int | None = None) -> list[str]:
         """

@@ -84,6 +84,7 @@ from sessionkeeper.transcript._manager import Durability, TranscriptManager
 from sessionkeeper.transcript._memory_storage import MemoryTranscriptStorage
 from sessionkeeper.transcript._orphans import find_orphan_tool_results as find_orphan_tool_results
 from sessionkeeper.transcript._orphans import scan_transcript
+from sessionkeeper.transcript._riders import AppendRider, RidingStorage
 from sessionkeeper.transcript._storage import (
     ArchiveReason,
     ArchivingTranscriptStorage,
@@ -147,6 +148,7 @@ __all__ = (
     "BRANCH_SUMMARY_SUFFIX",
     "COMPACTION_SUMMARY_PREFIX",
     "COMPACTION_SUMMARY_SUFFIX",
+    "AppendRider",
     "ArchiveReason",
     "ArchivingTranscriptStorage",
     "CompactionClaimStorage",
@@ -163,6 +165,7 @@ __all__ = (
     "ModelRef",
     "PiGeneration",
     "ProjectedEntry",
+    "RidingStorage",
     "SessionContext",
     "SessionWriteLock",
     "StaleLockReport",

@@ -41,6 +41,7 @@ from sessionkeeper.records import (
 )
 from sessionkeeper.transcript._load import TranscriptIndex, js_trim, new_entry_id
 from sessionkeeper.transcript._pi16_writes import Pi16Appends
+from sessionkeeper.transcript._riders import AppendRider
 from sessionkeeper.transcript._view import TranscriptView
 from sessionkeeper.transcript.file._follow import PendingWrite
 from sessionkeeper.transcript.lock._local import ThreadSafeLock
@@ -93,8 +94,12 @@ class TranscriptAppends(TranscriptView, Pi16Appends):
         self._stamp_second: int | None = None  # the second whose ISO prefix is in _stamp_prefix
         self._stamp_prefix = ""
 
-    async def _write_lines(self, pending: PendingWrite) -> None:
-        """Where an append's lines go: nowhere here (the transcript lives in memory); files override it."""
+    async def _write_lines(self, pending: PendingWrite, rider: AppendRider | None = None) -> bool:
+        """
+        Where an append's lines go: nowhere here (the transcript lives in memory); files and storages
+        override it. Returns whether ``rider`` was landed with the lines (here never: it runs after).
+        """
+        return False
 
     async def refresh(self) -> int:
         """Pick up what other writers appended: a transcript in memory has none (``0``)."""
@@ -128,7 +133,12 @@ class TranscriptAppends(TranscriptView, Pi16Appends):
         return entry, line
 
     async def _append_chain(
-        self, builds: Sequence[EntryBuilder[E]], *, follow: bool, exact: bool = False
+        self,
+        builds: Sequence[EntryBuilder[E]],
+        *,
+        follow: bool,
+        exact: bool = False,
+        rider: AppendRider | None = None,
     ) -> list[E] | None:
         """
         Build, write (in one write) and index a chain of entries, each a child of the one before, the
@@ -138,6 +148,8 @@ class TranscriptAppends(TranscriptView, Pi16Appends):
         The builders run under the manager's write lock, so they see the index and leaf the entries
         are written against; when one returns ``None`` nothing is written and ``None`` is returned.
         ``exact``: other writers' lines refuse the write (``StaleTranscriptError``) instead of re-linking it.
+        ``rider``: landed with the lines when the storage carries it, else run on its own after them
+        (``_riders``; not run when nothing is written).
         """
         async with self._write_lock:
             at_tip = follow and not self._navigated and self._leaf_id == self._index.leaf_id
@@ -159,12 +171,17 @@ class TranscriptAppends(TranscriptView, Pi16Appends):
                 lines.append(line)
                 parent = entry.id
             pending = PendingWrite(entries, lines, follow=at_tip, known=self._index.by_id, exact=exact)
-            await self._write_lines(pending)
+            # without a rider, the one-argument seam call (tests and wrappers wrap that shape)
+            carried = bool(
+                await self._write_lines(pending, rider) if rider else await self._write_lines(pending)
+            )
             for written, line in zip(pending.entries, pending.lines, strict=True):
                 self._index.add(written, line)
             self._leaf_id = pending.entries[-1].id
             self._navigated = False
-            return cast("list[E]", pending.entries)  # re-linked at most, same types
+        if rider is not None and not carried:
+            await rider.run_alone()  # its errors are the rider owner's to raise (AppendRider)
+        return cast("list[E]", pending.entries)  # re-linked at most, same types
 
     async def append_with(self, build: EntryBuilder[E], *, follow: bool = True) -> E | None:
         """
@@ -221,9 +238,15 @@ class TranscriptAppends(TranscriptView, Pi16Appends):
         """
         return (await self.append_messages([message]))[0]
 
-    async def append_messages(self, messages: Sequence[AgentMessage]) -> list[MessageEntry]:
+    async def append_messages(
+        self, messages: Sequence[AgentMessage], *, rider: AppendRider | None = None
+    ) -> list[MessageEntry]:
         """
         Append several ``message`` entries, each a child of the previous one, in one write.
+
+        ``rider``: a write to land with them (:class:`~sessionkeeper.transcript.AppendRider`): in the
+        append's transaction when the storage carries it (a :class:`RidingStorage`), else on its own
+        right after the append landed.
 
         What :meth:`append_message` does for each message, with one lock round, one thread hop and
         one fsync for all of them: the durable unit of an agent turn (reply and tool results). A
@@ -248,7 +271,7 @@ class TranscriptAppends(TranscriptView, Pi16Appends):
         def entry_of(message: AgentMessage) -> Callable[[str, str | None, str], MessageEntry]:
             return lambda i, p, t: MessageEntry(id=i, parent_id=p, timestamp=t, message=message)
 
-        written = await self._append_chain([entry_of(m) for m in messages], follow=True)
+        written = await self._append_chain([entry_of(m) for m in messages], follow=True, rider=rider)
         assert written is not None
         return written
 

@@ -33,6 +33,7 @@ from sessionkeeper.transcript._load import (
     load_transcript,
     load_transcript_bytes,
 )
+from sessionkeeper.transcript._riders import AppendRider
 from sessionkeeper.transcript._storage import TranscriptStorage
 from sessionkeeper.transcript._storage_writer import StorageWriter
 from sessionkeeper.transcript.file._follow import FileMark, PendingWrite, mark_after_load
@@ -494,16 +495,17 @@ class TranscriptManager(TranscriptAppends):
                 self._leaf_id = self._index.leaf_id
             return added
 
-    async def _write_lines(self, pending: PendingWrite) -> None:
+    async def _write_lines(self, pending: PendingWrite, rider: AppendRider | None = None) -> bool:
         """
         The seam every append writes through: ``pending`` goes to the file (:class:`FileWriter`: the
-        write lock, the inline-write gate, other writers' lines, repairs and migrations); a no-op for
-        in-memory transcripts.
+        write lock, the inline-write gate, other writers' lines, repairs and migrations) or the storage
+        (with ``rider`` when it carries it: returns ``True``); a no-op for in-memory transcripts.
         """
         if self._file is not None:
             await self._file.write(self._index, pending)
         elif self._store is not None:
-            await self._store.write(self._index, pending)
+            return await self._store.write(self._index, pending, rider=rider)
+        return False
 
     # -- new sessions from this one --------------------------------------------------------------------
 

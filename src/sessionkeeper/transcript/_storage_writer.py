@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from sessionkeeper.exceptions import StaleTranscriptError, TranscriptFormatError
 from sessionkeeper.transcript._index import TranscriptIndex
 from sessionkeeper.transcript._lines import parse_entry_line
+from sessionkeeper.transcript._riders import AppendRider, RidingStorage
 from sessionkeeper.transcript._storage import StorageMark, TranscriptStorage
 from sessionkeeper.transcript.file._follow import ForeignLines, PendingWrite, apply_foreign
 
@@ -85,9 +86,13 @@ class StorageWriter:
         lines, mark = await self.storage.read_since(self.session_id, self.mark)
         return foreign_lines(lines, since=self.mark), mark
 
-    async def write(self, index: TranscriptIndex, pending: PendingWrite) -> None:
+    async def write(
+        self, index: TranscriptIndex, pending: PendingWrite, *, rider: AppendRider | None = None
+    ) -> bool:
         """
-        Append ``pending``'s lines at the manager's mark, following other writers (module docstring).
+        Append ``pending``'s lines at the manager's mark, following other writers (module docstring);
+        with ``rider`` in the same transaction when the storage carries it (``_riders``). Returns
+        whether it did (``False``: the caller runs the rider on its own).
 
         Raises:
             TranscriptFormatError: The transcript is a migrated v1/v2 one (rewrite it as a file first).
@@ -103,9 +108,18 @@ class StorageWriter:
             )
         mark = self.mark
         foreign: ForeignLines | None = None
+        storage = self.storage
+        carrier = storage if rider is not None and isinstance(storage, RidingStorage) else None
+        carried = carrier is not None and rider is not None and carrier.carries(rider)
         for _ in range(MAX_RETRIES):
             try:
-                after = await self.storage.append(self.session_id, pending.lines, mark=mark)
+                if carried:
+                    assert carrier is not None and rider is not None
+                    after = await carrier.append_carrying(
+                        self.session_id, pending.lines, mark=mark, rider=rider
+                    )
+                else:
+                    after = await storage.append(self.session_id, pending.lines, mark=mark)
             except StaleTranscriptError:
                 if pending.exact:
                     raise  # nothing written; the caller picks the lines up and builds again
@@ -116,7 +130,7 @@ class StorageWriter:
                 mark = newer
                 continue
             self.take_foreign(index, foreign, after)
-            return
+            return carried
         raise StaleTranscriptError(
             f"other writers appended through {MAX_RETRIES} tries; nothing was written",
             path=self.storage.location(self.session_id),
