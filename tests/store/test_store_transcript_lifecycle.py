@@ -21,14 +21,16 @@ from tests._servers import pg_schema
 
 from sessionkeeper.exceptions import TranscriptNotFoundError
 from sessionkeeper.store import (
+    MaintenanceSettings,
     PostgresStoreBackend,
     SessionEntry,
     SessionResolution,
     SessionStore,
     resolve_session,
+    run_maintenance,
 )
 from sessionkeeper.testing import FakeClock
-from sessionkeeper.transcript import ArchivingTranscriptStorage, TranscriptManager
+from sessionkeeper.transcript import ArchivingTranscriptStorage, TranscriptManager, archive_stamp
 
 
 pytestmark = pytest.mark.anyio
@@ -159,3 +161,24 @@ async def test_delete_on_postgres_with_a_transcripts_dir_archives_the_file(
         archived = [p.name async for p in anyio.Path(tmp_path).glob("*.deleted.*")]
         assert [name.split(".deleted.")[0] for name in archived] == [f"{session_id}.jsonl"]
         assert list(await store.backend.keys()) == ["agent:main:b"]
+
+
+async def test_maintenance_of_a_memory_store_archives_and_retains_its_transcripts() -> None:
+    day = 86_400_000
+    store = SessionStore.in_memory(clock=FakeClock(now_ms=NOW))
+    storage = store.transcript_storage()
+    assert isinstance(storage, ArchivingTranscriptStorage)
+    stale = await _session(store, "agent:main:stale")
+    await store.backend.put("agent:main:stale", SessionEntry(session_id=stale, updated_at=NOW - 40 * day))
+    await _session(store, "agent:main:fresh")
+    await storage.create("old-reset", [b'{"type":"session","version":3,"id":"old-reset"}'])
+    await storage.archive("old-reset", reason="reset", now_ms=NOW - 31 * day)
+    dry = await run_maintenance(store, settings=MaintenanceSettings(), now_ms=NOW, dry_run=True)
+    done = await run_maintenance(store, settings=MaintenanceSettings(), now_ms=NOW)
+    assert [(a.name, a.action, a.reason) for a in done.file_actions] == [
+        (stale, "archive", "archive-removed-transcript"),
+        ("old-reset/reset/" + archive_stamp(NOW - 31 * day), "delete", "archive-retention"),
+    ]
+    assert dry.file_actions == done.file_actions  # the dry run reports what the run then does
+    [archived] = await storage.list_archives()
+    assert (archived.session_id, archived.reason) == (stale, "deleted")

@@ -43,7 +43,8 @@ from sessionkeeper.store.maintenance._plan import (
 )
 from sessionkeeper.store.maintenance._postgres import postgres_entry_maintenance
 from sessionkeeper.store.maintenance._settings import MaintenanceMode, MaintenanceSettings
-from sessionkeeper.transcript import is_locked
+from sessionkeeper.store.maintenance._storage import storage_archive_passes
+from sessionkeeper.transcript import ArchivingTranscriptStorage, TranscriptStorage, is_locked
 
 
 __all__ = (
@@ -125,6 +126,7 @@ class _Target:
     sessions_dir: Path | None  # None: a store without transcript files (a database store, no directory)
     store_file: Path | None  # the JSON store file, whose size the disk budget replaces by the projection
     owned: bool
+    archives: TranscriptStorage | None = None  # a store's archiving storage (memory; _storage.py)
 
     @property
     def store_name(self) -> str:
@@ -199,7 +201,19 @@ def _resolve_target(store: Any, *, read_only: bool = False) -> _Target:
         store_file = backend.store_file
         if sessions_dir_of is None and store_file is not None:
             sessions_dir_of = store_file.parent
-        return _Target(backend=backend, sessions_dir=sessions_dir_of, store_file=store_file, owned=False)
+        archives: TranscriptStorage | None = None
+        storage_of = getattr(store, "transcript_storage", None)
+        if sessions_dir_of is None and not isinstance(backend, PostgresStoreBackend) and callable(storage_of):
+            storage = storage_of()
+            if isinstance(storage, TranscriptStorage) and isinstance(storage, ArchivingTranscriptStorage):
+                archives = storage
+        return _Target(
+            backend=backend,
+            sessions_dir=sessions_dir_of,
+            store_file=store_file,
+            owned=False,
+            archives=archives,
+        )
     raise TypeError(
         "run_maintenance needs a sessions directory, a sessions.json path, a store backend or a "
         f"SessionStore (got {type(store).__name__})"
@@ -403,8 +417,11 @@ async def run_maintenance(
                     fix_missing=fix_missing,
                 )
             )
+            report = await _storage_archives(
+                target, plan, plan.report, settings=settings, now_ms=now, apply=False
+            )
             return _finish(
-                plan.report,
+                report,
                 mode=effective_mode,
                 dry_run=dry_run,
                 applied=False,
@@ -444,12 +461,39 @@ async def run_maintenance(
             skipped = {a.name for a in report.file_actions} - {a.name for a in done}
             freed = sum(a.size for a in report.file_actions if a.name in skipped and a.action == "delete")
             report = _replace(report, file_actions=tuple(done), bytes_after=report.bytes_after + freed)
+        report = await _storage_archives(target, plan, report, settings=settings, now_ms=now, apply=True)
         return _finish(
             report, mode=effective_mode, dry_run=False, applied=True, warnings=[*report.warnings, *warnings]
         )
     finally:
         if target.owned:
             await backend.aclose()
+
+
+async def _storage_archives(
+    target: _Target,
+    plan: MaintenancePlan,
+    report: MaintenanceReport,
+    *,
+    settings: MaintenanceSettings,
+    now_ms: int,
+    apply: bool,
+) -> MaintenanceReport:
+    """``report`` with the archive passes of a store's archiving storage (``_storage``) added."""
+    if target.archives is None:
+        return report
+    remaining = {v.get("sessionId") for v in plan.entries_after.values()}
+    actions = await storage_archive_passes(
+        target.archives,
+        removals=plan.report.removals,
+        remaining_ids={sid for sid in remaining if isinstance(sid, str)},
+        settings=settings,
+        now_ms=now_ms,
+        apply=apply,
+    )
+    if not actions:
+        return report
+    return _replace(report, file_actions=(*report.file_actions, *actions))
 
 
 def _replace(report: MaintenanceReport, **changes: Any) -> MaintenanceReport:
