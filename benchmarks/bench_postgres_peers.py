@@ -28,65 +28,83 @@ a pool of 16 connections.
 Ratios: throughput ours / theirs (above 1 is faster); latency and rebuild ours / theirs (under 1 is faster).
 Target (issue 13): at least 2x their turn throughput at 8 workers; rebuild flat in history.
 
-A run on the shared 2-core box (``--turns 10 --repeat 3``: each side three times per worker count,
-alternating, medians shown; 2026-12-02 11:40-11:47 UTC, load average 5-8 from other jobs: absolute
-numbers are several times a quiet machine's, and two single runs on the same box an hour apart gave
-0.85x-1.17x SQLAlchemySession and 1.19x-1.25x AsyncPostgresSaver at 8 workers: ratios move by about
-a third between runs)::
+Two runs on the shared 2-core box (``--turns 10 --repeat 3``: each side three times per worker count,
+alternating, medians shown; 2026-12-02 12:18-12:20 and 12:20-12:23 UTC, load average 3-5 from other
+jobs; ratios move by about a third between runs, absolute numbers more: the same 8-worker turn loop did
+109-128 turns/s in these runs and 243 turns/s a minute later at load 2)::
 
     PostgreSQL postgresql://127.0.0.1:5432/test; 10 turns per worker; pool 16; medians of 3 run(s)
     openai-agents==0.24.0, SQLAlchemy==2.1.9, langgraph-checkpoint-postgres==3.2.0
     row                       |      ours | SQLAlchemy | LangGraph | vs SQLA |  vs LG
     ---------------------------------------------------------------------------------
-    turns/s, 1 workers        |      30.2 |       65.7 |      68.8 |   0.46x |  0.44x
-    appends/s, 1 workers      |      60.3 |      131.4 |     137.6 |   0.46x |  0.44x
-    p50 turn ms, 1 w          |      29.1 |       16.0 |      15.4 |   1.81x |  1.88x
-    p99 turn ms, 1 w          |      54.7 |       24.6 |      28.3 |   2.22x |  1.93x
-    turns/s, 8 workers        |      92.6 |      112.8 |     105.5 |   0.82x |  0.88x
-    appends/s, 8 workers      |     185.2 |      225.6 |     211.1 |   0.82x |  0.88x
-    p50 turn ms, 8 w          |      81.2 |       45.2 |      73.3 |   1.80x |  1.11x
-    p99 turn ms, 8 w          |     143.4 |      320.7 |     117.5 |   0.45x |  1.22x
-    turns/s, 64 workers       |      75.2 |      104.1 |     101.3 |   0.72x |  0.74x
-    appends/s, 64 workers     |     150.3 |      208.2 |     202.7 |   0.72x |  0.74x
-    p50 turn ms, 64 w         |     877.4 |      180.9 |     586.1 |   4.85x |  1.50x
-    p99 turn ms, 64 w         |    1206.8 |     5033.9 |     919.3 |   0.24x |  1.31x
-    rebuild ms, 2000 entries  |       7.1 |       28.3 |      19.8 |   0.25x |  0.36x
-    rebuild ms, 20000 entries |       9.3 |      527.0 |     174.7 |   0.02x |  0.05x
+    turns/s, 1 workers        |      92.9 |      131.8 |      96.0 |   0.70x |  0.97x
+    appends/s, 1 workers      |     185.7 |      263.5 |     191.9 |   0.70x |  0.97x
+    p50 turn ms, 1 w          |      11.3 |        6.9 |       9.2 |   1.65x |  1.24x
+    p99 turn ms, 1 w          |      20.0 |       20.4 |      15.4 |   0.98x |  1.30x
+    turns/s, 8 workers        |     109.1 |      117.1 |     132.5 |   0.93x |  0.82x
+    appends/s, 8 workers      |     218.2 |      234.2 |     264.9 |   0.93x |  0.82x
+    p50 turn ms, 8 w          |      66.7 |       54.9 |      45.3 |   1.21x |  1.47x
+    p99 turn ms, 8 w          |     295.1 |      323.9 |     134.2 |   0.91x |  2.20x
+    turns/s, 64 workers       |     234.1 |      195.0 |     324.7 |   1.20x |  0.72x
+    appends/s, 64 workers     |     468.1 |      390.0 |     649.3 |   1.20x |  0.72x
+    p50 turn ms, 64 w         |     259.0 |       87.5 |     121.3 |   2.96x |  2.14x
+    p99 turn ms, 64 w         |     382.4 |     2723.0 |     412.1 |   0.14x |  0.93x
+    rebuild ms, 2000 entries  |       2.5 |       11.6 |       7.9 |   0.22x |  0.32x
+    rebuild ms, 20000 entries |       2.0 |      230.4 |      65.7 |   0.01x |  0.03x
 
-**The throughput target is still missed**: ours is 0.82x SQLAlchemySession and 0.88x AsyncPostgresSaver
-at 8 workers (0.44-0.46x at 1, 0.72-0.74x at 64), not 2x; the run before the changes below measured
-0.52x and 0.18x at 8 workers (09:10 UTC, one run each, load average 12-14).
+    second run, 12:20-12:23 UTC:
+    turns/s, 1 workers        |      58.2 |       57.0 |     113.0 |   1.02x |  0.52x
+    appends/s, 1 workers      |     116.4 |      114.0 |     226.1 |   1.02x |  0.52x
+    p50 turn ms, 1 w          |      14.4 |       13.1 |       7.4 |   1.10x |  1.95x
+    p99 turn ms, 1 w          |      38.5 |       44.2 |      20.7 |   0.87x |  1.85x
+    turns/s, 8 workers        |     128.3 |      168.6 |     150.4 |   0.76x |  0.85x
+    appends/s, 8 workers      |     256.6 |      337.2 |     300.8 |   0.76x |  0.85x
+    p50 turn ms, 8 w          |      53.3 |       23.3 |      53.7 |   2.29x |  0.99x
+    p99 turn ms, 8 w          |     133.5 |      289.3 |      71.1 |   0.46x |  1.88x
+    turns/s, 64 workers       |     275.9 |      218.1 |     203.9 |   1.26x |  1.35x
+    appends/s, 64 workers     |     551.7 |      436.3 |     407.9 |   1.26x |  1.35x
+    p50 turn ms, 64 w         |     216.9 |       69.6 |     320.1 |   3.12x |  0.68x
+    p99 turn ms, 64 w         |     377.1 |     2401.0 |     370.0 |   0.16x |  1.02x
+    rebuild ms, 2000 entries  |       2.5 |       17.6 |      14.7 |   0.14x |  0.17x
+    rebuild ms, 20000 entries |       3.1 |      456.9 |     136.2 |   0.01x |  0.02x
 
-What changed (statements counted on psycopg, ``tests/_pg_statements.py``; a turn is pinned at 7 round
-trips by ``tests/runtime/test_runtime_postgres_round_trips.py``): a runtime turn sent 14 statements and 8
-``BEGIN``/``COMMIT`` (22 round trips), 5 of the statements the pool's connection check; it now sends 7
-round trips and no check (the pool polls the socket instead, ``store/_postgres_pool.py``): the store
-entry's ``resolve`` and the turn's usage update 2 each (``BEGIN`` sent with the ``SELECT ... FOR
-UPDATE``, the ``UPDATE`` with ``COMMIT``, in pipeline mode), the transcript read 1, the prompt's and the
-reply's appends 1 each (the advisory lock taken inside the compare-and-swap statement). It still commits
-4 write transactions per turn, and those are where the time goes: a commit (a WAL flush) takes 6.4 ms on
-this box (median of 200 one-row autocommit ``UPDATE`` statements, 11:47 UTC) against 0.03 ms for a read
-round trip, so 4 commits are about 25 of our 29 ms per one-worker turn (a cProfile of 40 turns: 77 % of
-the wall time waiting on the server, a few ms of Python). Theirs write once per turn (SQLAlchemySession's
-``add_items`` is one transaction, AsyncPostgresSaver's ``aput`` one pipeline of upserts), and their turn
-does less: no entry resolution before the model call, no durable prompt before it, no usage on a session
-entry. What would close more of it: the reply's append and the usage update in one transaction (both in
-one database when ``SessionStore.open("postgresql://...")``), 3 commits instead of 4; that needs a joint
-write across the store and the transcript storage at the runtime's turn end, not built. ``open`` still
-reads every line of the transcript (one statement; the benchmark's transcripts are 20-60 lines): reading
-only the live part (``read_live``) into the runtime's ``TranscriptManager`` is not exact yet: new entry
-ids are drawn unique against the loaded entries (an id used before the kept entry could be drawn again),
-the cache-TTL pruning reads the newest ``openclaw.cache-ttl`` marker and prune records of the whole
+**The throughput target is still missed**: ours is 0.76-0.93x SQLAlchemySession and 0.82-0.85x
+AsyncPostgresSaver at 8 workers (0.70-1.02x and 0.52-0.97x at 1, 1.20-1.26x and 0.72-1.35x at 64), not
+2x. The run before the changes below measured 0.82x and 0.88x at 8 workers, 0.44-0.46x at 1 and
+0.72-0.74x at 64 (11:40 UTC, load 5-8): ours went from 30 to 58-93 turns/s at 1 worker, 93 to 109-128
+at 8 and 75 to 234-276 at 64, while the peers' own numbers moved with the box's load.
+
+What changed (statements counted on psycopg, ``tests/_pg_statements.py``; pinned by
+``tests/runtime/test_runtime_postgres_round_trips.py``): a turn waited for 4 durable commits (a commit
+is a WAL flush, 6.4 ms on this box against 0.03 ms for a read round trip): the store entry's
+``resolve``, the prompt's append, the reply's append and the usage update. It now waits for 2: the
+prompt's append, and the reply's append carrying the usage update in the same transaction (an
+``EntryRider`` landed by ``PostgresTranscriptStorage.append_carrying``: ``BEGIN``, the append and the
+entry's ``SELECT ... FOR UPDATE`` in one pipeline sync, the entry's compare-and-swap with ``COMMIT``).
+The ``resolve`` that reuses the entry still writes its activity stamp (``updatedAt``,
+``lastInteractionAt``, as OpenClaw's ``initSessionState`` does), but commits it with
+``synchronous_commit`` off (visible at once, durable with the prompt's append right after it;
+``docs/postgres.md`` "Commits per turn"). Still 7 statements and 4 transactions per turn.
+
+Where the 8-worker time goes now: this process's CPU. With 8 workers it is busy about two thirds of the
+wall time (2.9 ms of CPU per turn at 8 workers, 5.2 ms at 1, measured with ``getrusage`` around 160
+turns at load 2, 12:23 UTC), on a box whose two cores it shares with the server and other jobs; the
+peers' turn is one read and one write statement with little Python around it. The next levers: less
+Python per turn (psycopg's pipeline machinery and the runtime's steps), and in-process group commit
+(concurrent sessions' appends in one transaction, not built). ``open`` still reads every line of the
+transcript (one statement; the benchmark's transcripts are 20-60 lines): reading only the live part
+(``read_live``) into the runtime's ``TranscriptManager`` is not exact yet: new entry ids are drawn
+unique against the loaded entries (an id used before the kept entry could be drawn again), the
+cache-TTL pruning reads the newest ``openclaw.cache-ttl`` marker and prune records of the whole
 transcript (right after a compaction they can precede the kept entry), and hosts get
 ``session.transcript`` with the whole history.
 
-**Context rebuild** is 0.25x SQLAlchemySession and 0.36x AsyncPostgresSaver at 2k entries, 0.02-0.05x at
-20k, and flat in history (7.1 and 9.3 ms, the same 40 live lines; noise of the box). Right after a
+**Context rebuild** is 0.14-0.22x SQLAlchemySession and 0.17-0.32x AsyncPostgresSaver at 2k entries,
+0.01-0.03x at 20k, and flat in history (2.0-3.1 ms at both sizes, the same 40 live lines). Right after a
 fast fill it stays flat too: with the lines table's statistics taken on a 100-entry transcript and its
 autovacuum off, ``read_live`` took 5.1 ms at 2k and 5.8 ms at 20k (11:34 UTC); the plans are index
 probes (``tests/store/test_store_postgres_transcript_reads.py`` checks none of its statements plans a
-sequential scan on statistics older than a burst). The 161 ms at 20k of the earlier run was not seen
-again with these statement shapes.
+sequential scan on statistics older than a burst).
 """
 
 from __future__ import annotations
