@@ -158,8 +158,8 @@ def _linear_tail_messages(
 ) -> tuple[tuple[AgentMessage, ...], TailReader] | None:
     """
     The last ``n`` messages (and the reader) when the tail is the common case: every line met going
-    backwards is a typed record (blank lines aside) and the parent of the one after it, from the leaf up to the
-    ``n``-th message or the root. One decode per line and no per-line objects beyond the records.
+    backwards is a typed record (blank lines aside) and the parent of the one after it, from the leaf up
+    to the ``n``-th message or the root. One decode per line and no per-line objects beyond the records.
     ``None`` as soon as anything else is met (a line of another branch, a repeated id, an unknown or
     odd line, a legacy file...): the general walk (:func:`._tail._walk_tail`) then decides from the
     start, so the answer is always the one it gives.
