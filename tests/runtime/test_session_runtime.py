@@ -199,7 +199,7 @@ async def test_a_turn_under_a_held_write_lock_writes_once_per_step(
             session, messages=[tool_call("c1", path="a.py"), tool_result("c1", "print(1)"), reply("done")]
         )
     assert not lock_file.exists()
-    assert writes == [1, 3, 1]  # prompt; reply and tool result in one write; cache-TTL marker
+    assert writes == [1, 4]  # prompt; reply, tool result and cache-TTL marker in one write
     entries = session.transcript.entries()
     assert [e.parent_id for e in entries[1:]] == [e.id for e in entries[:-1]]
     reopened = await TranscriptManager.open(path)

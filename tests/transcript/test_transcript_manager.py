@@ -14,6 +14,7 @@ from sessionkeeper.testing import FakeClock
 from sessionkeeper.transcript import (
     BranchSummaryMessage,
     CompactionSummaryMessage,
+    CustomEntry,
     CustomMessage,
     CustomMessageEntry,
     ImageContent,
@@ -195,6 +196,37 @@ async def test_append_messages_chains_in_one_write(tmp_path: Path, monkeypatch: 
     assert writes == [3]
     assert len(m.entries()) == 4
     assert m.leaf_id == entries[-1].id
+
+
+async def test_append_chain_writes_entries_of_any_types_in_one_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "s.jsonl"
+    m = await TranscriptManager.create(path, cwd="/", clock=FakeClock())
+    first = await m.append_message(user("q", blocks=True))
+    writes: list[int] = []
+    real = TranscriptManager._write_lines
+
+    async def counting(self: TranscriptManager, lines: list[bytes]) -> None:
+        writes.append(len(lines))
+        await real(self, lines)
+
+    monkeypatch.setattr(TranscriptManager, "_write_lines", counting)
+    written = await m.append_chain(
+        [
+            lambda i, p, t: MessageEntry(
+                id=i, parent_id=p, timestamp=t, message=assistant("a", ts=2, model="m")
+            ),
+            lambda i, p, t: CustomEntry(custom_type="x.mark", data={"n": 1}, id=i, parent_id=p, timestamp=t),
+        ]
+    )
+    assert written is not None and writes == [2]
+    assert [type(e) for e in written] == [MessageEntry, CustomEntry]
+    assert [e.parent_id for e in written] == [first.id, written[0].id]
+    assert m.leaf_id == written[-1].id
+    assert [line["type"] for line in _lines(path)[1:]] == ["message", "message", "custom"]
+    assert (await TranscriptManager.open(path)).entries() == m.entries()
+    assert await m.append_chain([]) == [] and writes == [2]
 
 
 async def test_label_target_must_exist_and_clear() -> None:

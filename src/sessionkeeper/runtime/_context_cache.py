@@ -10,7 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from sessionkeeper.pruning import PruneLedger
-from sessionkeeper.transcript import AgentMessage, MessageEntry, TranscriptEntry, TranscriptManager
+from sessionkeeper.transcript import (
+    AgentMessage,
+    CustomEntry,
+    MessageEntry,
+    TranscriptEntry,
+    TranscriptManager,
+)
 
 
 __all__ = ("ContextCache", "PruneLedgerCache")
@@ -48,9 +54,9 @@ class ContextCache:
         """
         The context right after ``appended`` (entries each a child of the previous), remembered.
 
-        When they are message entries extending the remembered leaf, the context is the remembered one
-        plus their messages (a message entry adds its message, pi's ``buildSessionContext``); otherwise it
-        is rebuilt.
+        When they are message and ``custom`` entries extending the remembered leaf, the context is the
+        remembered one plus their messages (a message entry adds its message, a ``custom`` entry nothing,
+        pi's ``buildSessionContext``); otherwise it is rebuilt.
         """
         memo = self._memo
         leaf = transcript.leaf_id
@@ -62,7 +68,7 @@ class ContextCache:
             and appended
             and appended[0].parent_id == memo[0]
             and appended[-1].id == leaf
-            and all(isinstance(entry, MessageEntry) for entry in appended)
+            and all(isinstance(entry, MessageEntry | CustomEntry) for entry in appended)
         ):
             context = (*memo[1], *(entry.message for entry in appended if isinstance(entry, MessageEntry)))
         else:

@@ -27,7 +27,7 @@ from sessionkeeper.runtime._pressure import estimate_prompt_pressure
 from sessionkeeper.runtime._runtime_session import RuntimeSession
 from sessionkeeper.runtime._tool_truncation import truncate_oversized_tool_results
 from sessionkeeper.runtime._triggers import PromptBudgetDecision, mid_turn_precheck
-from sessionkeeper.transcript import AgentMessage, TranscriptEntry, TranscriptManager
+from sessionkeeper.transcript import AgentMessage, CustomEntry, TranscriptEntry, TranscriptManager
 
 
 __all__ = ("PreparedRequest", "RequestStep")
@@ -128,16 +128,27 @@ class RequestStep:
         """
         if not self.cache_touch_due(session, clean_attempt=clean_attempt):
             return None
+        marker = await session.transcript.append_with(self.cache_touch_marker)
+        assert marker is not None  # the builder always builds
+        session.note_custom_entry(marker)
+        return marker
+
+    def cache_touch_marker(self, entry_id: str, parent_id: str | None, timestamp: str) -> CustomEntry:
+        """
+        The ``openclaw.cache-ttl`` marker entry :meth:`mark_cache_touch` appends, stamped with the runtime
+        clock's time now (an :data:`~sessionkeeper.transcript.EntryBuilder`).
+        """
         parts = self._parts
         model = parts.model
-        marker = await session.transcript.append_custom(
-            CACHE_TTL_CUSTOM_TYPE,
+        return CustomEntry(
+            custom_type=CACHE_TTL_CUSTOM_TYPE,
             data=cache_ttl_marker_data(
                 timestamp_ms=parts.clock.now_ms(), provider=model.provider, model_id=model.model_id
             ),
+            id=entry_id,
+            parent_id=parent_id,
+            timestamp=timestamp,
         )
-        session.note_custom_entry(marker)
-        return marker
 
     def cache_touch_due(self, session: RuntimeSession, *, clean_attempt: bool) -> bool:
         """Whether :meth:`mark_cache_touch` would append a marker now."""

@@ -122,7 +122,7 @@ class RuntimeSession:
         self._context.remember(self.transcript.leaf_id, context)
 
     def context_after_append(self, appended: Sequence[TranscriptEntry]) -> Sequence[AgentMessage]:
-        """The context right after ``appended`` (message entries, each a child of the previous)."""
+        """The context right after ``appended`` (message or ``custom`` entries, each a child of the last)."""
         return self._context.after_append(self.transcript, appended)
 
     def note_custom_entry(self, record: TranscriptEntry) -> None:

@@ -72,6 +72,7 @@ from sessionkeeper.store import (
 from sessionkeeper.transcript import (
     AgentMessage,
     AssistantMessage,
+    CustomEntry,
     TranscriptEntry,
     UserMessage,
 )
@@ -454,13 +455,20 @@ class SessionRuntime:
         last_reply = replies[-1] if replies else None
         # when the turn's end would only write the store entry, the write rides on the reply's append
         # (one transaction on a database holding both; transcript._riders), for the context expected
-        rider, expected = self._entry_rider(session, messages, last_reply) if turn_complete else (None, 0)
+        # or, when the cache-TTL marker is due and no compaction comes between, the marker joins that write
+        rider, expected, with_marker = (
+            self._entry_rider(session, messages, last_reply) if turn_complete else (None, 0, False)
+        )
         # one write and one fsync for the whole reply (the turn's durable unit)
-        written = await session.transcript.append_messages(messages, rider=rider)
-        appended: list[TranscriptEntry] = list(written)
+        marker: CustomEntry | None = None
+        if with_marker:
+            written, marker = await self._turn_end.append_with_marker(session, messages)
+        else:
+            written = list(await session.transcript.append_messages(messages, rider=rider))
+        appended: list[TranscriptEntry] = written[:-1] if marker else written
         for message in replies:
             session.note_reply(message)
-        tokens = estimate_context_usage(session.context_after_append(appended)).tokens
+        tokens = estimate_context_usage(session.context_after_append(written)).tokens
         if not turn_complete:
             return TurnOutcome(
                 entries=tuple(appended), delivered_text=None, silent=False, context_tokens=tokens
@@ -470,7 +478,9 @@ class SessionRuntime:
             session.adopt_entry(rider.result())  # SessionNotFoundError: as the patch would
             end = TurnEnd(memory_flush=None, compaction=None, tokens=tokens, marker=None)
         else:  # more to do than the entry write, or other writers' lines changed the context estimate
-            end = await self._turn_end.finish(session, tokens=tokens, last_reply=last_reply)
+            end = await self._turn_end.finish(
+                session, tokens=tokens, last_reply=last_reply, marker=marker or None
+            )
         return TurnOutcome(
             entries=tuple(appended),
             delivered_text=delivered,
@@ -483,16 +493,19 @@ class SessionRuntime:
 
     def _entry_rider(
         self, session: RuntimeSession, messages: Sequence[AgentMessage], last_reply: AssistantMessage | None
-    ) -> tuple[EntryRider | None, int]:
+    ) -> tuple[EntryRider | None, int, bool]:
         """
-        The end-of-turn entry write as a rider of the reply's append, and the context estimate it was
-        computed for, when the turn's end would do nothing else (``TurnEndStep.records_only``).
+        The end-of-turn entry write as a rider of the reply's append when the turn's end would do nothing
+        else (``TurnEndStep.records_only``), the context estimate it was computed for, and whether the
+        cache-TTL marker goes into the reply's write instead (``TurnEndStep.marker_with_reply``).
         """
         tokens = estimate_context_usage([*session.current_context(), *messages]).tokens
+        if self._turn_end.marker_with_reply(session, tokens=tokens, last_reply=last_reply):
+            return None, tokens, True
         if not self._turn_end.records_only(session, tokens=tokens, last_reply=last_reply):
-            return None, tokens
+            return None, tokens, False
         fields = self._turn_end.record_fields(session.usage_with(messages), tokens)
-        return EntryRider(self.store, session.session_key, fields), tokens
+        return EntryRider(self.store, session.session_key, fields), tokens, False
 
     # ------------------------------------------------------------------ errors
 

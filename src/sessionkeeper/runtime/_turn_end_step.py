@@ -6,6 +6,7 @@ cache-TTL marker (OpenClaw §7) and the store entry's usage and token fields.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import attrs
@@ -18,7 +19,14 @@ from sessionkeeper.runtime._request_step import RequestStep
 from sessionkeeper.runtime._runtime_session import RuntimeSession, patch_session_entry
 from sessionkeeper.runtime._runtime_types import CompactionOutcome, MemoryFlushOutcome
 from sessionkeeper.runtime._triggers import CompactionDecision, decide_threshold_compaction
-from sessionkeeper.transcript import AssistantMessage, TextContent, TranscriptEntry
+from sessionkeeper.transcript import (
+    AgentMessage,
+    AssistantMessage,
+    CustomEntry,
+    TextContent,
+    TranscriptEntry,
+    message_entry_of,
+)
 
 
 __all__ = ("TurnEnd", "TurnEndStep", "reply_delivery")
@@ -80,12 +88,51 @@ class TurnEndStep:
         self._compaction = compaction
         self._request = request
 
-    async def finish(
+    def marker_with_reply(
         self, session: RuntimeSession, *, tokens: int, last_reply: AssistantMessage | None
+    ) -> bool:
+        """
+        Whether :meth:`finish` with these ``tokens`` would compact nothing and append the cache-TTL
+        marker: the marker may then go into the reply's write (:meth:`append_with_marker`).
+        """
+        return self._request.cache_touch_due(session, clean_attempt=_clean(last_reply)) and (
+            not self._decide(session, tokens, last_reply).compact
+        )
+
+    async def append_with_marker(
+        self, session: RuntimeSession, messages: Sequence[AgentMessage]
+    ) -> tuple[list[TranscriptEntry], CustomEntry]:
+        """
+        Append the turn's ``messages`` and, after them, the cache-TTL marker in one write (one fsync; the
+        lines and their order are those of the two appends). Returns the entries written (the marker
+        last) and the marker.
+
+        Raises:
+            TypeError: A message is stored as its own entry type; nothing was written.
+            OSError: The write failed.
+        """
+        # a message stored as its own entry type raises here, before anything is written
+        builds: list[Callable[[str, str | None, str], TranscriptEntry]] = [
+            message_entry_of(m) for m in messages
+        ]
+        written = await session.transcript.append_chain([*builds, self._request.cache_touch_marker])
+        assert written is not None  # the builders always build
+        marker = written[-1]
+        assert isinstance(marker, CustomEntry)
+        return written, marker
+
+    async def finish(
+        self,
+        session: RuntimeSession,
+        *,
+        tokens: int,
+        last_reply: AssistantMessage | None,
+        marker: CustomEntry | None = None,
     ) -> TurnEnd:
         """
         Compact when the context (``tokens``) is over the threshold and the reply was not aborted, mark the
-        cache touch after a clean attempt, and write the turn on the store entry.
+        cache touch after a clean attempt (unless :meth:`append_with_marker` wrote ``marker`` with the
+        reply), and write the turn on the store entry.
 
         Raises:
             OSError: A write failed.
@@ -105,9 +152,11 @@ class TurnEndStep:
         elif decision.reason == "compaction_ineffective":
             compaction = self._compaction.refused(trigger="threshold", tokens=tokens)
         # on the successor, if a compaction rotated the transcript
-        marker = await self._request.mark_cache_touch(session, clean_attempt=_clean(last_reply))
+        written: TranscriptEntry | None = marker
+        if written is None:
+            written = await self._request.mark_cache_touch(session, clean_attempt=_clean(last_reply))
         await patch_session_entry(self._parts.store, session, self.record_fields(session.turn_usage, tokens))
-        return TurnEnd(memory_flush=flush_outcome, compaction=compaction, tokens=tokens, marker=marker)
+        return TurnEnd(memory_flush=flush_outcome, compaction=compaction, tokens=tokens, marker=written)
 
     def _decide(
         self, session: RuntimeSession, tokens: int, last_reply: AssistantMessage | None

@@ -53,6 +53,7 @@ from sessionkeeper.records import entry_to_builtins as entry_to_builtins
 from sessionkeeper.records import message_from_json as message_from_json
 from sessionkeeper.records import message_to_builtins as message_to_builtins
 from sessionkeeper.records import utf16_len as utf16_len
+from sessionkeeper.transcript._appends import message_entry_of as message_entry_of  # runtime
 from sessionkeeper.transcript._context import (
     ModelRef,
     ProjectedEntry,

@@ -47,7 +47,7 @@ from sessionkeeper.transcript.file._follow import PendingWrite
 from sessionkeeper.transcript.lock._local import ThreadSafeLock
 
 
-__all__ = ("EntryBuilder", "TranscriptAppends")
+__all__ = ("EntryBuilder", "TranscriptAppends", "message_entry_of")
 
 E = TypeVar("E", bound=TranscriptEntry)
 
@@ -56,6 +56,21 @@ EntryBuilder: TypeAlias = Callable[[str, str | None, str], E | None]
 Builds the entry an append writes: ``build(entry_id, parent_id, timestamp) -> entry``; returning
 ``None`` writes nothing (:meth:`TranscriptManager.append_with`).
 """
+
+
+def message_entry_of(message: AgentMessage) -> Callable[[str, str | None, str], MessageEntry]:
+    """
+    The :data:`EntryBuilder` of the ``message`` entry holding ``message`` (spec §5.1).
+
+    Raises:
+        TypeError: ``message`` is a compaction/branch summary or a custom message, stored as their own
+            entry types (spec §16.5).
+    """
+    if isinstance(message, CompactionSummaryMessage | BranchSummaryMessage | CustomMessage):
+        raise TypeError(
+            f"{type(message).__name__} is not stored as a message entry; use the dedicated append method"
+        )
+    return lambda i, p, t: MessageEntry(id=i, parent_id=p, timestamp=t, message=message)
 
 
 def _new_write_lock() -> ThreadSafeLock:
@@ -205,6 +220,33 @@ class TranscriptAppends(TranscriptView, Pi16Appends):
         written = await self._append_chain([build], follow=follow)
         return None if written is None else written[0]
 
+    async def append_chain(
+        self, builds: Sequence[EntryBuilder[TranscriptEntry]], *, follow: bool = True
+    ) -> list[TranscriptEntry] | None:
+        """
+        Append the entries ``builds`` return, each a child of the one before (the first a child of the
+        leaf), in one write: one lock round, one thread hop and one fsync; the leaf moves to the last.
+
+        :meth:`append_with` for several entries of any types (a turn's reply and the ``custom`` marker
+        written after it): the builders run in order under the manager's write lock, with fresh ids,
+        their parent and one timestamp for the chain. A crash during the write leaves a prefix of
+        complete entries and at most a torn last line, as for :meth:`append_messages`.
+
+        Args:
+            builds: Make the entries, oldest first; an empty sequence writes nothing (``[]``).
+            follow: As for :meth:`append_with`.
+
+        Returns:
+            The entries written, in order; ``None`` (nothing written) when a builder returned ``None``.
+
+        Raises:
+            TranscriptFormatError: An entry holds a value JSON cannot represent; nothing was written.
+            OSError: The write failed; nothing was added.
+        """
+        if not builds:
+            return []
+        return await self._append_chain(builds, follow=follow)
+
     _append = append_with  # the name compaction._landing calls
 
     async def _append_exact(self, build: EntryBuilder[E]) -> E | None:
@@ -259,19 +301,10 @@ class TranscriptAppends(TranscriptView, Pi16Appends):
             TranscriptFormatError: A message holds a value JSON cannot represent; nothing was written.
             OSError: The write failed; nothing was added.
         """
-        for message in messages:
-            if isinstance(message, CompactionSummaryMessage | BranchSummaryMessage | CustomMessage):
-                raise TypeError(
-                    f"{type(message).__name__} is not stored as a message entry;"
-                    " use the dedicated append method"
-                )
-        if not messages:
+        builds = [message_entry_of(m) for m in messages]
+        if not builds:
             return []
-
-        def entry_of(message: AgentMessage) -> Callable[[str, str | None, str], MessageEntry]:
-            return lambda i, p, t: MessageEntry(id=i, parent_id=p, timestamp=t, message=message)
-
-        written = await self._append_chain([entry_of(m) for m in messages], follow=True, rider=rider)
+        written = await self._append_chain(builds, follow=True, rider=rider)
         assert written is not None
         return written
 
