@@ -461,6 +461,7 @@ class SessionRuntime:
         )
         # one write and one fsync for the whole reply (the turn's durable unit)
         marker: CustomEntry | None = None
+        written: list[TranscriptEntry]
         if with_marker:
             written, marker = await self._turn_end.append_with_marker(session, messages)
         else:
