@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import msgspec
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -37,6 +38,7 @@ from sessionkeeper.pruning._fused import (
 )
 from sessionkeeper.pruning._hygiene import _reference_steps, _StepArgs
 from sessionkeeper.pruning._responses import (
+    _resolved,
     downgrade_function_call_reasoning_pairs,
     downgrade_openai_reasoning,
     normalize_openai_responses_ids,
@@ -236,6 +238,17 @@ def test_fused_id_rewrite_equals_sanitize_tool_call_ids(
     got = rewrite_tool_call_ids(messages, **kwargs)
     assert _encoded(got) == _encoded(expected)
     assert (got is messages) == (expected is messages)
+    # copy-on-write: a message whose ids stay is the input's object, as in the public pass
+    assert [g is m for g, m in zip(got, messages, strict=True)] == [
+        e is m for e, m in zip(expected, messages, strict=True)
+    ]
+    if not thinking_ids:  # the Responses id normalising deferred into the rewrite: the composition
+        normalized = normalize_openai_responses_ids(messages)
+        expected = sanitize_tool_call_ids(normalized, **kwargs)
+        got = rewrite_tool_call_ids(messages, normalize=_resolved, **kwargs)
+        assert _encoded(got) == _encoded(expected)
+        copied = [n is not m or e is not n for m, n, e in zip(messages, normalized, expected, strict=True)]
+        assert [g is not m for g, m in zip(got, messages, strict=True)] == copied
 
 
 @settings(max_examples=300)
@@ -251,8 +264,12 @@ def test_fused_dry_runs_equal_the_public_passes(
     assert (got is messages) == (expected is messages)
     repaired = repair_tool_use_result_pairing(messages, timestamp_ms=NOW, errored_assistant_policy="drop")
     normalized = normalize_openai_responses_ids(messages)
-    assert _encoded(normalize_responses_ids(messages)) == _encoded(normalized)
-    assert (normalize_responses_ids(messages) is messages) == (normalized is messages)
+    fused = normalize_responses_ids(messages)
+    assert _encoded(fused) == _encoded(normalized)
+    assert (fused is messages) == (normalized is messages)
+    assert [g is m for g, m in zip(fused, messages, strict=True)] == [
+        e is m for e, m in zip(normalized, messages, strict=True)
+    ]
     if not has_reasoning_items(messages):  # then the reasoning downgrade is skipped
         assert downgrade_openai_reasoning(messages, drop_replayable=owned) is messages
     if not has_item_ids(messages):  # then the pair downgrade is skipped
@@ -269,5 +286,7 @@ def test_tail_checks_equal_the_single_checks(messages: list[AgentMessage]) -> No
     assert checks.pairing_intact == pairing_intact(messages)
     assert (checks.assistant_runs, checks.user_runs) == role_runs(messages)
     assert checks.dangling == dangling_calls_possible(messages)
+    light = tail_checks(messages, dangling_check=False)  # the other answers without the dangling check
+    assert attrs.evolve(light, dangling=checks.dangling) == checks and not light.dangling
     if not checks.dangling:  # then the strip is skipped: it must be the identity
         assert _strip_dangling_tool_calls(messages) is messages

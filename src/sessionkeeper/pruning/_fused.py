@@ -257,6 +257,7 @@ def rewrite_tool_call_ids(
     preserve_thinking_turn_ids: bool = False,
     preserve_native_anthropic_ids: bool = False,
     allowed_tool_names: Iterable[str] | None = None,
+    normalize: Callable[[str], str] | None = None,
 ) -> Sequence[AgentMessage]:
     """
     :func:`~sessionkeeper.pruning.sanitize_tool_call_ids` on a plain context, same arguments and result.
@@ -264,16 +265,24 @@ def rewrite_tool_call_ids(
     The resolver's common case is inlined: in ``strict`` mode without native ids, the first use of
     a raw id takes its (cached) sanitised form unless another id holds it; a result takes the oldest
     pending id of its call. Everything else goes through the same resolver.
+
+    ``normalize`` (a pure per-id map; not with ``preserve_thinking_turn_ids``): the result is that of
+    the rewrite on the context whose every call and result id was first replaced by ``normalize(id)``
+    (a message copied when either map changes one of its ids), in one walk and one copy:
+    ``sanitize_tool_call_ids(normalize_openai_responses_ids(messages))`` with ``_resolved``.
     """
+    if normalize is not None and preserve_thinking_turn_ids:
+        raise ValueError("normalize is not supported with preserve_thinking_turn_ids")
     resolver = _Resolver(mode, keep_native=preserve_native_anthropic_ids)
     kept_turns = _reserve_thinking_turns(messages, resolver, preserve_thinking_turn_ids, allowed_tool_names)
-    if _ids_unchanged(messages, mode, kept_turns, resolver.used, preserve_native_anthropic_ids):
+    if normalize is None and _ids_unchanged(
+        messages, mode, kept_turns, resolver.used, preserve_native_anthropic_ids
+    ):
         return messages
     used, occurrences, pending = resolver.used, resolver.call_occurrences, resolver.pending
     strict = mode == "strict" and not preserve_native_anthropic_ids
 
-    def call_id(block: ToolCall) -> str:
-        raw = block.id
+    def call_id(raw: str) -> str:
         if not raw:
             return raw
         if not strict or raw in occurrences:
@@ -290,55 +299,49 @@ def rewrite_tool_call_ids(
             queue.append(new_id)
         return new_id
 
-    out: list[AgentMessage] = []
-    changed = False
+    replace = msgspec.structs.replace
+    dedupe = mode == "dedupe"
+    out: list[AgentMessage] | None = None  # copied on the first change
     for index, message in enumerate(messages):
+        new: AgentMessage = message
         if type(message) is AssistantMessage:
             if index in kept_turns:
                 for block in message.content:
                     if type(block) is ToolCall and block.id:
                         resolver.preserve(block.id)
-                out.append(message)
-                continue
-            replaced = _replace_call_ids(message, call_id)
-            if replaced is not None:
-                out.append(replaced)
-                changed = True
-                continue
-        elif type(message) is ToolResultMessage and message.tool_call_id:
-            raw = message.tool_call_id
-            queue = pending.get(raw)
-            if mode == "dedupe" and queue is None:
-                out.append(message)  # an orphan keeps its id (the pairing repair drops it)
-                continue
-            if queue:
-                new_id = queue.pop(0)
-                if not queue:
-                    del pending[raw]
             else:
-                new_id = resolver.result(raw)
-            if new_id != raw:
-                out.append(msgspec.structs.replace(message, tool_call_id=new_id))
-                changed = True
-                continue
-        out.append(message)
-    return out if changed else messages
-
-
-def _replace_call_ids(
-    message: AssistantMessage, new_id: Callable[[ToolCall], str]
-) -> AssistantMessage | None:
-    """``message`` with each tool call's id replaced by ``new_id(call)``, in block order; ``None`` when
-    no id changed (nothing is copied then)."""
-    content: list[TextContent | ThinkingContent | ToolCall] | None = None
-    for position, block in enumerate(message.content):
-        if type(block) is ToolCall:
-            replacement = new_id(block)
-            if replacement != block.id:
-                if content is None:
-                    content = list(message.content)
-                content[position] = msgspec.structs.replace(block, id=replacement)
-    return None if content is None else msgspec.structs.replace(message, content=content)
+                content: list[TextContent | ThinkingContent | ToolCall] | None = None
+                for position, block in enumerate(message.content):
+                    if type(block) is ToolCall:
+                        old = block.id
+                        raw = old if normalize is None else normalize(old)
+                        replacement = call_id(raw)
+                        if replacement != raw or raw != old:
+                            if content is None:
+                                content = list(message.content)
+                            content[position] = replace(block, id=replacement)
+                if content is not None:
+                    new = replace(message, content=content)
+        elif type(message) is ToolResultMessage:
+            old = message.tool_call_id
+            raw = old if normalize is None else normalize(old)
+            new_id = raw
+            if raw:
+                queue = pending.get(raw)
+                if queue is not None or not dedupe:  # in dedupe mode an orphan keeps its id
+                    if queue:
+                        new_id = queue.pop(0)
+                        if not queue:
+                            del pending[raw]
+                    else:
+                        new_id = resolver.result(raw)
+            if new_id != raw or raw != old:
+                new = replace(message, tool_call_id=new_id)
+        if new is not message and out is None:
+            out = list(messages[:index])
+        if out is not None:
+            out.append(new)
+    return messages if out is None else out
 
 
 def repair_call_inputs(
@@ -388,23 +391,30 @@ def normalize_responses_ids(messages: Sequence[AgentMessage]) -> Sequence[AgentM
     once per block.
     """
     resolve = _resolved
-    out: list[AgentMessage] = []
-    changed = False
-    for message in messages:
+    replace = msgspec.structs.replace
+    out: list[AgentMessage] | None = None  # copied on the first change
+    for index, message in enumerate(messages):
+        new: AgentMessage = message
         if type(message) is AssistantMessage:
-            replaced = _replace_call_ids(message, lambda block: resolve(block.id))
-            if replaced is not None:
-                out.append(replaced)
-                changed = True
-                continue
+            content: list[TextContent | ThinkingContent | ToolCall] | None = None
+            for position, block in enumerate(message.content):
+                if type(block) is ToolCall:
+                    new_id = resolve(block.id)
+                    if new_id != block.id:
+                        if content is None:
+                            content = list(message.content)
+                        content[position] = replace(block, id=new_id)
+            if content is not None:
+                new = replace(message, content=content)
         elif type(message) is ToolResultMessage:
             new_id = resolve(message.tool_call_id)
             if new_id != message.tool_call_id:
-                out.append(msgspec.structs.replace(message, tool_call_id=new_id))
-                changed = True
-                continue
-        out.append(message)
-    return out if changed else messages
+                new = replace(message, tool_call_id=new_id)
+        if new is not message and out is None:
+            out = list(messages[:index])
+        if out is not None:
+            out.append(new)
+    return messages if out is None else out
 
 
 def has_reasoning_items(messages: Sequence[AgentMessage]) -> bool:
@@ -421,9 +431,9 @@ def has_reasoning_items(messages: Sequence[AgentMessage]) -> bool:
     return False
 
 
-def has_item_ids(messages: Sequence[AgentMessage]) -> bool:
+def has_item_ids(messages: Sequence[AgentMessage], *, normalize: Callable[[str], str] | None = None) -> bool:
     """
-    Whether a tool call id holds ``|fc_`` (plain contexts).
+    Whether a tool call id (``normalize(id)`` when given) holds ``|fc_`` (plain contexts).
 
     Without one, ``downgrade_function_call_reasoning_pairs`` changes nothing: it only rewrites a
     ``call_id|fc_...`` call (and the results of a turn it rewrote).
@@ -431,7 +441,9 @@ def has_item_ids(messages: Sequence[AgentMessage]) -> bool:
     for message in messages:
         if type(message) is AssistantMessage:
             for block in message.content:
-                if type(block) is ToolCall and "|fc_" in block.id:
+                if type(block) is ToolCall and "|fc_" in (
+                    block.id if normalize is None else normalize(block.id)
+                ):
                     return True
     return False
 
@@ -456,14 +468,15 @@ class TailChecks:
     dangling: bool
 
 
-def tail_checks(messages: Sequence[AgentMessage]) -> TailChecks:
+def tail_checks(messages: Sequence[AgentMessage], *, dangling_check: bool = True) -> TailChecks:
     """
     :func:`pairing_intact`, the role runs and the dangling-call check in one walk (their single-purpose
     references live with the differential test, ``tests/pruning/_single_checks.py``).
 
     The steps between the pairing repair and turn validation (details and usage, the Google
     bootstrap turn) change none of the three answers, so one walk serves them all when the pairing
-    is intact.
+    is intact. ``dangling_check=False`` (only the Anthropic turn validation reads it): the results'
+    ids and names are not collected and ``dangling`` is ``False``.
     """
     intact = True
     assistant_runs = user_runs = dangling = False
@@ -486,7 +499,7 @@ def tail_checks(messages: Sequence[AgentMessage]) -> TailChecks:
                 dangling = True
             open_turn = None
             calls = [b for b in message.content if type(b) is ToolCall and b.id]
-            if calls:
+            if calls and dangling_check:
                 open_turn = message
                 answered = {}
             if intact:

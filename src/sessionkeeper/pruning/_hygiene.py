@@ -10,7 +10,7 @@ anything, what the pairing repair would fix.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 
@@ -31,6 +31,7 @@ from sessionkeeper.pruning._fused import (
 from sessionkeeper.pruning._replay_policy import ReplayPolicy, is_anthropic_api, is_openai_responses_api
 from sessionkeeper.pruning._replay_view import has_unknown, replay_view
 from sessionkeeper.pruning._responses import (
+    _resolved,
     downgrade_function_call_reasoning_pairs,
     downgrade_openai_reasoning,
     normalize_openai_responses_ids,
@@ -138,8 +139,8 @@ def check_tool_pairing(messages: Sequence[AgentMessage]) -> tuple[HygieneFinding
     valid_names: dict[str, bool] = {}
     for index, message in enumerate(messages):
         if isinstance(message, AssistantMessage):
-            findings.extend(_missing_results(open_calls, " before the next assistant turn"))
             if open_calls:
+                findings.extend(_missing_results(open_calls, " before the next assistant turn"))
                 open_calls = {}
             other_since_assistant = False
             for block in message.content:
@@ -344,18 +345,30 @@ def _fused_steps(
         current, synthetic = _repair_pairing(
             current, synthetic, timestamp_ms=args.timestamp_ms, responses=True
         )
+    deferred = False  # the Responses id normalising rides on the id rewrite (one walk, one copy)
     if responses:
         if has_reasoning_items(current):
             current = downgrade_openai_reasoning(current, drop_replayable=args.model_changed)
-        current = normalize_responses_ids(current)
-        if has_item_ids(current):
-            current = downgrade_function_call_reasoning_pairs(current)
+        deferred = (
+            not owned_thinking
+            and _rewrites_ids(args.policy)
+            and not has_item_ids(current, normalize=_resolved)
+        )
+        if not deferred:
+            current = normalize_responses_ids(current)
+            if has_item_ids(current):
+                current = downgrade_function_call_reasoning_pairs(current)
     current = _tool_call_ids(
-        rewrite_tool_call_ids, current, args.policy, owned_thinking, args.allowed_tool_names
+        rewrite_tool_call_ids,
+        current,
+        args.policy,
+        owned_thinking,
+        args.allowed_tool_names,
+        **({"normalize": _resolved} if deferred else {}),
     )
     checks: TailChecks | None = None
     if not responses and args.policy.repair_tool_use_result_pairing:
-        checks = tail_checks(current)
+        checks = tail_checks(current, dangling_check=args.policy.validate_anthropic_turns)
         if not checks.pairing_intact:
             current, synthetic = _repair_pairing(
                 current, synthetic, timestamp_ms=args.timestamp_ms, responses=False
@@ -365,7 +378,7 @@ def _fused_steps(
     if (  # repaired again after the provider step
         responses and args.policy.repair_tool_use_result_pairing
     ):
-        checks = tail_checks(current)
+        checks = tail_checks(current, dangling_check=args.policy.validate_anthropic_turns)
         if not checks.pairing_intact:
             current, synthetic = _repair_pairing(
                 current, synthetic, timestamp_ms=args.timestamp_ms, responses=True
@@ -375,10 +388,10 @@ def _fused_steps(
         current = sanitize_google_turn_ordering(current, timestamp_ms=args.timestamp_ms)
     if args.policy.validate_gemini_turns or args.policy.validate_anthropic_turns:
         if checks is None:
-            checks = tail_checks(current)
+            checks = tail_checks(current, dangling_check=args.policy.validate_anthropic_turns)
         if args.policy.validate_gemini_turns and checks.assistant_runs:
             current = validate_gemini_turns(current)
-            checks = tail_checks(current)
+            checks = tail_checks(current, dangling_check=args.policy.validate_anthropic_turns)
         if args.policy.validate_anthropic_turns:
             if checks.assistant_runs:
                 current = validate_anthropic_turns(current)
@@ -471,10 +484,12 @@ def _tool_call_ids(
     policy: ReplayPolicy,
     owned_thinking: bool,
     allowed_tool_names: Iterable[str] | None,
+    **extra: Any,
 ) -> Sequence[AgentMessage]:
     """
-    Step 8 with ``rewrite`` (:func:`sanitize_tool_call_ids` or its fused twin): the policy's id mode,
-    else ``dedupe`` when the pairing is repaired (deviation H1), else the messages as they are.
+    Step 8 with ``rewrite`` (:func:`sanitize_tool_call_ids` or its fused twin, given ``extra``): the
+    policy's id mode, else ``dedupe`` when the pairing is repaired (deviation H1), else the messages as
+    they are (:func:`_rewrites_ids` says which).
     """
     if policy.sanitize_tool_call_ids and policy.tool_call_id_mode is not None:
         return rewrite(
@@ -483,10 +498,18 @@ def _tool_call_ids(
             preserve_thinking_turn_ids=owned_thinking,
             preserve_native_anthropic_ids=policy.preserve_native_anthropic_tool_use_ids,
             allowed_tool_names=allowed_tool_names,
+            **extra,
         )
     if policy.repair_tool_use_result_pairing:
-        return rewrite(messages, mode="dedupe")  # deviation H1
+        return rewrite(messages, mode="dedupe", **extra)  # deviation H1
     return messages
+
+
+def _rewrites_ids(policy: ReplayPolicy) -> bool:
+    """Whether :func:`_tool_call_ids` runs a rewrite under ``policy``."""
+    return (
+        policy.sanitize_tool_call_ids and policy.tool_call_id_mode is not None
+    ) or policy.repair_tool_use_result_pairing
 
 
 def _signed_thinking(provider: str | None) -> bool:
