@@ -15,6 +15,25 @@ where ``DIR/src`` is an exported older tree (``git archive main src | tar -x -C 
 the hygiene scenario (200k tokens, three provider families, plus the full prune as the anchor) in one
 child process on this tree and one on the baseline, alternating, and prints medians over the rounds
 with the ratios hygiene/prune and current/baseline.
+
+Instruction counts, which the load of a shared machine does not change: ``--hygiene-calls API N``
+runs hygiene for ``API`` once, then ``N`` more times with the cyclic GC off; under
+``valgrind --tool=callgrind``, (count at N=20 - count at N=0) / 20 is the cost of one call.
+
+Measured (issue 16, 2-core machine shared with other jobs, load 3-6; hygiene of the 200k-token
+context; baseline: the tree before the Responses id rewrite fusion, 368ff32^):
+
+| API | instructions per call, baseline -> now | CPU ms now (baseline) | now / prune |
+|---|---|---|---|
+| anthropic-messages | 66.8 M -> 62.3 M (0.93x) | 7.0 (6.9) | 2.1x-2.6x |
+| openai-responses | 77.8 M -> 59.6 M (0.77x) | 7.5 (9.1) | 1.6x-2.3x |
+| google-generative-ai | 55.6 M -> 46.6 M (0.84x) | 5.3 (7.4) | 1.3x-1.6x |
+
+CPU ms are medians of 11 alternating rounds x 30 calls (``--hygiene-baseline``; "now / prune" spans
+two such runs); the prune anchor itself read 2.6-3.3 ms there, so only the ratios to it and the
+instruction counts compare across runs. A quieter run before the fusion (load 2-3, prune 1.8 ms) read
+4.7 / 5.6 / 4.1 ms for the three APIs (2.6x / 3.1x / 2.2x prune). The issue's 18 ms (9x prune) was
+measured before the survey walk and the fused passes.
 """
 
 from __future__ import annotations
@@ -130,6 +149,17 @@ def hygiene_scenario(repeat: int) -> dict[str, float]:
     return out
 
 
+def hygiene_calls(api: str, calls: int) -> None:
+    """Hygiene for ``api`` on the 200k-token context once, then ``calls`` times with the cyclic GC off."""
+    messages = contexts()["200k-tokens"]
+    policy = resolve_replay_policy(api=api, model_id=dict(HYGIENE_APIS)[api])
+    sanitize_replay_history(messages, policy=policy, timestamp_ms=NOW, api=api, provider="p")
+    gc.collect()
+    gc.disable()
+    for _ in range(calls):
+        sanitize_replay_history(messages, policy=policy, timestamp_ms=NOW, api=api, provider="p")
+
+
 def _child(src: Path, repeat: int) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join((str(src), str(REPO)))}
     done = subprocess.run(
@@ -172,7 +202,11 @@ def main() -> None:
     parser.add_argument("--hygiene-baseline", type=Path, help="a directory holding an exported src/")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--hygiene-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--hygiene-calls", nargs=2, metavar=("API", "N"), help="for callgrind (docstring)")
     args = parser.parse_args()
+    if args.hygiene_calls is not None:
+        hygiene_calls(args.hygiene_calls[0], int(args.hygiene_calls[1]))
+        return
     if args.hygiene_child:
         print(json.dumps(hygiene_scenario(args.repeat)))
         return
