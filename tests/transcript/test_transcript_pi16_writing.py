@@ -237,6 +237,25 @@ BAD_APPENDS: dict[str, BadAppend] = {
     "system tools_removed str": lambda m, _: m.append_system_message(tools_removed="read"),  # type: ignore[arg-type]
     "system timestamp bool": lambda m, _: m.append_system_message(timestamp=True),
     "system timestamp nan": lambda m, _: m.append_system_message(timestamp=float("nan")),  # type: ignore[arg-type]
+    # values JSON (and pi reading the file) would not give back as written (break-it M4, L8)
+    "usage cost nan": lambda m, _: m.append_usage(
+        "k", provider="p", model="m", usage=Usage(cost=Cost(input=float("nan")))
+    ),
+    "usage cost inf": lambda m, _: m.append_usage(
+        "k", provider="p", model="m", usage=Usage(cost=Cost(total=float("inf")))
+    ),
+    "usage count beyond 2**53": lambda m, _: m.append_usage(
+        "k", provider="p", model="m", usage=Usage(input=2**80)
+    ),
+    "usage kind lone surrogate": lambda m, _: m.append_usage("\ud800", provider="p", model="m", usage=USAGE),
+    "system tool parameter nan": lambda m, _: m.append_system_message(
+        tools_added=[ToolDeclaration(name="r", description="d", parameters={"a": float("nan")})]
+    ),
+    "system tool parameter set": lambda m, _: m.append_system_message(
+        tools_added=[ToolDeclaration(name="r", description="d", parameters={"a": {1, 2}})]
+    ),
+    "system content lone surrogate": lambda m, _: m.append_system_message("\udc00"),
+    "context edit target list": lambda m, _: m.append_context_edit(["x"], None),  # type: ignore[arg-type]
 }
 
 
@@ -252,6 +271,19 @@ async def test_a_pi16_append_of_a_bad_value_is_refused_and_writes_nothing(case: 
         await BAD_APPENDS[case](m, asked.id)
     assert (tmp_path / "s.jsonl").read_bytes() == before
     assert m.leaf_id == asked.id
+
+
+@pytest.mark.anyio
+async def test_a_usage_pi_accepts_and_reads_back_is_written(tmp_path: Path) -> None:
+    # pi's appendUsage checks nothing; a negative count or a NUL in `kind` reads back equal, so the
+    # library writes it too (only values that do not round-trip are refused).
+    path = tmp_path / "s.jsonl"
+    m = await TranscriptManager.create(path, cwd="/w")
+    await m.append_message(user("hi"))
+    usage = Usage(input=-3, output=2**53 - 1)
+    written = await m.append_usage("a\x00b", provider="p", model="m", usage=usage)
+    (back,) = [e for e in load_transcript(path, decode_all=True).entries() if e.id == written.id]
+    assert back == written
 
 
 _PI16_REFUSALS = """

@@ -46,6 +46,41 @@ __all__ = ("Pi16Appends",)
 
 _S = TypeVar("_S", bound=msgspec.Struct)
 _BLOCK_TYPES = (TextContent, ThinkingContent, ImageContent, ToolCall)
+_SAFE_INT = 2**53 - 1  # Number.MAX_SAFE_INTEGER: a larger int does not read back equal in pi (a JS number)
+
+
+def _round_trips(value: object, what: str) -> None:
+    """
+    :class:`InvalidEntryError` when ``value`` holds something JSON (and pi, a JavaScript reader) does
+    not read back as written: a NaN or infinite float (written as ``null``), an int beyond
+    ``Number.MAX_SAFE_INTEGER`` (read back rounded), a string with a lone surrogate (written as
+    U+FFFD), a set (written as a list). Walks structs, mappings, lists and tuples.
+    """
+    if isinstance(value, msgspec.Struct):
+        for name in value.__struct_fields__:
+            _round_trips(getattr(value, name), f"{what}.{name}")
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            _round_trips(key, f"{what} key")
+            _round_trips(item, f"{what}[{key!r}]")
+    elif isinstance(value, list | tuple):
+        for n, item in enumerate(value):
+            _round_trips(item, f"{what}[{n}]")
+    elif isinstance(value, bool) or value is None or isinstance(value, UnsetType):
+        return
+    elif isinstance(value, int):
+        if abs(value) > _SAFE_INT:
+            raise InvalidEntryError(f"{what} is {value}, beyond 2**53 - 1: pi would read it back rounded")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidEntryError(f"{what} is {value!r}: JSON writes it as null")
+    elif isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as err:
+            raise InvalidEntryError(f"{what} holds a lone surrogate, which is not text") from err
+    elif isinstance(value, set | frozenset):
+        raise InvalidEntryError(f"{what} is a set: JSON writes it as a list")
 
 
 def _checked(value: object, kind: type[_S], what: str) -> _S:
@@ -60,12 +95,14 @@ def _checked(value: object, kind: type[_S], what: str) -> _S:
         msgspec.convert(msgspec.to_builtins(value), type=kind)
     except (msgspec.ValidationError, TypeError, ValueError) as err:
         raise InvalidEntryError(f"{what} holds a value of the wrong type: {err}") from err
+    _round_trips(value, what)
     return value
 
 
 def _text(value: object, what: str) -> str:
     if not isinstance(value, str):
         raise InvalidEntryError(f"{what} must be a string, not {type(value).__name__}")
+    _round_trips(value, what)
     return value
 
 
@@ -90,6 +127,7 @@ def _sections(value: object) -> SystemSections:
         isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in value.items()
     ):
         raise InvalidEntryError("sections must map section names to strings (or None to remove)")
+    _round_trips(value, "sections")
     return dict(value)
 
 
@@ -190,8 +228,9 @@ class Pi16Appends:
 
         Raises:
             InvalidEntryError: ``kind``, ``provider``, ``model`` or ``note`` is not a string, or
-                ``usage`` is not a :class:`Usage` of numbers (pi's ``appendUsage`` types); nothing
-                was written.
+                ``usage`` is not a :class:`Usage` of numbers (pi's ``appendUsage`` types), or a value
+                would not read back as written: a NaN or infinite number, an int beyond 2**53 - 1,
+                a lone surrogate in a string; nothing was written.
         """
         _text(kind, "kind")
         _text(provider, "provider")
@@ -243,6 +282,8 @@ class Pi16Appends:
         """
         if not isinstance(content, str):
             content = _items(content, TextContent, "content")
+        else:
+            _text(content, "content")
         message = SystemMessage(
             content=content,
             sections=_sections(sections) if not isinstance(sections, UnsetType) else UNSET,
@@ -277,8 +318,9 @@ class Pi16Appends:
             InvalidEntryError: The replacement is not ``None``, a string or content blocks (pi:
                 "must be null or contain string/array content"), or the target is not on the active
                 branch, or is not a user, assistant, tool-result or custom message (pi's refusals);
-                nothing was written.
+                nothing was written. Also a ``target_id`` that is not a string.
         """
+        _text(target_id, "target_id")
         blocks: list[ContentBlock] | None = None
         if replacement is not None and not isinstance(replacement, str):
             if isinstance(replacement, str | bytes | bytearray | Mapping) or not isinstance(
