@@ -98,7 +98,9 @@ def test_store_urls_and_paths_are_told_apart() -> None:
     assert not is_store_url("/srv/agents/main/sessions")
     assert not is_store_url("C:\\agents\\main\\sessions")
     assert not is_store_url(Path("postgresql:/x"))
-    assert not is_store_url("file:///srv/sessions")
+    # meant as URLs (refused by open_store_url as unsupported), never looked up as directories
+    assert is_store_url("file:///srv/sessions")
+    assert is_store_url("postgresql:/127.0.0.1/db")
 
 
 def test_bad_combinations_are_config_errors(tmp_path: Path) -> None:
@@ -110,6 +112,52 @@ def test_bad_combinations_are_config_errors(tmp_path: Path) -> None:
         open_store_url("redis://127.0.0.1:6379/0?ttl=soon")
     with pytest.raises(ConfigError, match="schema"):
         open_store_url("postgresql://127.0.0.1/test?schema=a-b")
+
+
+BAD_URLS = {
+    "an IPv6 host that does not parse": ("postgresql://u:p@[::1/x", "Invalid IPv6"),
+    "a Redis IPv6 host that does not parse": ("redis://[::1/0", "Invalid IPv6"),
+    "a port out of range": ("postgresql://127.0.0.1:99999/db", "out of range"),
+    "a reserved pg_ schema": ("postgresql://127.0.0.1/test?schema=pg_foo", "system schema"),
+    "pg_catalog": ("postgresql://127.0.0.1/test?schema=pg_catalog", "system schema"),
+    "information_schema": ("postgresql://127.0.0.1/test?schema=information_schema", "system schema"),
+    "store given twice": ("postgresql://127.0.0.1/test?store=a&store=b", "twice"),
+    "ttl given twice": ("redis://127.0.0.1:6379/0?ttl=1s&ttl=2s", "twice"),
+    "an empty store": ("redis://127.0.0.1:6379/0?store=", "empty"),
+    "a Redis database that is not a number": ("redis://127.0.0.1:6379/abc", "number"),
+    "mysql": ("mysql://x/y", "unsupported store URL"),
+    "sqlite": ("sqlite:///tmp/x.db", "unsupported store URL"),
+    "postgresql with one slash": ("postgresql:/127.0.0.1/db", "unsupported store URL"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_URLS))
+def test_a_bad_store_url_is_a_config_error_before_anything_connects(case: str) -> None:
+    # these raised ValueError or psycopg's ReservedName, were used as given (information_schema got
+    # our tables; of two values one silently won), or were looked up as a directory
+    url, message = BAD_URLS[case]
+    with pytest.raises(ConfigError, match=message):
+        SessionStore.open(url)
+
+
+@pytest.mark.parametrize("case", ["a port out of range", "mysql", "a reserved pg_ schema"])
+def test_cli_bad_store_url_is_one_line_and_exit_2(case: str) -> None:
+    code, out = cli_output("sessions", "cleanup", "--store", BAD_URLS[case][0], "--dry-run")
+    assert code == 2 and out.startswith("sessionkeeper: error:") and "Traceback" not in out, out
+
+
+def test_a_redis_database_the_server_refuses_is_a_config_error(redis_prefix: tuple[str, str]) -> None:
+    base, prefix = redis_prefix
+    url = base.rsplit("/", 1)[0] + f"/99?prefix={prefix}"  # the server has 16 databases
+
+    async def listing() -> None:
+        async with SessionStore.open(url) as store:
+            await store.list()
+
+    with pytest.raises(ConfigError, match="DB index"):  # was redis-py's ResponseError
+        asyncio.run(listing())
+    code, out = cli_output("sessions", "list", "--store", url)
+    assert code == 2 and out.startswith("sessionkeeper: error:") and "Traceback" not in out, out
 
 
 def _seed(url: str) -> None:

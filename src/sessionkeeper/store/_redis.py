@@ -188,6 +188,8 @@ class RedisStoreBackend(RowsAlwaysLoad):
 
     Raises (from the methods):
         StoreUnavailableError: The server cannot be reached, or the connection broke.
+        ConfigError: The server refuses the URL's database (``redis://host/99``: "DB index is out of
+            range").
         StoreCorruptError: A stored entry is not a JSON object.
         StoreError: Called outside asyncio, after :meth:`aclose`, or a write on a read-only backend.
         InvalidSessionEntryError: A key with a lone surrogate (not UTF-8).
@@ -286,6 +288,10 @@ class RedisStoreBackend(RowsAlwaysLoad):
             return await body(client)
         except (exceptions.ConnectionError, exceptions.TimeoutError) as err:
             raise StoreUnavailableError(f"{self.where}: {err}") from err
+        except exceptions.ResponseError as err:
+            if "DB index" in str(err):  # SELECT of a database the server does not have: configuration
+                raise ConfigError(f"{self.where}: the server refuses the database: {err}") from err
+            raise
 
     async def _call(self, make: Callable[[], Awaitable[R]]) -> R:
         """
