@@ -123,6 +123,29 @@ async def test_directory_to_postgres_store_and_back_is_byte_equal(
     _assert_byte_equal(source, back)
 
 
+async def test_an_entry_patched_twice_comes_back_value_equal_in_new_entry_key_order(
+    tmp_path: Path, pg_schema: tuple[str, str]
+) -> None:
+    # docs/postgres.md: a directory keeps keys in first-written order (JavaScript's spread), a copy
+    # writes a new entry's order, so the bytes differ and the values do not (break-it M5)
+    dsn, schema = pg_schema
+    source = tmp_path / "a"
+    source.mkdir()
+    async with SessionStore.open(source) as store:
+        await store.patch("agent:main:main", session_id=PLAIN, total_tokens=7)
+        await store.patch("agent:main:main", input_tokens=3, label="Main")
+    url = f"{dsn}?schema={schema}&store=order"
+    async with SessionStore.open(source, read_only=True) as src, SessionStore.open(url) as mid:
+        assert (await copy_sessions(src, mid)).ok
+    async with SessionStore.open(url) as mid, SessionStore.open(tmp_path / "b") as back:
+        assert (await copy_sessions(mid, back)).ok
+    before = msgspec.json.decode((source / "sessions.json").read_bytes())["agent:main:main"]
+    after = msgspec.json.decode((tmp_path / "b" / "sessions.json").read_bytes())["agent:main:main"]
+    assert after == before
+    assert list(before).index("totalTokens") < list(before).index("inputTokens")
+    assert list(after).index("inputTokens") < list(after).index("totalTokens")
+
+
 async def test_directory_to_redis_store_and_back_is_byte_equal(
     tmp_path: Path, redis_prefix: tuple[str, str]
 ) -> None:
