@@ -1,6 +1,6 @@
 """
 ``sessionkeeper sessions delete``: a session's entry removed, its transcript archived in a sessions
-directory (``<file>.deleted.<stamp>``) or removed from a database (issue 13), kept with
+directory (``<file>.deleted.<stamp>``) or deleted for good from a database (issue 13), kept with
 ``--keep-transcript``; an unknown key exits 1.
 """
 
@@ -13,6 +13,7 @@ import anyio
 from tests._helpers import cli_output, run_cli
 from tests._servers import pg_schema
 
+from sessionkeeper.abc import ArchivingTranscriptStorage
 from sessionkeeper.store import SessionStore
 
 
@@ -57,6 +58,20 @@ def test_delete_removes_a_database_transcript(pg_schema: tuple[str, str]) -> Non
     assert code == 0, out
     assert f"deleted {KEY}" in out
     assert _sessions(url) == ([], [])
+    # deleted for good, as docs/postgres.md and the help say: no `deleted` archive to recover
+    assert _archives(url) == []
+    code, out = cli_output("sessions", "delete", "--help")
+    assert "deleted for good" in " ".join(out.split())
+
+
+def _archives(location: str) -> list[str]:
+    async def read() -> list[str]:
+        async with SessionStore.open(location) as store:
+            storage = store.transcript_storage()
+            assert isinstance(storage, ArchivingTranscriptStorage)
+            return [archive.name for archive in await storage.list_archives()]
+
+    return anyio.run(read, backend="asyncio")
 
 
 def test_keep_transcript_leaves_it(pg_schema: tuple[str, str]) -> None:

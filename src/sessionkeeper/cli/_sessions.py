@@ -349,8 +349,10 @@ def delete_command(
 ) -> None:
     """
     Remove one session's entry. Its transcript, unless another entry uses it, is archived as
-    <file>.deleted.<stamp> in a sessions directory and removed from a database (docs/postgres.md).
-    Exit 1 when the key is not in the store.
+    <file>.deleted.<stamp> in a sessions directory (recoverable); in a PostgreSQL store that holds the
+    transcripts it is deleted for good (its rows removed, no archive: export first to keep it). A
+    transcript file beside a store URL is left as it is (docs/postgres.md "Reset, delete and
+    archives"). Exit 1 when the key is not in the store.
     """
 
     async def run() -> bool:
