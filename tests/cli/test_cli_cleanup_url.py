@@ -94,7 +94,7 @@ def _cleanup(store: str, config: Path, *extra: str) -> dict[str, Any]:
     )
     assert result.exit_code == 0, result.output
     report: dict[str, Any] = json.loads(result.stdout)
-    for name in ("storePath", "agentId", "bytesBefore", "bytesAfter"):  # the SQLite file is in its directory
+    for name in ("storePath", "backend", "agentId", "bytesBefore", "bytesAfter"):  # where, not what
         report.pop(name)
     if report["unreferencedArtifacts"] is not None:  # sessions.sqlite (and -wal, -shm) are scanned too
         report["unreferencedArtifacts"].pop("scannedFiles")

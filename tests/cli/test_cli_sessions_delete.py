@@ -45,7 +45,7 @@ def test_delete_archives_a_directory_transcript(tmp_path: Path) -> None:
     session_id = _seed(tmp_path)
     code, out = cli_output("sessions", "delete", "--store", str(tmp_path), KEY, "--json")
     assert code == 0, out
-    assert json.loads(out) == {"key": KEY, "deleted": True}
+    assert json.loads(out) == {"key": KEY, "deleted": True, "backend": "json"}
     assert _sessions(tmp_path) == ([], [])
     assert len(list(tmp_path.glob(f"{session_id}.jsonl.deleted.*"))) == 1
 
@@ -54,9 +54,9 @@ def test_delete_removes_a_database_transcript(pg_schema: tuple[str, str]) -> Non
     dsn, schema = pg_schema
     url = f"{dsn}?schema={schema}"
     _seed(url)
-    code, out = cli_output("sessions", "delete", "--store", url, KEY)
+    code, out = cli_output("sessions", "delete", "--store", url, KEY, "--json")
     assert code == 0, out
-    assert f"deleted {KEY}" in out
+    assert json.loads(out) == {"key": KEY, "deleted": True, "backend": "postgres"}
     assert _sessions(url) == ([], [])
     # deleted for good, as docs/postgres.md and the help say: no `deleted` archive to recover
     assert _archives(url) == []
@@ -89,5 +89,5 @@ def test_an_unknown_key_exits_1(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert result.stderr.startswith("sessionkeeper: error: no session for key 'agent:main:nope'")
     code, out = cli_output("sessions", "delete", "--store", str(tmp_path), "agent:main:nope", "--json")
-    assert code == 1 and json.loads(out) == {"key": "agent:main:nope", "deleted": False}
+    assert code == 1 and json.loads(out) == {"key": "agent:main:nope", "deleted": False, "backend": "json"}
     assert _sessions(tmp_path)[0] == [KEY]

@@ -94,7 +94,7 @@ def test_status_table_and_missing_key(small_store: Path) -> None:
     assert "sessionId" in out
     code, out = cli_output("status", "--store", str(small_store), "agent:main:nope", "--json")
     assert code == 1
-    assert json.loads(out) == {"key": "agent:main:nope", "found": False}
+    assert json.loads(out) == {"key": "agent:main:nope", "found": False, "backend": "json"}
 
 
 def test_corrupt_store_exits_1_with_one_line(tmp_path: Path) -> None:

@@ -187,12 +187,17 @@ def test_cli_sessions_list_and_status_on_a_store_url(kind: str, request: pytest.
     assert code == 0, out
     status = json.loads(out)
     assert status["found"] is True and status["entry"]["label"] == "Main"
+    assert status["backend"] == kind  # docs/cli.md: every --json of these says its backend
+    code, out = cli_output("sessions", "cleanup", "--store", url, "--dry-run", "--json")
+    assert code == 0 and json.loads(out)["backend"] == kind, out
     if kind == "postgres":  # the transcript in the database: none written here (test_cli_status_url.py)
         assert (status["transcript"]["exists"], status["transcript"]["lines"]) == (False, None)
     else:  # Redis keeps transcripts in this process's memory: nothing to show
         assert status["transcript"] is None
     code, out = cli_output("status", "--store", url, "agent:main:nope")
     assert code == 1 and "no session for key" in out
+    code, out = cli_output("status", "--store", url, "agent:main:nope", "--json")
+    assert code == 1 and json.loads(out) == {"key": "agent:main:nope", "found": False, "backend": kind}
 
 
 def test_cli_store_url_never_shows_the_password(pg_schema: tuple[str, str]) -> None:

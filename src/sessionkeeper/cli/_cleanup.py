@@ -41,7 +41,7 @@ from rich.text import Text
 from sessionkeeper._config import load_config
 from sessionkeeper.cli._json import json_text
 from sessionkeeper.cli._output import console_for_stdout, print_table
-from sessionkeeper.cli._sessions import plain, sessions_group, store_options
+from sessionkeeper.cli._sessions import backend_name, plain, sessions_group, store_options
 from sessionkeeper.store import (
     BackendName,
     MaintenanceMode,
@@ -283,7 +283,7 @@ def cleanup_command(
     )
     bar = _CleanupProgress(console) if show_progress else None
 
-    async def run() -> tuple[MaintenanceReport, Path | None]:
+    async def run() -> tuple[MaintenanceReport, Path | None, str]:
         # a preview (dry run, warn mode) opens the store read-only: it creates and writes nothing
         read_only = dry_run or (mode or settings.mode) == "warn"
         opened = (
@@ -302,13 +302,13 @@ def cleanup_command(
                 fix_missing=fix_missing,
                 progress=bar,
             )
-            return report, store.sessions_dir
+            return report, store.sessions_dir, backend_name(store)
 
     if bar is not None:
         with bar:
-            report, sessions_dir = anyio.run(run)
+            report, sessions_dir, name = anyio.run(run)
     else:
-        report, sessions_dir = anyio.run(run)
+        report, sessions_dir, name = anyio.run(run)
     if files_dir is not None:
         report = _with_symlink_warnings(report, files_dir)
     shown = redact_url(str(store_path)) if url else str(store_path)
@@ -316,6 +316,7 @@ def cleanup_command(
         payload: dict[str, Any] = {
             "agentId": _agent_id(sessions_dir) if sessions_dir is not None else None,
             "storePath": shown,
+            "backend": name,
         }
         payload.update(report.to_json())
         click.echo(json_text(payload, indent=2))

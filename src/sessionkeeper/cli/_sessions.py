@@ -90,13 +90,20 @@ def _store_or_url_options(command: F) -> F:
     return store_options(command, urls=True)
 
 
+def backend_name(store: SessionStore) -> str:
+    """The ``"backend"`` of a ``--json`` output: ``"postgres"``, ``"redis"``, ``"sqlite"`` or ``"json"``."""
+    if isinstance(store.backend, PostgresStoreBackend):
+        return "postgres"
+    if isinstance(store.backend, RedisStoreBackend):
+        return "redis"
+    return "sqlite" if str(getattr(store.backend, "path", "")).endswith(".sqlite") else "json"
+
+
 def _location(store: SessionStore, given: Path | str) -> tuple[str, str]:
     """``(where, backend name)`` for the output (a URL without its password)."""
     if isinstance(store.backend, PostgresStoreBackend | RedisStoreBackend):
-        kind = "postgres" if isinstance(store.backend, PostgresStoreBackend) else "redis"
-        return redact_url(str(given)), kind
-    where = str(getattr(store.backend, "path", given))
-    return where, "sqlite" if where.endswith(".sqlite") else "json"
+        return redact_url(str(given)), backend_name(store)
+    return str(getattr(store.backend, "path", given)), backend_name(store)
 
 
 _ROW_FIELDS: tuple[tuple[str, str], ...] = (
@@ -278,8 +285,9 @@ Examples:
 def status_command(*, store_path: Path | str, backend: str | None, as_json: bool, key: str) -> None:
     """Show one session's entry and transcript. Exit 1 when the key is not in the store."""
 
-    async def run() -> tuple[SessionEntry | None, dict[str, Any] | None]:
+    async def run() -> tuple[SessionEntry | None, dict[str, Any] | None, str]:
         async with _open(store_path, backend) as store:
+            name = backend_name(store)
             entry = await store.get(key)
             transcript = None
             if entry is not None:
@@ -293,18 +301,19 @@ def status_command(*, store_path: Path | str, backend: str | None, as_json: bool
                     }
                 elif store.sessions_dir is None and isinstance(entry.session_id, str):
                     transcript = await _stored_transcript(store, entry.session_id)
-            return entry, transcript
+            return entry, transcript, name
 
-    entry, transcript = anyio.run(run)
+    entry, transcript, name = anyio.run(run)
     if entry is None:
         if as_json:  # the JSON document is the answer (stdout only), as before
-            click.echo(json_text({"key": key, "found": False}, indent=2))
+            click.echo(json_text({"key": key, "found": False, "backend": name}, indent=2))
             raise SystemExit(EXIT_ERROR)
         fail(f"no session for key {key!r} in {redact_url(str(store_path))}", code=EXIT_ERROR)
     if as_json:
         payload = {
             "key": key,
             "found": True,
+            "backend": name,
             "archived": entry.is_archived,
             "pinned": entry.is_pinned,
             "entry": session_entry_to_dict(entry),
@@ -342,7 +351,7 @@ Examples:
 @click.option(
     "--keep-transcript", is_flag=True, help="Leave the transcript as it is (default: archive or remove it)."
 )
-@click.option("--json", "as_json", is_flag=True, help="Print JSON: {key, deleted}.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: {key, deleted, backend}.")
 @click.argument("key")
 def delete_command(
     *, store_path: Path | str, backend: str | None, keep_transcript: bool, as_json: bool, key: str
@@ -355,13 +364,13 @@ def delete_command(
     archives"). Exit 1 when the key is not in the store.
     """
 
-    async def run() -> bool:
+    async def run() -> tuple[bool, str]:
         async with SessionStore.open(store_path, backend=backend) as store:  # type: ignore[arg-type]
-            return await store.delete(key, archive_transcript=not keep_transcript)
+            return await store.delete(key, archive_transcript=not keep_transcript), backend_name(store)
 
-    deleted = anyio.run(run)
+    deleted, name = anyio.run(run)
     if as_json:
-        click.echo(json_text({"key": key, "deleted": deleted}, indent=2))
+        click.echo(json_text({"key": key, "deleted": deleted, "backend": name}, indent=2))
         if not deleted:
             raise SystemExit(EXIT_ERROR)
         return
