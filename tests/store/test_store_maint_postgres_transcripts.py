@@ -206,6 +206,9 @@ async def test_cleanup_deletes_unreferenced_transcripts_older_than_prune_after(s
     unreferenced = [a.name for a in report.file_actions if a.reason == "unreferenced-artifact"]
     assert unreferenced == ["orphan-old"]
     assert report.unreferenced_artifacts is not None and report.unreferenced_artifacts.removed_files == 1
+    # every row looked at, as a directory counts its files (was 0 beside removedFiles 1; break-it L6):
+    # s-a's new archive, s-main and the two orphans
+    assert report.unreferenced_artifacts.scanned_files == 4
     assert await _storage(store).list_sessions() == ["orphan-new", "s-main"]
     on_save = await run_maintenance(store, settings=MaintenanceSettings(), now_ms=NOW_MS, on_save=True)
     assert on_save.file_actions == ()

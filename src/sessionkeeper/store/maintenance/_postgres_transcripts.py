@@ -115,6 +115,8 @@ TRANSCRIPT_QUERIES: Final[dict[str, str]] = {
         f" AND h.updated_at <= {_MS.format('cutoff')} AND NOT EXISTS ({_REMAINING})"
         ' ORDER BY h.updated_at, h.session_id COLLATE "C"'
     ),
+    # (7) the rows the pass looks at, as a directory counts its files (scannedFiles)
+    "tx_count": "SELECT count(*) FROM {h} WHERE store_id = %(store)s",
     "tx_archive": (
         "UPDATE {h} h SET session_id = h.session_id || %(suffix)s,"
         f" archived_at = {_MS.format('ms')}, archive_reason = 'deleted', archived_from = h.session_id"
@@ -209,6 +211,8 @@ async def transcript_passes(
     if not on_save:
         older = settings.prune_after_ms
         removed_files = freed = 0
+        ((rows,),) = await query("tx_count")  # archived rows too, as a directory's archive files
+        scanned = int(rows) - len(set(out.deleting))  # what retention and the budget leave
         if older is not None:
             gone = [*gone, *out.deleting]
             keys = [*removed, *(e.key for e in out.evictions)]
@@ -219,7 +223,7 @@ async def transcript_passes(
                 removed_files += 1 if size > 0 else 0
                 freed += int(size)
         out.unreferenced = UnreferencedArtifactsReport(
-            scanned_files=0, removed_files=removed_files, freed_bytes=freed, older_than_ms=older or 0
+            scanned_files=scanned, removed_files=removed_files, freed_bytes=freed, older_than_ms=older or 0
         )
     return out
 
