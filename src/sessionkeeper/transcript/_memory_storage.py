@@ -270,6 +270,14 @@ class MemoryTranscriptStorage:
             ) from None
         return _MemoryClaim(self, session_id, lock)
 
+    def held_claims(self) -> frozenset[str]:
+        """
+        The session ids whose writer claim (:meth:`claim`) is held right now, by any task, event loop or
+        thread of the process: store maintenance keeps their entries and transcripts (DESIGN D6, B19).
+        """
+        with self._guard:
+            return frozenset(sid for sid, lock in self._claims.items() if lock.locked())
+
     async def claim_compaction(self, session_id: str) -> WriterClaim | None:
         """
         Take the transcript's compaction claim if no task, event loop or thread of this process holds it

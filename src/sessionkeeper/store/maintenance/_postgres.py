@@ -28,8 +28,10 @@ from typing import TYPE_CHECKING, Any
 from sessionkeeper.store._entry import session_entry_to_dict
 from sessionkeeper.store._remote import decode_entry_text
 from sessionkeeper.store.maintenance._postgres_transcripts import (
+    PRESERVED,
     TRANSCRIPT_QUERIES,
     TranscriptOutcome,
+    claim_prefix,
     transcript_passes,
 )
 from sessionkeeper.store.maintenance._report import (
@@ -54,11 +56,8 @@ __all__ = ("postgres_entry_maintenance",)
 
 _log = logging.getLogger("sessionkeeper.maintenance")
 
-_PRESERVED = (
-    "(key_folded = ANY(%(active)s) OR key_folded IN "
-    "(SELECT m.key_folded FROM {t} m WHERE m.store_id = %(store)s AND m.is_main))"
-)
-"""The planner's ``preserve`` set: the active keys and every key folding to a main session's key."""
+_PRESERVED = PRESERVED
+"""The planner's ``preserve`` set (``_postgres_transcripts.PRESERVED``): active, main and claimed keys."""
 
 _QUERIES = {
     "count": "SELECT count(*) FROM {t} WHERE store_id = %(store)s",
@@ -117,7 +116,12 @@ async def postgres_entry_maintenance(
     """
     active = sorted({k.strip().lower() for k in active_keys if k.strip()})
     queries: dict[str, Any] = {}
-    params: dict[str, Any] = {"store": backend.store_id, "active": active, "removed": []}
+    params: dict[str, Any] = {
+        "store": backend.store_id,
+        "active": active,
+        "removed": [],
+        "claim": claim_prefix(backend.schema, backend.store_id),
+    }
     warnings: list[str] = []
 
     async def rows(conn: AsyncConnection[TupleRow], name: str, **extra: Any) -> list[TupleRow]:

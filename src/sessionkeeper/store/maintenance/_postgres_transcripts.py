@@ -19,6 +19,20 @@ statement that selects exactly the rows it acts on; no pass reads every transcri
   used (``budget-entry-file``). One window-function statement per step (a running sum).
 - (7) **Unreferenced transcripts** (``sessions cleanup`` only, ``unreferenced-artifact``): live
   transcripts no remaining entry uses whose last write is older than ``pruneAfter``.
+
+**Held writer claims** are held lock files (DESIGN D6, field report B19): an entry whose transcript's
+writer claim (``PostgresTranscriptStorage.claim``, a session-level advisory lock) is held is preserved
+by every entry pass and the budget, like the main session, and the live transcript row of a claimed
+session is never archived or deleted. "Held" is read from ``pg_locks`` (granted advisory locks of this
+database, :data:`CLAIMED_KEYS`) inside the very statement that selects, and again inside the archiving
+and deleting statements of an applied run (the directory re-checks a lock file before each move), so a
+claim taken meanwhile skips the row. A claim taken after that last statement and before the commit is
+not seen: that writer's next append then fails (``TranscriptNotFoundError``), it never writes into an
+archive. Try-locking each candidate (``pg_try_advisory_xact_lock`` until the commit) would close that
+window, but takes one slot of the server-wide lock table per acted-on session
+(``max_locks_per_transaction`` x ``max_connections``, 6,400 by default): a large cleanup would fail with
+"out of shared memory" and starve every other transaction meanwhile. An append without a claim holds
+the same lock for its transaction, so its session is kept that run too.
 """
 
 from __future__ import annotations
@@ -39,15 +53,40 @@ from sessionkeeper.store.maintenance._settings import MaintenanceSettings
 from sessionkeeper.transcript import archive_stamp
 
 
-__all__ = ("TRANSCRIPT_QUERIES", "TranscriptOutcome", "transcript_passes")
+__all__ = ("PRESERVED", "TRANSCRIPT_QUERIES", "TranscriptOutcome", "claim_prefix", "transcript_passes")
 
 Query = Callable[..., Awaitable[list[Any]]]
 """``await query(name, **params)``: the rows of one statement of :data:`TRANSCRIPT_QUERIES`."""
 
-_PRESERVED: Final = (
-    "(key_folded = ANY(%(active)s) OR key_folded IN "
-    "(SELECT m.key_folded FROM {t} m WHERE m.store_id = %(store)s AND m.is_main))"
+CLAIMED_KEYS: Final = (
+    "(SELECT (l.classid::int8 << 32) | l.objid::int8 FROM pg_locks l WHERE l.locktype = 'advisory'"
+    " AND l.objsubid = 1 AND l.granted"
+    " AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database()))"
 )
+"""The 64-bit keys of the advisory locks granted in this database now (one snapshot of ``pg_locks``)."""
+
+
+def claim_prefix(schema: str, store_id: str) -> str:
+    """
+    The session id's prefix in the text hashed into a transcript's writer-claim key: the claim of
+    session ``S`` is the advisory lock ``hashtextextended(prefix || S, 0)``
+    (``PostgresTranscriptStorage.lock_name``).
+    """
+    return f"sessionkeeper.transcript:{schema}:{store_id}:"
+
+
+def claimed(column: str) -> str:
+    """SQL: the transcript of session id ``column`` has its writer claim held (module docstring)."""
+    return f"(hashtextextended(%(claim)s || {column}, 0) IN {CLAIMED_KEYS})"
+
+
+PRESERVED: Final = (
+    "(key_folded = ANY(%(active)s) OR key_folded IN "
+    "(SELECT m.key_folded FROM {t} m WHERE m.store_id = %(store)s AND (m.is_main"
+    f" OR (m.session_id IS NOT NULL AND {claimed('m.session_id')}))))"
+)
+"""The planner's ``preserve`` set: the active keys and every key folding to the key of a main session
+or of an entry whose transcript's writer claim is held."""
 _REMAINING: Final = (
     "SELECT 1 FROM {t} s WHERE s.store_id = %(store)s AND s.session_id = h.session_id"
     " AND s.session_key <> ALL(%(removed)s)"
@@ -61,7 +100,8 @@ TRANSCRIPT_QUERIES: Final[dict[str, str]] = {
         " WHERE h.store_id = %(store)s AND h.archived_at IS NULL AND EXISTS ("
         " SELECT 1 FROM {t} s WHERE s.store_id = %(store)s AND s.session_id = h.session_id"
         " AND s.session_key = ANY(%(removed)s))"
-        f' AND NOT EXISTS ({_REMAINING}) ORDER BY h.session_id COLLATE "C"'
+        f" AND NOT EXISTS ({_REMAINING}) AND NOT {claimed('h.session_id')}"
+        ' ORDER BY h.session_id COLLATE "C"'
     ),
     # (5) archives past their retention (a NULL cutoff: that reason is kept)
     "tx_retention": (
@@ -80,8 +120,9 @@ TRANSCRIPT_QUERIES: Final[dict[str, str]] = {
         " total AS (SELECT (SELECT coalesce(sum(byte_size), 0) FROM heads)"
         "  + (SELECT coalesce(sum(octet_length(entry_text)), 0) FROM live) AS n),"
         " cand AS (SELECT h.session_id, h.byte_size, h.updated_at FROM heads h"
-        "  WHERE h.archived_at IS NOT NULL OR h.session_id = ANY(%(archiving)s)"
-        "  OR NOT EXISTS (SELECT 1 FROM live e WHERE e.session_id = h.session_id)),"
+        "  WHERE (h.archived_at IS NOT NULL OR h.session_id = ANY(%(archiving)s)"
+        "  OR NOT EXISTS (SELECT 1 FROM live e WHERE e.session_id = h.session_id))"
+        f"  AND (h.archived_at IS NOT NULL OR NOT {claimed('h.session_id')})),"
         " ranked AS (SELECT session_id, byte_size, sum(byte_size) OVER (ORDER BY updated_at,"
         '  session_id COLLATE "C" ROWS UNBOUNDED PRECEDING) - byte_size AS before FROM cand)'
         " SELECT total.n, r.session_id, r.byte_size FROM total LEFT JOIN ranked r"
@@ -91,7 +132,7 @@ TRANSCRIPT_QUERIES: Final[dict[str, str]] = {
     # live transcript it is the last remaining user of
     "tx_budget_entries": (
         "WITH live AS (SELECT session_key, seq, coalesce(updated_at, 0) AS u, session_id, entry_text,"
-        f"  (is_protected OR {_PRESERVED}) AS kept FROM {{t}}"
+        f"  (is_protected OR {PRESERVED}) AS kept FROM {{t}}"
         "  WHERE store_id = %(store)s AND session_key <> ALL(%(removed)s)),"
         " refs AS (SELECT session_id, count(*) AS n FROM live WHERE session_id IS NOT NULL"
         "  GROUP BY session_id),"
@@ -113,6 +154,7 @@ TRANSCRIPT_QUERIES: Final[dict[str, str]] = {
         "SELECT h.session_id, h.byte_size FROM {h} h WHERE h.store_id = %(store)s"
         " AND h.archived_at IS NULL AND h.session_id <> ALL(%(gone)s) AND h.session_id <> ALL(%(archiving)s)"
         f" AND h.updated_at <= {_MS.format('cutoff')} AND NOT EXISTS ({_REMAINING})"
+        f" AND NOT {claimed('h.session_id')}"
         ' ORDER BY h.updated_at, h.session_id COLLATE "C"'
     ),
     # (7) the rows the pass looks at, as a directory counts its files (scannedFiles)
@@ -122,10 +164,12 @@ TRANSCRIPT_QUERIES: Final[dict[str, str]] = {
         f" archived_at = {_MS.format('ms')}, archive_reason = 'deleted', archived_from = h.session_id"
         " WHERE h.store_id = %(store)s AND h.session_id = ANY(%(archiving)s) AND h.archived_at IS NULL"
         " AND NOT EXISTS (SELECT 1 FROM {h} x WHERE x.store_id = h.store_id"
-        " AND x.session_id = h.session_id || %(suffix)s) RETURNING h.archived_from"
+        " AND x.session_id = h.session_id || %(suffix)s)"
+        f" AND NOT {claimed('h.session_id')} RETURNING h.archived_from"
     ),
     "tx_delete": (
-        "DELETE FROM {h} WHERE store_id = %(store)s AND session_id = ANY(%(names)s) RETURNING session_id"
+        "DELETE FROM {h} h WHERE h.store_id = %(store)s AND h.session_id = ANY(%(names)s)"
+        f" AND (h.archived_at IS NOT NULL OR NOT {claimed('h.session_id')}) RETURNING h.session_id"
     ),
 }
 """The statements by name; ``{t}``: ``sk_sessions``, ``{h}``: ``sk_transcripts`` (module docstring)."""

@@ -43,8 +43,13 @@ from sessionkeeper.store.maintenance._plan import (
 )
 from sessionkeeper.store.maintenance._postgres import postgres_entry_maintenance
 from sessionkeeper.store.maintenance._settings import MaintenanceMode, MaintenanceSettings
-from sessionkeeper.store.maintenance._storage import storage_archive_passes
-from sessionkeeper.transcript import ArchivingTranscriptStorage, TranscriptStorage, is_locked
+from sessionkeeper.store.maintenance._storage import claimed_transcripts, storage_archive_passes
+from sessionkeeper.transcript import (
+    ArchivingTranscriptStorage,
+    MemoryTranscriptStorage,
+    TranscriptStorage,
+    is_locked,
+)
 
 
 __all__ = (
@@ -266,6 +271,9 @@ def _plan(
         with_messages = transcripts_with_messages(target.sessions_dir, files) if fix_missing else None
     raw: dict[str, Any] = dict.fromkeys(target.dropped_keys)
     raw.update(_entries_as_dicts(entries))
+    if isinstance(target.archives, MemoryTranscriptStorage):
+        # a held writer claim counts as a held lock file: its entries are kept (D6, B19)
+        locked = claimed_transcripts(raw, target.archives.held_claims())
     return plan_maintenance(
         raw,
         files=files,

@@ -6,15 +6,23 @@ removed entry whose ``sessionId`` no remaining entry uses is archived as ``delet
 their retention (``pruneAfter`` for ``deleted``, ``resetArchiveRetention`` for ``reset``; OpenClaw spec
 §2.4) are deleted, when something was archived or a reset retention is set. The disk budget and the
 unreferenced-transcript pass stay file and PostgreSQL rules. A dry run reports without acting.
+
+A transcript whose writer claim is held (memory: :meth:`MemoryTranscriptStorage.held_claims`) is what a
+held lock file is on a directory: the planner keeps its entries (``claimed_transcripts`` gives it their
+transcript names as locked files) and it is never archived (DESIGN D6, field report B19).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
+from pathlib import Path
+from typing import Any
 
 from sessionkeeper.exceptions import TranscriptNotFoundError, UnsafePathError
+from sessionkeeper.store._entry_shape import session_id_of
 from sessionkeeper.store.maintenance._report import EntryRemoval, FileAction
 from sessionkeeper.store.maintenance._settings import MaintenanceSettings
+from sessionkeeper.store.maintenance._state import Resolver
 from sessionkeeper.transcript import (
     ArchivingTranscriptStorage,
     MemoryTranscriptStorage,
@@ -23,7 +31,24 @@ from sessionkeeper.transcript import (
 )
 
 
-__all__ = ("storage_archive_passes",)
+__all__ = ("claimed_transcripts", "storage_archive_passes")
+
+
+def claimed_transcripts(entries: Mapping[str, Any], held: Collection[str]) -> frozenset[str]:
+    """
+    The transcript names (as the planner resolves them without a directory) of the entries whose
+    ``sessionId`` is in ``held`` (session ids whose writer claim is held): the planner's locked files.
+    """
+    if not held:
+        return frozenset()
+    resolver = Resolver(Path())
+    out: set[str] = set()
+    for entry in entries.values():
+        if isinstance(entry, Mapping) and session_id_of(entry) in held:
+            name = resolver.transcript(entry)
+            if name is not None:
+                out.add(name)
+    return frozenset(out)
 
 
 async def storage_archive_passes(
@@ -47,7 +72,10 @@ async def storage_archive_passes(
     removed_ids = dict.fromkeys(
         r.session_id for r in removals if r.session_id is not None and r.session_id not in remaining_ids
     )
+    held = storage.held_claims() if isinstance(storage, MemoryTranscriptStorage) else frozenset()
     for session_id in removed_ids:
+        if session_id in held:  # a writer claims it: never moved (the planner kept its entries)
+            continue
         try:
             name: str | None
             if apply:
