@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from msgspec import UNSET
@@ -184,9 +185,9 @@ async def test_a_turn_under_a_held_write_lock_writes_once_per_step(
     writes: list[int] = []
     real = TranscriptManager._write_lines
 
-    async def counting(self: TranscriptManager, lines: list[bytes]) -> None:
+    async def counting(self: TranscriptManager, lines: Any, rider: Any = None) -> bool:
         writes.append(len(lines))
-        await real(self, lines)
+        return await real(self, lines, rider)  # the turn's entry update rides on its last write
 
     monkeypatch.setattr(TranscriptManager, "_write_lines", counting)
     path = session.transcript.path

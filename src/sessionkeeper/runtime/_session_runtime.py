@@ -59,9 +59,8 @@ from sessionkeeper.runtime._runtime_types import (
 )
 from sessionkeeper.runtime._stamp import stamped
 from sessionkeeper.runtime._transcripts import TranscriptSource
-from sessionkeeper.runtime._turn_end_step import TurnEnd, TurnEndStep, reply_delivery
+from sessionkeeper.runtime._turn_end_step import NO_PLAN, TurnEnd, TurnEndStep, reply_delivery
 from sessionkeeper.store import (
-    EntryRider,
     ResetContext,
     SessionEntry,
     SessionEvent,
@@ -72,7 +71,6 @@ from sessionkeeper.store import (
 from sessionkeeper.transcript import (
     AgentMessage,
     AssistantMessage,
-    CustomEntry,
     TranscriptEntry,
     UserMessage,
 )
@@ -453,19 +451,10 @@ class SessionRuntime:
         messages = [stamped(message, now_ms) for message in messages]
         replies = [message for message in messages if isinstance(message, AssistantMessage)]
         last_reply = replies[-1] if replies else None
-        # when the turn's end would only write the store entry, the write rides on the reply's append
-        # (one transaction on a database holding both; transcript._riders), for the context expected
-        # or, when the cache-TTL marker is due and no compaction comes between, the marker joins that write
-        rider, expected, with_marker = (
-            self._entry_rider(session, messages, last_reply) if turn_complete else (None, 0, False)
-        )
-        # one write and one fsync for the whole reply (the turn's durable unit)
-        marker: CustomEntry | None = None
-        written: list[TranscriptEntry]
-        if with_marker:
-            written, marker = await self._turn_end.append_with_marker(session, messages)
-        else:
-            written = list(await session.transcript.append_messages(messages, rider=rider))
+        # the store entry write rides on the reply's write (and the cache-TTL marker joins it) when the
+        # turn's end would do nothing else (TurnEndStep.plan_write); one write and one fsync for the reply
+        plan = self._turn_end.plan_write(session, messages, last_reply) if turn_complete else NO_PLAN
+        written, marker = await self._turn_end.write(session, messages, plan)
         appended: list[TranscriptEntry] = written[:-1] if marker else written
         for message in replies:
             session.note_reply(message)
@@ -475,9 +464,9 @@ class SessionRuntime:
                 entries=tuple(appended), delivered_text=None, silent=False, context_tokens=tokens
             )
         delivered, silent = reply_delivery(last_reply)
-        if rider is not None and tokens == expected:
-            session.adopt_entry(rider.result())  # SessionNotFoundError: as the patch would
-            end = TurnEnd(memory_flush=None, compaction=None, tokens=tokens, marker=None)
+        if plan.rider is not None and tokens == plan.expected:
+            session.adopt_entry(plan.rider.result())  # SessionNotFoundError: as the patch would
+            end = TurnEnd(memory_flush=None, compaction=None, tokens=tokens, marker=marker)
         else:  # more to do than the entry write, or other writers' lines changed the context estimate
             end = await self._turn_end.finish(
                 session, tokens=tokens, last_reply=last_reply, marker=marker or None
@@ -491,22 +480,6 @@ class SessionRuntime:
             compaction=end.compaction,
             cache_ttl_marker=end.marker,
         )
-
-    def _entry_rider(
-        self, session: RuntimeSession, messages: Sequence[AgentMessage], last_reply: AssistantMessage | None
-    ) -> tuple[EntryRider | None, int, bool]:
-        """
-        The end-of-turn entry write as a rider of the reply's append when the turn's end would do nothing
-        else (``TurnEndStep.records_only``), the context estimate it was computed for, and whether the
-        cache-TTL marker goes into the reply's write instead (``TurnEndStep.marker_with_reply``).
-        """
-        tokens = estimate_context_usage([*session.current_context(), *messages]).tokens
-        if self._turn_end.marker_with_reply(session, tokens=tokens, last_reply=last_reply):
-            return None, tokens, True
-        if not self._turn_end.records_only(session, tokens=tokens, last_reply=last_reply):
-            return None, tokens, False
-        fields = self._turn_end.record_fields(session.usage_with(messages), tokens)
-        return EntryRider(self.store, session.session_key, fields), tokens, False
 
     # ------------------------------------------------------------------ errors
 

@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 
 from sessionkeeper._silent import is_silent_reply_payload, strip_silent_token
+from sessionkeeper.runtime._budget import estimate_context_usage
 from sessionkeeper.runtime._compaction_step import CompactionStep
 from sessionkeeper.runtime._flush_step import MemoryFlushStep
 from sessionkeeper.runtime._parts import RuntimeParts
@@ -19,6 +20,7 @@ from sessionkeeper.runtime._request_step import RequestStep
 from sessionkeeper.runtime._runtime_session import RuntimeSession, patch_session_entry
 from sessionkeeper.runtime._runtime_types import CompactionOutcome, MemoryFlushOutcome
 from sessionkeeper.runtime._triggers import CompactionDecision, decide_threshold_compaction
+from sessionkeeper.store import EntryRider
 from sessionkeeper.transcript import (
     AgentMessage,
     AssistantMessage,
@@ -29,7 +31,7 @@ from sessionkeeper.transcript import (
 )
 
 
-__all__ = ("TurnEnd", "TurnEndStep", "reply_delivery")
+__all__ = ("TurnEnd", "TurnEndStep", "TurnWrite", "reply_delivery")
 
 
 def reply_delivery(last_reply: AssistantMessage | None) -> tuple[str | None, bool]:
@@ -64,6 +66,28 @@ class TurnEnd:
     marker: TranscriptEntry | None
 
 
+@attrs.frozen(kw_only=True)
+class TurnWrite:
+    """
+    How a completed turn's reply is written (:meth:`TurnEndStep.plan_write`).
+
+    Attributes:
+        rider: The end-of-turn store entry write, landed with the reply's write (``transcript._riders``),
+            when the turn's end would do nothing else but append the cache-TTL marker; else ``None``.
+        expected: The context estimate after the reply the plan was made for, in tokens (the rider's
+            ``totalTokens``; when the estimate after the write differs, :meth:`TurnEndStep.finish` runs).
+        with_marker: The cache-TTL marker joins the reply's write (its last line).
+    """
+
+    rider: EntryRider | None
+    expected: int
+    with_marker: bool
+
+
+NO_PLAN = TurnWrite(rider=None, expected=0, with_marker=False)
+"""The write of a turn not complete (inside a tool loop): the reply alone, nothing riding on it."""
+
+
 class TurnEndStep:
     """
     Ends the turns of one runtime's sessions.
@@ -88,34 +112,48 @@ class TurnEndStep:
         self._compaction = compaction
         self._request = request
 
-    def marker_with_reply(
-        self, session: RuntimeSession, *, tokens: int, last_reply: AssistantMessage | None
-    ) -> bool:
+    def plan_write(
+        self, session: RuntimeSession, messages: Sequence[AgentMessage], last_reply: AssistantMessage | None
+    ) -> TurnWrite:
         """
-        Whether :meth:`finish` with these ``tokens`` would compact nothing and append the cache-TTL
-        marker: the marker may then go into the reply's write (:meth:`append_with_marker`).
+        How to write a completed turn's ``messages`` (``last_reply``: its last assistant message), from
+        the context estimate expected after them: when no threshold compaction (nor its refusal) comes,
+        the store entry write rides on the reply's write (one transaction on a database holding both;
+        ``transcript._riders``), and when the cache-TTL marker is due and no compaction comes, the
+        marker joins that write.
         """
-        return self._request.cache_touch_due(session, clean_attempt=_clean(last_reply)) and (
-            not self._decide(session, tokens, last_reply).compact
+        tokens = estimate_context_usage([*session.current_context(), *messages]).tokens
+        decision = self._decide(session, tokens, last_reply)
+        with_marker = not decision.compact and self._request.cache_touch_due(
+            session, clean_attempt=_clean(last_reply)
         )
+        if decision.compact or decision.reason == "compaction_ineffective":
+            return TurnWrite(rider=None, expected=tokens, with_marker=with_marker)
+        fields = self.record_fields(session.usage_with(messages), tokens)
+        rider = EntryRider(self._parts.store, session.session_key, fields)
+        return TurnWrite(rider=rider, expected=tokens, with_marker=with_marker)
 
-    async def append_with_marker(
-        self, session: RuntimeSession, messages: Sequence[AgentMessage]
-    ) -> tuple[list[TranscriptEntry], CustomEntry]:
+    async def write(
+        self, session: RuntimeSession, messages: Sequence[AgentMessage], plan: TurnWrite
+    ) -> tuple[list[TranscriptEntry], CustomEntry | None]:
         """
-        Append the turn's ``messages`` and, after them, the cache-TTL marker in one write (one fsync; the
-        lines and their order are those of the two appends). Returns the entries written (the marker
-        last) and the marker.
+        Append the turn's ``messages`` in one write (one fsync), after them the cache-TTL marker when
+        ``plan.with_marker`` (the lines and their order are those of two appends), with ``plan.rider``
+        riding on it. Returns the entries written (the marker last) and the marker, if written.
 
         Raises:
             TypeError: A message is stored as its own entry type; nothing was written.
             OSError: The write failed.
         """
+        if not plan.with_marker:
+            return list(await session.transcript.append_messages(messages, rider=plan.rider)), None
         # a message stored as its own entry type raises here, before anything is written
         builds: list[Callable[[str, str | None, str], TranscriptEntry]] = [
             message_entry_of(m) for m in messages
         ]
-        written = await session.transcript.append_chain([*builds, self._request.cache_touch_marker])
+        written = await session.transcript.append_chain(
+            [*builds, self._request.cache_touch_marker], rider=plan.rider
+        )
         assert written is not None  # the builders always build
         marker = written[-1]
         assert isinstance(marker, CustomEntry)
@@ -131,8 +169,8 @@ class TurnEndStep:
     ) -> TurnEnd:
         """
         Compact when the context (``tokens``) is over the threshold and the reply was not aborted, mark the
-        cache touch after a clean attempt (unless :meth:`append_with_marker` wrote ``marker`` with the
-        reply), and write the turn on the store entry.
+        cache touch after a clean attempt (unless :meth:`write` wrote ``marker`` with the reply), and
+        write the turn on the store entry.
 
         Raises:
             OSError: A write failed.
@@ -171,19 +209,6 @@ class TurnEndStep:
             ineffective_compactions=session.ineffective_compactions,
             recovery=parts.settings.recovery,
         )
-
-    def records_only(
-        self, session: RuntimeSession, *, tokens: int, last_reply: AssistantMessage | None
-    ) -> bool:
-        """
-        Whether :meth:`finish` with these ``tokens`` would do nothing but write the store entry (no
-        threshold compaction nor its refusal, no cache-TTL marker due): the entry write may then ride on
-        the reply's append (``transcript._riders``).
-        """
-        decision = self._decide(session, tokens, last_reply)
-        if decision.compact or decision.reason == "compaction_ineffective":
-            return False
-        return not self._request.cache_touch_due(session, clean_attempt=_clean(last_reply))
 
     def record_fields(self, usage: dict[str, int], tokens: int) -> dict[str, Any]:
         """

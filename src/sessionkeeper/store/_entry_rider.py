@@ -24,7 +24,8 @@ class EntryRider:
     """
     ``store.patch(session_key, fields, create=False)`` made with a transcript append: an
     :class:`~sessionkeeper.transcript.AppendRider` for
-    :meth:`TranscriptManager.append_messages <sessionkeeper.transcript.TranscriptManager.append_messages>`.
+    :meth:`TranscriptManager.append_messages <sessionkeeper.transcript.TranscriptManager.append_messages>`
+    and :meth:`~sessionkeeper.transcript.TranscriptManager.append_chain`.
 
     A storage that carries it (:class:`~sessionkeeper.store.PostgresTranscriptStorage` on the store's own
     backend: ``SessionStore.open("postgresql://...")``) makes the append and the patch one transaction,

@@ -221,7 +221,11 @@ class TranscriptAppends(TranscriptView, Pi16Appends):
         return None if written is None else written[0]
 
     async def append_chain(
-        self, builds: Sequence[EntryBuilder[TranscriptEntry]], *, follow: bool = True
+        self,
+        builds: Sequence[EntryBuilder[TranscriptEntry]],
+        *,
+        follow: bool = True,
+        rider: AppendRider | None = None,
     ) -> list[TranscriptEntry] | None:
         """
         Append the entries ``builds`` return, each a child of the one before (the first a child of the
@@ -235,6 +239,9 @@ class TranscriptAppends(TranscriptView, Pi16Appends):
         Args:
             builds: Make the entries, oldest first; an empty sequence writes nothing (``[]``).
             follow: As for :meth:`append_with`.
+            rider: A write to land with them, as for :meth:`append_messages` (a database turn's reply,
+                its cache-TTL marker and its store entry update in one commit); not run when nothing is
+                written (no builds, or a builder returned ``None``).
 
         Returns:
             The entries written, in order; ``None`` (nothing written) when a builder returned ``None``.
@@ -245,7 +252,7 @@ class TranscriptAppends(TranscriptView, Pi16Appends):
         """
         if not builds:
             return []
-        return await self._append_chain(builds, follow=follow)
+        return await self._append_chain(builds, follow=follow, rider=rider)
 
     _append = append_with  # the name compaction._landing calls
 
