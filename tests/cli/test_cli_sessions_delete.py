@@ -45,9 +45,15 @@ def test_delete_archives_a_directory_transcript(tmp_path: Path) -> None:
     session_id = _seed(tmp_path)
     code, out = cli_output("sessions", "delete", "--store", str(tmp_path), KEY, "--json")
     assert code == 0, out
-    assert json.loads(out) == {"key": KEY, "deleted": True, "backend": "json"}
+    archives = list(tmp_path.glob(f"{session_id}.jsonl.deleted.*"))
+    assert len(archives) == 1
+    assert json.loads(out) == {
+        "key": KEY,
+        "deleted": True,
+        "backend": "json",
+        "transcript": {"outcome": "archived", "path": str(archives[0])},
+    }
     assert _sessions(tmp_path) == ([], [])
-    assert len(list(tmp_path.glob(f"{session_id}.jsonl.deleted.*"))) == 1
 
 
 def test_delete_removes_a_database_transcript(pg_schema: tuple[str, str]) -> None:
@@ -56,7 +62,12 @@ def test_delete_removes_a_database_transcript(pg_schema: tuple[str, str]) -> Non
     _seed(url)
     code, out = cli_output("sessions", "delete", "--store", url, KEY, "--json")
     assert code == 0, out
-    assert json.loads(out) == {"key": KEY, "deleted": True, "backend": "postgres"}
+    assert json.loads(out)["transcript"]["outcome"] == "removed"
+    assert {k: v for k, v in json.loads(out).items() if k != "transcript"} == {
+        "key": KEY,
+        "deleted": True,
+        "backend": "postgres",
+    }
     assert _sessions(url) == ([], [])
     # deleted for good, as docs/postgres.md and the help say: no `deleted` archive to recover
     assert _archives(url) == []
@@ -78,8 +89,9 @@ def test_keep_transcript_leaves_it(pg_schema: tuple[str, str]) -> None:
     dsn, schema = pg_schema
     url = f"{dsn}?schema={schema}"
     session_id = _seed(url)
-    code, out = cli_output("sessions", "delete", "--store", url, KEY, "--keep-transcript")
+    code, out = cli_output("sessions", "delete", "--store", url, KEY, "--keep-transcript", "--json")
     assert code == 0, out
+    assert json.loads(out)["transcript"]["outcome"] == "kept"
     assert _sessions(url) == ([], [session_id])
 
 

@@ -23,11 +23,16 @@ from rich.text import Text
 from sessionkeeper.cli._json import json_text
 from sessionkeeper.cli._main import EXIT_ERROR, fail
 from sessionkeeper.cli._output import console_for_stdout, escape_controls, print_table
-from sessionkeeper.exceptions import TranscriptNotFoundError, UnsafePathError
+from sessionkeeper.cli._session_transcript import (
+    TRANSCRIPTS_DIR_HELP,
+    check_transcripts_dir,
+    delete_outcome,
+    outside_note,
+    transcript_state,
+)
 from sessionkeeper.store import (
     JsonFileStoreBackend,
     PostgresStoreBackend,
-    PostgresTranscriptStorage,
     RawJsonValue,
     RedisStoreBackend,
     SessionEntry,
@@ -36,7 +41,6 @@ from sessionkeeper.store import (
     redact_url,
     session_entry_to_dict,
 )
-from sessionkeeper.transcript import MemoryTranscriptStorage
 
 
 __all__ = ("COMMANDS", "session_row", "sessions_group", "status_command", "store_options")
@@ -44,6 +48,7 @@ __all__ = ("COMMANDS", "session_row", "sessions_group", "status_command", "store
 T = TypeVar("T")
 
 _BACKEND_CHOICE = click.Choice(["json", "sqlite"])
+_TRANSCRIPTS_DIR = click.Path(path_type=Path, exists=True, file_okay=False)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -171,8 +176,10 @@ def _when(ms: Any) -> str:
         return str(ms)
 
 
-def _open(store: Path | str, backend: str | None) -> SessionStore:
+def _open(store: Path | str, backend: str | None, transcripts_dir: Path | None = None) -> SessionStore:
     """Open the store read-only: listing or showing a session never creates or writes anything."""
+    if transcripts_dir is not None:  # a store URL (check_transcripts_dir)
+        return SessionStore.open(store, transcripts_dir=transcripts_dir, read_only=True)
     return SessionStore.open(store, backend=backend, read_only=True)  # type: ignore[arg-type]
 
 
@@ -280,30 +287,26 @@ Examples:
 
 @click.command("status", epilog=_STATUS_EPILOG)
 @_store_or_url_options
+@click.option("--transcripts-dir", type=_TRANSCRIPTS_DIR, default=None, help=TRANSCRIPTS_DIR_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (fields documented in docs/store.md).")
 @click.argument("key")
-def status_command(*, store_path: Path | str, backend: str | None, as_json: bool, key: str) -> None:
+def status_command(
+    *, store_path: Path | str, backend: str | None, transcripts_dir: Path | None, as_json: bool, key: str
+) -> None:
     """Show one session's entry and transcript. Exit 1 when the key is not in the store."""
+    check_transcripts_dir(store_path, transcripts_dir)
 
-    async def run() -> tuple[SessionEntry | None, dict[str, Any] | None, str]:
-        async with _open(store_path, backend) as store:
+    async def run() -> tuple[SessionEntry | None, dict[str, Any] | None, str | None, str]:
+        async with _open(store_path, backend, transcripts_dir) as store:
             name = backend_name(store)
             entry = await store.get(key)
-            transcript = None
-            if entry is not None:
-                path = store.transcript_file(entry)
-                if path is not None:
-                    exists = path.is_file()
-                    transcript = {
-                        "path": str(path),
-                        "exists": exists,
-                        "bytes": path.stat().st_size if exists else None,
-                    }
-                elif store.sessions_dir is None and isinstance(entry.session_id, str):
-                    transcript = await _stored_transcript(store, entry.session_id)
-            return entry, transcript, name
+            if entry is None:
+                return None, None, None, name
+            transcript = await transcript_state(store, entry)
+            note = outside_note(store, entry, transcript, given=store_path, transcripts_dir=transcripts_dir)
+            return entry, transcript, note, name
 
-    entry, transcript, name = anyio.run(run)
+    entry, transcript, note, name = anyio.run(run)
     if entry is None:
         if as_json:  # the JSON document is the answer (stdout only), as before
             click.echo(json_text({"key": key, "found": False, "backend": name}, indent=2))
@@ -319,6 +322,8 @@ def status_command(*, store_path: Path | str, backend: str | None, as_json: bool
             "entry": session_entry_to_dict(entry),
             "transcript": transcript,
         }
+        if note is not None:
+            payload["transcriptNote"] = note
         click.echo(
             json_text(payload, indent=2)
         )  # a RawJsonValue in the entry is written as its raw JSON text
@@ -336,6 +341,8 @@ def status_command(*, store_path: Path | str, backend: str | None, as_json: bool
         if transcript.get("lines") is not None:
             size = f"{transcript['lines']} lines, {size}"
         table.add_row("transcript", plain(f"{transcript['path']} ({size})"))
+    if note is not None:
+        table.add_row("transcript", plain(f"not found: {note}"))
     print_table(console_for_stdout(), table)
 
 
@@ -343,59 +350,75 @@ _DELETE_EPILOG = """\b
 Examples:
   sessionkeeper sessions delete --store ~/.openclaw/agents/main/sessions agent:main:direct:old
   sessionkeeper sessions delete --store postgresql://db/agents agent:main:direct:old --json
+  sessionkeeper sessions delete --store redis://127.0.0.1/0 --transcripts-dir ./t agent:main:direct:old
 """
 
 
 @sessions_group.command("delete", epilog=_DELETE_EPILOG)
 @_store_or_url_options
+@click.option("--transcripts-dir", type=_TRANSCRIPTS_DIR, default=None, help=TRANSCRIPTS_DIR_HELP)
 @click.option(
     "--keep-transcript", is_flag=True, help="Leave the transcript as it is (default: archive or remove it)."
 )
-@click.option("--json", "as_json", is_flag=True, help="Print JSON: {key, deleted, backend}.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: {key, deleted, backend, transcript}.")
 @click.argument("key")
 def delete_command(
-    *, store_path: Path | str, backend: str | None, keep_transcript: bool, as_json: bool, key: str
+    *,
+    store_path: Path | str,
+    backend: str | None,
+    transcripts_dir: Path | None,
+    keep_transcript: bool,
+    as_json: bool,
+    key: str,
 ) -> None:
     """
     Remove one session's entry. Its transcript, unless another entry uses it, is archived as
-    <file>.deleted.<stamp> in a sessions directory (recoverable); in a PostgreSQL store that holds the
-    transcripts it is deleted for good (its rows removed, no archive: export first to keep it). A
-    transcript file beside a store URL is left as it is (docs/postgres.md "Reset, delete and
-    archives"). Exit 1 when the key is not in the store.
+    <file>.deleted.<stamp> in a sessions directory (recoverable; a store URL's with --transcripts-dir);
+    in a PostgreSQL store that holds the transcripts it is deleted for good (its rows removed, no
+    archive: export first to keep it). A transcript file beside a store URL given no --transcripts-dir
+    is left as it is, and the output says so (docs/postgres.md "Reset, delete and archives"). Exit 1
+    when the key is not in the store.
     """
+    check_transcripts_dir(store_path, transcripts_dir)
 
-    async def run() -> tuple[bool, str]:
-        async with SessionStore.open(store_path, backend=backend) as store:  # type: ignore[arg-type]
-            return await store.delete(key, archive_transcript=not keep_transcript), backend_name(store)
+    async def run() -> tuple[bool, dict[str, Any] | None, str]:
+        opened = (
+            SessionStore.open(store_path, transcripts_dir=transcripts_dir)
+            if transcripts_dir is not None
+            else SessionStore.open(store_path, backend=backend)  # type: ignore[arg-type]
+        )
+        async with opened as store:
+            name = backend_name(store)
+            entry = await store.get(key)
+            before = None if entry is None else await transcript_state(store, entry)
+            if not await store.delete(key, archive_transcript=not keep_transcript):
+                return False, None, name
+            if entry is None:  # written between the read and the delete: nothing known of it
+                return True, None, name
+            note = outside_note(store, entry, before, given=store_path, transcripts_dir=transcripts_dir)
+            after = None if note is not None else await transcript_state(store, entry)
+            return True, delete_outcome(before, after, session_id=entry.session_id, note=note), name
 
-    deleted, name = anyio.run(run)
+    deleted, transcript, name = anyio.run(run)
     if as_json:
-        click.echo(json_text({"key": key, "deleted": deleted, "backend": name}, indent=2))
+        payload: dict[str, Any] = {"key": key, "deleted": deleted, "backend": name}
+        if deleted:
+            payload["transcript"] = transcript
+        click.echo(json_text(payload, indent=2))
         if not deleted:
             raise SystemExit(EXIT_ERROR)
         return
     if not deleted:
         fail(f"no session for key {key!r} in {redact_url(str(store_path))}", code=EXIT_ERROR)
-    console_for_stdout().print(Text("deleted ") + plain(key))
-
-
-async def _stored_transcript(store: SessionStore, session_id: str) -> dict[str, Any] | None:
-    """
-    The ``status`` of a transcript held in the store's storage (a database store: its location, lines
-    and bytes from the head row, no line read; issue 13). ``None`` for memory: a new process has none.
-    """
-    storage = store.transcript_storage()
-    if isinstance(storage, MemoryTranscriptStorage):
-        return None
-    location = storage.location(session_id)
-    try:
-        if isinstance(storage, PostgresTranscriptStorage):
-            _, _, mark = await storage.read_tail(session_id, lines=0)
-        else:
-            _, mark = await storage.read(session_id)
-    except (TranscriptNotFoundError, UnsafePathError):
-        return {"path": location, "exists": False, "bytes": None, "lines": None}
-    return {"path": location, "exists": True, "bytes": mark.size, "lines": mark.lines}
+    console = console_for_stdout()
+    console.print(Text("deleted ") + plain(key))
+    if transcript is None:
+        return
+    if transcript["outcome"] == "notFound":
+        left = f"transcript of session {transcript['sessionId']} left as it is: {transcript['note']}"
+        console.print(plain(left), style="yellow")
+    else:
+        console.print(Text(f"transcript {transcript['outcome']}: ") + plain(str(transcript["path"])))
 
 
 COMMANDS: tuple[click.Command, ...] = (sessions_group, status_command)
