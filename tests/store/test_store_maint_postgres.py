@@ -24,7 +24,7 @@ from sessionkeeper.store import (
     run_maintenance,
     session_entry_from_dict,
 )
-from sessionkeeper.store._postgres_schema import MIGRATIONS as _MIGRATIONS
+from sessionkeeper.store._postgres_migrations import MIGRATIONS as _MIGRATIONS
 
 
 pytestmark = pytest.mark.anyio

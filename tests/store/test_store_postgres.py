@@ -232,8 +232,9 @@ async def test_concurrent_first_starts_migrate_once(pg_schema: tuple[str, str]) 
         (3, "transcripts"),
         (4, "transcript archives"),
         (5, "entry expiry"),
+        (6, "session id from the library"),
     ]
-    assert POSTGRES_SCHEMA_VERSION == 5
+    assert POSTGRES_SCHEMA_VERSION == 6
 
 
 async def test_a_schema_newer_than_the_library_is_refused(pg_schema: tuple[str, str]) -> None:

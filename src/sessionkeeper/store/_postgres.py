@@ -3,8 +3,8 @@
 reaches the database (DESIGN "Storage backends"; ``spec/distributed.md`` §2.4; optional extra
 ``sessionkeeper[postgres]``: psycopg 3 async and ``psycopg_pool``, imported only here).
 
-Schema: ``sk_migrations`` and ``sk_sessions`` in ``schema`` (default ``sessionkeeper``), drawn and
-migrated in ``_postgres_schema``.
+Schema: ``sk_migrations`` and ``sk_sessions`` in ``schema`` (default ``sessionkeeper``), drawn in
+``_postgres_schema`` and migrated by ``_postgres_migrations``.
 
 Concurrency (READ COMMITTED; every write is one transaction):
 
@@ -47,6 +47,7 @@ from sessionkeeper.store._backend import (
 )
 from sessionkeeper.store._entry import SessionEntry
 from sessionkeeper.store._postgres_expiry import sweep_expired_entries
+from sessionkeeper.store._postgres_migrations import POSTGRES_SCHEMA_VERSION, migrate, schema_version
 from sessionkeeper.store._postgres_pool import (
     CONFLICT_ATTEMPTS,
     Unit,
@@ -55,14 +56,11 @@ from sessionkeeper.store._postgres_pool import (
 )
 from sessionkeeper.store._postgres_schema import (
     MAX_STORE_ID_BYTES,
-    POSTGRES_SCHEMA_VERSION,
     SCHEMA_NAME,
     RowValues,
     build_queries,
     check_pg_key,
-    migrate,
     probe,
-    schema_version,
 )
 from sessionkeeper.store._remote import (
     CallOrder,
