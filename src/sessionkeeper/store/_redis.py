@@ -188,8 +188,7 @@ class RedisStoreBackend(RowsAlwaysLoad):
 
     Raises (from the methods):
         StoreUnavailableError: The server cannot be reached, or the connection broke.
-        ConfigError: The server refuses the URL's database (``redis://host/99``: "DB index is out of
-            range").
+        ConfigError: The server refuses the URL's database (``redis://host/99``: DB index out of range).
         StoreCorruptError: A stored entry is not a JSON object.
         StoreError: Called outside asyncio, after :meth:`aclose`, or a write on a read-only backend.
         InvalidSessionEntryError: A key with a lone surrogate (not UTF-8).
