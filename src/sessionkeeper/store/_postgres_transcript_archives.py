@@ -20,13 +20,12 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from sessionkeeper.exceptions import TranscriptNotFoundError
 from sessionkeeper.store._entry import SessionEntry
+from sessionkeeper.store._postgres_transcript_parts import StorageHost
 from sessionkeeper.store._remote import decode_entry_text, storable_key
 from sessionkeeper.transcript import ArchiveReason, TranscriptArchive, archive_stamp
 
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
-
     from psycopg import AsyncConnection
 
     from sessionkeeper.store._postgres import PostgresStoreBackend
@@ -99,24 +98,8 @@ def archive_name(session_id: str, reason: ArchiveReason, now_ms: int) -> str:
     return f"{session_id}/{reason}/{archive_stamp(now_ms)}"
 
 
-class PostgresTranscriptArchives:
+class PostgresTranscriptArchives(StorageHost):
     """The archives of :class:`~sessionkeeper.store.PostgresTranscriptStorage` (module docstring)."""
-
-    if TYPE_CHECKING:  # what the storage provides
-        schema: str
-        store_id: str
-
-        def _check_id(self, session_id: str) -> str: ...
-        def location(self, session_id: str) -> str: ...
-        async def _run(
-            self,
-            session_id: str,
-            body: Callable[[AsyncConnection[Any]], Awaitable[R]],
-            *,
-            write: bool,
-            claim: Any = None,
-            phase: list[str] | None = None,
-        ) -> R: ...
 
     def _archive_sql(self, name: str) -> Any:
         from psycopg import sql as psycopg_sql  # noqa: PLC0415 - the optional extra, imported on first use

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import attrs
 import msgspec
@@ -23,17 +23,48 @@ if TYPE_CHECKING:
     from psycopg import AsyncConnection
     from psycopg_pool import AsyncConnectionPool
 
+    from sessionkeeper.transcript import StorageMark
+
 
 __all__ = (
     "FORWARD_PAGE_LINES",
     "SQL",
     "MarkToken",
     "PostgresClaim",
+    "StorageHost",
     "build_transcript_sql",
     "forward_batches",
     "indexed_id",
     "line_columns",
 )
+
+R = TypeVar("R")
+
+
+class StorageHost:
+    """
+    What :class:`~sessionkeeper.store.PostgresTranscriptStorage` gives the mixins that hold its reads and
+    archives: declared once, for type checkers only (no attribute exists at run time).
+    """
+
+    if TYPE_CHECKING:
+        schema: str
+        store_id: str
+        _sql: dict[str, Any]
+
+        def _check_id(self, session_id: str) -> str: ...
+        def location(self, session_id: str) -> str: ...
+        def _mark(self, lines: int, size: int, generation: int) -> StorageMark: ...
+        async def _run(
+            self,
+            session_id: str,
+            body: Callable[[AsyncConnection[Any]], Awaitable[R]],
+            *,
+            write: bool,
+            claim: Any = None,
+            phase: list[str] | None = None,
+        ) -> R: ...
+
 
 FORWARD_PAGE_LINES: Final = 4096
 """The most lines one page of a forward read fetches."""

@@ -20,13 +20,18 @@ import attrs
 import msgspec
 
 from sessionkeeper.exceptions import TranscriptChangedError, TranscriptNotFoundError
-from sessionkeeper.store._postgres_transcript_parts import FORWARD_PAGE_LINES, forward_batches, indexed_id
+from sessionkeeper.store._postgres_transcript_parts import (
+    FORWARD_PAGE_LINES,
+    StorageHost,
+    forward_batches,
+    indexed_id,
+)
 from sessionkeeper.store._remote import storable_key
 from sessionkeeper.transcript import StorageMark
 
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable
+    from collections.abc import AsyncIterator
 
     from psycopg import AsyncConnection
 
@@ -121,27 +126,8 @@ class LiveTranscriptLines:
         return b"".join(line + b"\n" for line in (self.header, *self.lines))
 
 
-class PostgresTranscriptReads:
+class PostgresTranscriptReads(StorageHost):
     """The partial reads of :class:`~sessionkeeper.store.PostgresTranscriptStorage` (module docstring)."""
-
-    if TYPE_CHECKING:  # what the storage provides
-        schema: str
-        store_id: str
-
-        _sql: dict[str, Any]
-
-        def _check_id(self, session_id: str) -> str: ...
-        def location(self, session_id: str) -> str: ...
-        def _mark(self, lines: int, size: int, generation: int) -> StorageMark: ...
-        async def _run(
-            self,
-            session_id: str,
-            body: Callable[[AsyncConnection[Any]], Awaitable[R]],
-            *,
-            write: bool,
-            claim: Any = None,
-            phase: list[str] | None = None,
-        ) -> R: ...
 
     async def _reads(self, session_id: str, name: str, params: dict[str, Any]) -> list[Any]:
         from psycopg import sql as psycopg_sql  # noqa: PLC0415 - the optional extra, imported on first use
